@@ -1,0 +1,148 @@
+"""The application service: one method per use case (load, decide, save, answer)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError, Mapper, Transcoder
+
+from domain.agent import Agent
+from domain.chat import Chat, RespondEntry, RestartEntry
+from domain.errors import ChatNotFoundError, ConcurrencyError, InvalidRequestError, UnknownAgentError
+from domain.events import ChatEvent
+from domain.models import Model
+from domain.persistence import PydanticMapper, Sealer, store_env
+from domain.results import TurnResult
+from domain.turns import Emit, TurnRunner
+
+DEV_SECRET = b"interlock-dev-secret-change-me"
+ModelResolver = Callable[[str], Model]
+
+
+class Interlock(Application[UUID]):
+    """Chats with agents whose tools may interrupt; every step is an event."""
+
+    name = "Interlock"
+    snapshotting_intervals: ClassVar[dict[Any, int]] = {Chat: 100}
+
+    def __init__(
+        self,
+        agents: Sequence[Agent],
+        *,
+        store: str | None = None,
+        env: dict[str, str] | None = None,
+        secret: bytes | None = None,
+        resolve_model: ModelResolver | None = None,
+    ) -> None:
+        settings = store_env(store or os.environ.get("INTERLOCK_STORE", "memory://"))
+        super().__init__({**settings, **(env or {})})
+        self.agents = {a.name: a for a in agents}
+        self.sealer = Sealer(secret or os.environ.get("INTERLOCK_SECRET", "").encode() or DEV_SECRET)
+        self.runner = TurnRunner(self, {a.name: _model(a, resolve_model) for a in agents})
+
+    def construct_mapper(self) -> Mapper[UUID]:
+        return PydanticMapper(
+            transcoder=_NoTranscoder(),
+            compressor=self.factory.compressor(),
+            cipher=self.factory.cipher(),
+        )
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def start_chat(
+        self, agent: str, *, actor: str, tenant: str = "default",
+        metadata: dict[str, Any] | None = None,
+    ) -> Chat:
+        self.agent(agent)
+        chat = Chat.start(agent, actor=actor, tenant=tenant, metadata=metadata)
+        self.commit(chat)
+        return chat
+
+    async def send(
+        self, chat_id: UUID, text: str, *, actor: str, tenant: str | None = None,
+        emit: Emit | None = None,
+    ) -> TurnResult:
+        if not text.strip():
+            raise InvalidRequestError("message text is empty")
+        chat = self.get_chat(chat_id, tenant=tenant)
+        since = len(chat.state.messages)
+        chat.send_message(text, actor=actor)
+        return await self.runner.run(chat, since, emit)
+
+    async def resume(
+        self, chat_id: UUID, *, respond: Sequence[RespondEntry] = (),
+        restart: Sequence[RestartEntry] = (), actor: str, tenant: str | None = None,
+        emit: Emit | None = None,
+    ) -> TurnResult:
+        chat = self.get_chat(chat_id, tenant=tenant)
+        since = len(chat.state.messages)
+        chat.resume(respond, restart, actor=actor, tools=self.agent(chat.state.agent).tool_map)
+        return await self.runner.run(chat, since, emit)
+
+    async def retry(
+        self, chat_id: UUID, *, actor: str, tenant: str | None = None, emit: Emit | None = None
+    ) -> TurnResult:
+        chat = self.get_chat(chat_id, tenant=tenant)
+        since = len(chat.state.messages)
+        chat.retry(actor=actor)
+        return await self.runner.run(chat, since, emit)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def agent(self, name: str) -> Agent:
+        try:
+            return self.agents[name]
+        except KeyError:
+            raise UnknownAgentError(name) from None
+
+    def get_chat(self, chat_id: UUID, *, version: int | None = None,
+                 tenant: str | None = None) -> Chat:
+        """The chat now, or as of event `version`; another tenant's chat does not exist."""
+        try:
+            chat: Chat = self.repository.get(chat_id, version=version)
+        except AggregateNotFoundError:
+            raise ChatNotFoundError(chat_id) from None
+        if tenant is not None and chat.state.tenant != tenant:
+            raise ChatNotFoundError(chat_id)
+        return chat
+
+    def chat_events(self, chat_id: UUID, *, tenant: str | None = None) -> list[ChatEvent]:
+        self.get_chat(chat_id, version=1, tenant=tenant)
+        return list(self.events.get(chat_id))  # type: ignore[arg-type]
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def commit(self, chat: Chat) -> int | None:
+        """Seal and append the chat's new events at the expected version; the position."""
+        if not chat.pending_events:
+            return None
+        chat.seal(self.sealer.sign)
+        try:
+            recordings = self.save(chat)
+        except IntegrityError:
+            raise ConcurrencyError(chat.id) from None
+        return recordings[-1].notification.id if recordings else None
+
+
+def _model(agent: Agent, resolve: ModelResolver | None) -> Model:
+    if not isinstance(agent.model, str):
+        return agent.model
+    if resolve is None:
+        raise InvalidRequestError(
+            f"agent {agent.name} names model {agent.model!r} but no provider resolver is set"
+        )
+    return resolve(agent.model)
+
+
+class _NoTranscoder(Transcoder):
+    """The pydantic mapper serialises by itself; the library still wants a transcoder."""
+
+    def encode(self, obj: Any) -> bytes:
+        raise NotImplementedError
+
+    def decode(self, data: bytes) -> Any:
+        raise NotImplementedError

@@ -1,0 +1,193 @@
+"""Typed domain errors; the HTTP layer maps them to status codes by `code`.
+
+InterlockError
+├── ChatNotFoundError                 chat_not_found
+├── UnknownAgentError                 unknown_agent
+├── InvalidRequestError               invalid_request
+├── ResumeError
+│   ├── EmptyResumeError              empty_resume
+│   ├── DuplicateRefError             duplicate_ref
+│   ├── UnknownInterruptError         unknown_interrupt
+│   ├── InterruptNameMismatchError    interrupt_name_mismatch
+│   ├── InvalidToolOutputError        invalid_tool_output
+│   ├── InvalidToolInputError         invalid_tool_input
+│   └── InterruptNotPendingError      interrupt_not_pending
+├── ChatStateError
+│   ├── PendingInterruptsError        pending_interrupts
+│   ├── TurnInProgressError           turn_in_progress
+│   └── NothingToRetryError           nothing_to_retry
+├── ConcurrencyError                  concurrent_modification
+├── AuthError
+│   ├── UnauthenticatedError          unauthenticated
+│   └── ForbiddenError                forbidden
+└── ModelError                        model_error
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+
+
+class InterlockError(Exception):
+    """Base of every error a client can cause or observe."""
+
+    code: ClassVar[str] = "interlock_error"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details
+
+
+class ChatNotFoundError(InterlockError):
+    code = "chat_not_found"
+
+    def __init__(self, chat_id: object) -> None:
+        super().__init__(f"chat {chat_id} not found", chat_id=str(chat_id))
+
+
+class UnknownAgentError(InterlockError):
+    code = "unknown_agent"
+
+    def __init__(self, agent: str) -> None:
+        super().__init__(f"no agent named {agent!r}", agent=agent)
+
+
+class InvalidRequestError(InterlockError):
+    code = "invalid_request"
+
+
+class ResumeError(InterlockError):
+    """A resume batch was refused; nothing was recorded."""
+
+
+class EmptyResumeError(ResumeError):
+    code = "empty_resume"
+
+    def __init__(self) -> None:
+        super().__init__("a resume needs at least one respond or restart entry")
+
+
+class DuplicateRefError(ResumeError):
+    code = "duplicate_ref"
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(f"ref {ref!r} appears more than once in one resume", ref=ref)
+
+
+class UnknownInterruptError(ResumeError):
+    code = "unknown_interrupt"
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(f"no tool call with ref {ref!r} in this chat", ref=ref)
+
+
+class InterruptNameMismatchError(ResumeError):
+    code = "interrupt_name_mismatch"
+
+    def __init__(self, ref: str, expected: str, given: str) -> None:
+        super().__init__(
+            f"ref {ref!r} is a {expected!r} interrupt, not {given!r}",
+            ref=ref,
+            expected=expected,
+            given=given,
+        )
+
+
+class InvalidToolOutputError(ResumeError):
+    code = "invalid_tool_output"
+
+    def __init__(self, ref: str, tool: str, errors: list[dict[str, Any]]) -> None:
+        super().__init__(
+            f"output for {tool!r} (ref {ref!r}) fails its output schema",
+            ref=ref,
+            tool=tool,
+            errors=errors,
+        )
+
+
+class InvalidToolInputError(ResumeError):
+    code = "invalid_tool_input"
+
+    def __init__(self, ref: str, tool: str, errors: list[dict[str, Any]]) -> None:
+        super().__init__(
+            f"replace_input for {tool!r} (ref {ref!r}) fails its input schema",
+            ref=ref,
+            tool=tool,
+            errors=errors,
+        )
+
+
+class InterruptNotPendingError(ResumeError):
+    code = "interrupt_not_pending"
+
+    def __init__(
+        self,
+        ref: str,
+        decided_by: str | None,
+        decided_at: datetime | None,
+        decision: str | None,
+    ) -> None:
+        if decision is None:
+            message = f"tool call {ref!r} is not a pending interrupt"
+        else:
+            message = f"interrupt {ref!r} was already decided ({decision}) by {decided_by}"
+        super().__init__(
+            message,
+            ref=ref,
+            decided_by=decided_by,
+            decided_at=decided_at.isoformat() if decided_at else None,
+            decision=decision,
+        )
+
+
+class ChatStateError(InterlockError):
+    """The chat's status does not allow the command."""
+
+
+class PendingInterruptsError(ChatStateError):
+    code = "pending_interrupts"
+
+    def __init__(self, refs: list[str]) -> None:
+        super().__init__("the chat has pending interrupts; resume them first", refs=refs)
+
+
+class TurnInProgressError(ChatStateError):
+    code = "turn_in_progress"
+
+    def __init__(self) -> None:
+        super().__init__("a turn is in progress in this chat")
+
+
+class NothingToRetryError(ChatStateError):
+    code = "nothing_to_retry"
+
+    def __init__(self, status: str) -> None:
+        super().__init__(f"only a failed turn can be retried (status is {status})", status=status)
+
+
+class ConcurrencyError(InterlockError):
+    code = "concurrent_modification"
+
+    def __init__(self, chat_id: object) -> None:
+        super().__init__(
+            f"chat {chat_id} was changed by another request; reload and retry",
+            chat_id=str(chat_id),
+        )
+
+
+class AuthError(InterlockError):
+    """Authentication or authorization refused."""
+
+
+class UnauthenticatedError(AuthError):
+    code = "unauthenticated"
+
+
+class ForbiddenError(AuthError):
+    code = "forbidden"
+
+
+class ModelError(InterlockError):
+    code = "model_error"

@@ -1,0 +1,229 @@
+"""The Chat aggregate's events: past-tense facts whose `apply` only assigns.
+
+Every event class is stored under the stable topic `interlock:<ClassName>`, so moving
+this module does not orphan stored events. A renamed class must register its old
+topic (`eventsourcing.utils.register_topic`); a changed payload bumps `class_version`
+and adds an `upcast_vN_vN+1(state)` static method.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from uuid import UUID
+
+from eventsourcing.domain import OriginatorVersionError
+from eventsourcing.utils import register_topic
+from pydantic import BaseModel, ConfigDict
+
+from domain.messages import Message, text_message
+from domain.state import ChatState, ChatStatus, ToolCall
+
+if TYPE_CHECKING:
+    from domain.chat import Chat
+
+FinishReason = Literal["stop", "interrupted", "max_turns", "failed"]
+_STATUS_AFTER: dict[str, ChatStatus] = {
+    "stop": "idle", "max_turns": "idle", "interrupted": "interrupted", "failed": "failed",
+}
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ChatEvent(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    TOPIC: ClassVar[str] = ""
+    class_version: ClassVar[int] = 1
+
+    originator_id: UUID
+    originator_version: int
+    timestamp: datetime
+    chain: str | None = None
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls.TOPIC = f"interlock:{cls.__name__}"
+        register_topic(cls.TOPIC, cls)
+
+    def mutate(self, chat: Chat | None) -> Chat:
+        assert chat is not None, "only ChatStarted may begin a chat"
+        if self.originator_version != chat.version + 1:
+            raise OriginatorVersionError(self.originator_version, chat.version + 1)
+        self.apply(chat.state)
+        chat.version = self.originator_version
+        chat.state.updated_at = self.timestamp
+        if self.chain is not None:
+            chat.state.chain_tip = self.chain
+        return chat
+
+    def apply(self, state: ChatState) -> None:
+        """Change the state; deterministic, runs again on every replay."""
+
+
+class ChatStarted(ChatEvent):
+    agent: str
+    tenant: str
+    actor: str
+    metadata: dict[str, Any] = {}
+
+    def mutate(self, chat: Chat | None) -> Chat:
+        from domain.chat import Chat  # the aggregate module imports this one
+
+        state = ChatState(
+            agent=self.agent, tenant=self.tenant, started_by=self.actor, metadata=self.metadata,
+            created_at=self.timestamp, updated_at=self.timestamp, chain_tip=self.chain,
+        )
+        return Chat(self.originator_id, self.originator_version, state)
+
+
+class UserMessageSent(ChatEvent):
+    text: str
+    actor: str
+
+    def apply(self, state: ChatState) -> None:
+        state.messages.append(text_message("user", self.text))
+        state.status = "running"
+        state.turn += 1
+        state.turn_by = self.actor
+        state.turn_start = len(state.messages) - 1
+        state.steps = 0
+        state.finish_reason = None
+        state.error = None
+
+
+class TurnRetried(ChatEvent):
+    actor: str
+
+    def apply(self, state: ChatState) -> None:
+        state.status = "running"
+        state.error = None
+
+
+class ModelResponded(ChatEvent):
+    message: Message
+    usage: dict[str, int] | None = None
+
+    def apply(self, state: ChatState) -> None:
+        state.messages.append(self.message)
+        state.steps += 1
+        state.batch = []
+        state.batch_closed = False
+
+
+class ToolRequested(ChatEvent):
+    ref: str
+    name: str
+    input: Any = None
+
+    def apply(self, state: ChatState) -> None:
+        state.calls[self.ref] = ToolCall(
+            ref=self.ref, name=self.name, input=self.input, turn=state.turn,
+            requested_at=self.timestamp, requested_by=state.turn_by,
+        )
+        state.batch.append(self.ref)
+
+
+class ToolCompleted(ChatEvent):
+    ref: str
+    output: Any = None
+
+    def apply(self, state: ChatState) -> None:
+        call = state.calls[self.ref]
+        call.status, call.output = "completed", self.output
+        state.close_batch_if_resolved()
+
+
+class ToolFailed(ChatEvent):
+    ref: str
+    error: str
+
+    def apply(self, state: ChatState) -> None:
+        call = state.calls[self.ref]
+        call.status, call.error = "failed", self.error
+        state.close_batch_if_resolved()
+
+
+class Interrupted(ChatEvent):
+    ref: str
+    metadata: dict[str, Any] | None = None
+
+    def apply(self, state: ChatState) -> None:
+        call = state.calls[self.ref]
+        call.status, call.interrupt, call.interrupted_at = "interrupted", self.metadata, self.timestamp
+
+
+class Responded(ChatEvent):
+    ref: str
+    name: str
+    output: Any = None
+    metadata: dict[str, Any] | None = None
+    actor: str
+    input_sha256: str
+
+    def apply(self, state: ChatState) -> None:
+        call = state.calls[self.ref]
+        call.status, call.output = "responded", self.output
+        call.decision, call.decided_by, call.decided_at = "respond", self.actor, self.timestamp
+        state.status = "running"
+        state.close_batch_if_resolved()
+
+
+class Restarted(ChatEvent):
+    ref: str
+    name: str
+    resumed_metadata: dict[str, Any] | None = None
+    original_input: Any = None
+    replace_input: Any = None
+    actor: str
+    input_sha256: str
+    replaced_input_sha256: str | None = None
+
+    def apply(self, state: ChatState) -> None:
+        call = state.calls[self.ref]
+        call.status, call.attempt, call.resumed = "restarted", call.attempt + 1, self.resumed_metadata
+        call.decision, call.decided_by, call.decided_at = "restart", self.actor, self.timestamp
+        if self.replaced_input_sha256 is not None:
+            call.original_input, call.input = self.original_input, self.replace_input
+        state.status = "running"
+
+
+class TurnFinished(ChatEvent):
+    reason: FinishReason
+    error: str | None = None
+
+    def apply(self, state: ChatState) -> None:
+        state.status = _STATUS_AFTER[self.reason]
+        state.finish_reason = self.reason
+        state.error = self.error
+
+
+class ChatSnapshot(BaseModel):
+    """The whole state at a version; loading starts here instead of at event 1."""
+
+    model_config = ConfigDict(frozen=True)
+    TOPIC: ClassVar[str] = "interlock:ChatSnapshot"
+
+    originator_id: UUID
+    originator_version: int
+    timestamp: datetime
+    topic: str = "interlock:Chat"
+    state: ChatState
+
+    @classmethod
+    def take(cls, chat: Chat) -> ChatSnapshot:
+        return cls(
+            originator_id=chat.id, originator_version=chat.version, timestamp=now(),
+            state=chat.state.model_copy(deep=True),
+        )
+
+    def mutate(self, _: Chat | None) -> Chat:
+        from domain.chat import Chat
+
+        return Chat(self.originator_id, self.originator_version, self.state.model_copy(deep=True))
+
+
+register_topic(ChatSnapshot.TOPIC, ChatSnapshot)

@@ -1,0 +1,101 @@
+"""How chats are stored: the pydantic mapper, the HMAC event chain, store URLs."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+from uuid import UUID
+
+from eventsourcing.persistence import Mapper, StoredEvent
+from eventsourcing.utils import resolve_topic
+
+from domain.canonical import canonical_json
+from domain.errors import InvalidRequestError
+from domain.events import ChatEvent
+
+_NOT_STORED = {"originator_id", "originator_version"}
+
+
+class PydanticMapper(Mapper[UUID]):
+    """Events are pydantic models: JSON out through pydantic-core, validated back in."""
+
+    def to_stored_event(self, domain_event: Any) -> StoredEvent:
+        cls = type(domain_event)
+        if cls.class_version > 1:
+            data = domain_event.model_dump(mode="json", exclude=_NOT_STORED)
+            data["class_version"] = cls.class_version
+            state = json.dumps(data, separators=(",", ":")).encode()
+        else:
+            state = domain_event.__pydantic_serializer__.to_json(domain_event, exclude=_NOT_STORED)
+        if self.compressor:
+            state = self.compressor.compress(state)
+        if self.cipher:
+            state = self.cipher.encrypt(state)
+        return StoredEvent(
+            originator_id=domain_event.originator_id,
+            originator_version=domain_event.originator_version,
+            topic=cls.TOPIC,
+            state=state,
+        )
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        cls = resolve_topic(stored_event.topic)
+        state = stored_event.state
+        if self.cipher:
+            state = self.cipher.decrypt(state)
+        if self.compressor:
+            state = self.compressor.decompress(state)
+        data = json.loads(state)
+        from_version = data.pop("class_version", 1)
+        while from_version < getattr(cls, "class_version", 1):
+            getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(data)
+            from_version += 1
+        data["originator_id"] = stored_event.originator_id
+        data["originator_version"] = stored_event.originator_version
+        return cls.model_validate(data)
+
+
+class Sealer:
+    """Chains each event to the previous one of its chat with a keyed hash."""
+
+    def __init__(self, secret: bytes) -> None:
+        self._secret = secret
+
+    def digest(self, prev: str | None, payload: dict[str, Any]) -> str:
+        message = f"{prev or ''}\n{canonical_json(payload)}".encode()
+        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
+
+    def sign(self, prev: str | None, event: ChatEvent) -> str:
+        return self.digest(prev, event.model_dump(mode="json", exclude={"chain"}))
+
+
+def store_env(url: str) -> dict[str, str]:
+    """Map a store URL (memory://, sqlite:///file.db, postgresql://...) to eventsourcing env."""
+    parts = urlsplit(url)
+    if parts.scheme == "memory":
+        return {"PERSISTENCE_MODULE": "eventsourcing.popo"}
+    if parts.scheme == "sqlite":
+        path = unquote(parts.path.removeprefix("/")) if parts.netloc == "" else ""
+        if not path:
+            raise InvalidRequestError(f"sqlite store needs a file: sqlite:///path.db, not {url!r}")
+        return {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": path,
+                "SQLITE_LOCK_TIMEOUT": "10"}
+    if parts.scheme in ("postgresql", "postgres"):
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "POSTGRES_DBNAME": parts.path.removeprefix("/") or "postgres",
+            "POSTGRES_HOST": parts.hostname or "127.0.0.1",
+            "POSTGRES_PORT": str(parts.port or 5432),
+            "POSTGRES_USER": unquote(parts.username or "postgres"),
+            "POSTGRES_PASSWORD": unquote(parts.password or ""),
+            "POSTGRES_SCHEMA": query.get("schema", "public"),
+            "POSTGRES_POOL_SIZE": query.get("pool_size", "5"),
+            "POSTGRES_MAX_OVERFLOW": query.get("max_overflow", "10"),
+        }
+    raise InvalidRequestError(
+        f"unknown store {url!r}: use memory://, sqlite:///path.db or postgresql://..."
+    )

@@ -1,0 +1,69 @@
+"""What commands answer: turn results, interrupts as clients see them, stream items."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from domain.chat import Chat
+from domain.messages import Message
+from domain.state import ToolCall
+
+
+class Interrupt(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    chat_id: str
+    ref: str
+    name: str
+    input: Any = None
+    metadata: dict[str, Any] | None = None
+    requested_at: datetime
+
+    @classmethod
+    def of(cls, chat: Chat, call: ToolCall) -> Interrupt:
+        return cls(
+            chat_id=str(chat.id), ref=call.ref, name=call.name, input=call.input,
+            metadata=call.interrupt, requested_at=call.interrupted_at or call.requested_at,
+        )
+
+
+class TurnResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    chat_id: str
+    version: int
+    finish_reason: str
+    text: str
+    message: Message | None
+    messages: list[Message]
+    interrupts: list[Interrupt]
+    error: str | None = None
+    position: int | None = None  # notification id of the last write, for read-your-writes
+
+    @classmethod
+    def of(cls, chat: Chat, since: int, position: int | None) -> TurnResult:
+        appended = chat.state.messages[since:]
+        models = [m for m in appended if m.role == "model"]
+        last = models[-1] if models else None
+        return cls(
+            chat_id=str(chat.id), version=chat.version,
+            finish_reason=chat.state.finish_reason or "stop",
+            text=last.text if last else "", message=last, messages=appended,
+            interrupts=[Interrupt.of(chat, c) for c in chat.pending_interrupts()],
+            error=chat.state.error, position=position,
+        )
+
+
+StreamKind = Literal["text", "tool_request", "tool_response", "interrupt", "turn_end"]
+
+
+class StreamEvent(BaseModel):
+    """One Server-Sent Event of a streamed turn."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: StreamKind
+    data: dict[str, Any]

@@ -1,0 +1,73 @@
+"""The Chat aggregate's state: what events build, what snapshots store."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from domain.messages import Message, Part, ToolResponse
+
+ChatStatus = Literal["idle", "running", "interrupted", "failed"]
+CallStatus = Literal["requested", "completed", "failed", "interrupted", "responded", "restarted"]
+RESOLVED: frozenset[str] = frozenset({"completed", "failed", "responded"})
+
+
+class ToolCall(BaseModel):
+    """One tool request of a model reply, through its whole life."""
+
+    ref: str
+    name: str
+    input: Any = None
+    turn: int
+    requested_at: datetime
+    requested_by: str | None = None
+    status: CallStatus = "requested"
+    attempt: int = 1
+    output: Any = None
+    error: str | None = None
+    interrupt: dict[str, Any] | None = None
+    interrupted_at: datetime | None = None
+    decision: Literal["respond", "restart"] | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    resumed: dict[str, Any] | None = None
+    original_input: Any = None
+
+    def response_output(self) -> Any:
+        if self.status == "failed":
+            return {"error": self.error}
+        return self.output
+
+
+class ChatState(BaseModel):
+    agent: str
+    tenant: str
+    started_by: str
+    metadata: dict[str, Any] = {}
+    created_at: datetime
+    updated_at: datetime
+    status: ChatStatus = "idle"
+    messages: list[Message] = []
+    calls: dict[str, ToolCall] = {}
+    batch: list[str] = []
+    batch_closed: bool = True
+    turn: int = 0
+    turn_by: str | None = None
+    turn_start: int = 0
+    steps: int = 0
+    finish_reason: str | None = None
+    error: str | None = None
+    chain_tip: str | None = None
+
+    def close_batch_if_resolved(self) -> None:
+        """Once every call of the reply is resolved, add the tool message (request order)."""
+        calls = [self.calls[ref] for ref in self.batch]
+        if self.batch_closed or not all(c.status in RESOLVED for c in calls):
+            return
+        self.batch_closed = True
+        self.messages.append(Message(role="tool", content=[
+            Part(tool_response=ToolResponse(ref=c.ref, name=c.name, output=c.response_output()))
+            for c in calls
+        ]))
