@@ -31,7 +31,7 @@ class Interlock(Application[UUID]):
 
     def __init__(
         self,
-        agents: Sequence[Agent],
+        agents: Sequence[Agent] = (),
         *,
         store: str | None = None,
         env: dict[str, str] | None = None,

@@ -1,0 +1,57 @@
+"""Shared fixtures: a fresh store per test, on SQLite and on PostgreSQL (and memory)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+PG_URL = os.environ.get(
+    "INTERLOCK_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/interlock_test"
+)
+
+
+def pg_schema_url(schema: str) -> str:
+    return f"{PG_URL}?schema={schema}"
+
+
+@pytest.fixture
+def pg_store() -> Iterator[str]:
+    """A PostgreSQL store URL in a schema of its own, dropped afterwards."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield pg_schema_url(schema)
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'interlock.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest) -> str:
+    """Each behaviour test runs on SQLite and on PostgreSQL."""
+    name = "pg_store" if request.param == "postgres" else "sqlite_store"
+    return str(request.getfixturevalue(name))
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def any_store(request: pytest.FixtureRequest) -> str:
+    if request.param == "memory":
+        return "memory://"
+    name = "pg_store" if request.param == "postgres" else "sqlite_store"
+    return str(request.getfixturevalue(name))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
