@@ -8,12 +8,20 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import IntegrityError, Mapper, Transcoder
+from eventsourcing.persistence import IntegrityError, Mapper, Recording, Transcoder
 
 from domain.agent import Agent
 from domain.chat import Chat, RespondEntry, RestartEntry
-from domain.errors import ChatNotFoundError, ConcurrencyError, InvalidRequestError, UnknownAgentError
-from domain.events import ChatEvent
+from domain.canonical import sha256_hex
+from domain.errors import (
+    ChatNotFoundError,
+    ConcurrencyError,
+    IdempotencyKeyReusedError,
+    InvalidRequestError,
+    TurnInProgressError,
+    UnknownAgentError,
+)
+from domain.events import ChatEvent, TurnFinished
 from domain.models import Model
 from domain.persistence import PydanticMapper, Sealer, store_env
 from domain.results import TurnResult
@@ -43,6 +51,7 @@ class Interlock(Application[UUID]):
         self.agents = {a.name: a for a in agents}
         self.sealer = Sealer(secret or os.environ.get("INTERLOCK_SECRET", "").encode() or DEV_SECRET)
         self.runner = TurnRunner(self, {a.name: _model(a, resolve_model) for a in agents})
+        self.commit_listeners: list[Callable[[list[Recording[UUID]]], None]] = []
 
     def construct_mapper(self) -> Mapper[UUID]:
         return PydanticMapper(
@@ -76,12 +85,31 @@ class Interlock(Application[UUID]):
     async def resume(
         self, chat_id: UUID, *, respond: Sequence[RespondEntry] = (),
         restart: Sequence[RestartEntry] = (), actor: str, tenant: str | None = None,
-        emit: Emit | None = None,
+        emit: Emit | None = None, idempotency_key: str | None = None,
     ) -> TurnResult:
+        """Decide pending interrupts and continue the turn.
+
+        With `idempotency_key`, a repeat of the same body answers the first result.
+        """
         chat = self.get_chat(chat_id, tenant=tenant)
+        body_sha = sha256_hex({"respond": [e.model_dump(mode="json") for e in respond],
+                               "restart": [e.model_dump(mode="json") for e in restart]})
+        if idempotency_key is not None and idempotency_key in chat.state.resume_keys:
+            return self._first_answer(chat, idempotency_key, body_sha)
         since = len(chat.state.messages)
-        chat.resume(respond, restart, actor=actor, tools=self.agent(chat.state.agent).tool_map)
+        chat.resume(respond, restart, actor=actor, tools=self.agent(chat.state.agent).tool_map,
+                    request_key=idempotency_key, request_sha256=body_sha)
         return await self.runner.run(chat, since, emit)
+
+    def _first_answer(self, chat: Chat, key: str, body_sha: str) -> TurnResult:
+        use = chat.state.resume_keys[key]
+        if use.request_sha256 != body_sha:
+            raise IdempotencyKeyReusedError(key)
+        for event in self.events.get(chat.id, gt=use.version):
+            if isinstance(event, TurnFinished):
+                then = self.get_chat(chat.id, version=event.originator_version)
+                return TurnResult.of(then, use.since, None)
+        raise TurnInProgressError()
 
     async def retry(
         self, chat_id: UUID, *, actor: str, tenant: str | None = None, emit: Emit | None = None
@@ -115,6 +143,11 @@ class Interlock(Application[UUID]):
         return list(self.events.get(chat_id))  # type: ignore[arg-type]
 
     # -- persistence -------------------------------------------------------------------------
+
+    def _notify(self, recordings: list[Recording[UUID]]) -> None:
+        """After each commit: in-process read models catch up here (read-your-writes)."""
+        for listener in self.commit_listeners:
+            listener(recordings)
 
     def commit(self, chat: Chat) -> int | None:
         """Seal and append the chat's new events at the expected version; the position."""

@@ -146,13 +146,16 @@ class Chat:
         *,
         actor: str,
         tools: Mapping[str, Tool],
+        request_key: str | None = None,
+        request_sha256: str | None = None,
     ) -> None:
         """Validate the whole batch, then record one decision event per entry."""
         self._check_batch([e.ref for e in [*respond, *restart]])
         decisions = [*self._check_responds(respond, tools, actor),
                      *self._check_restarts(restart, tools, actor)]
+        keyed = {"request_key": request_key, "request_sha256": request_sha256}
         for event_class, data in decisions:
-            self._trigger(event_class, actor=actor, **data)
+            self._trigger(event_class, actor=actor, **keyed, **data)
 
     # -- queries ----------------------------------------------------------------------------------
 

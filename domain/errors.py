@@ -4,6 +4,7 @@ InterlockError
 ├── ChatNotFoundError                 chat_not_found
 ├── UnknownAgentError                 unknown_agent
 ├── InvalidRequestError               invalid_request
+│   └── IdempotencyKeyReusedError     idempotency_key_reused
 ├── ResumeError
 │   ├── EmptyResumeError              empty_resume
 │   ├── DuplicateRefError             duplicate_ref
@@ -56,6 +57,15 @@ class UnknownAgentError(InterlockError):
 
 class InvalidRequestError(InterlockError):
     code = "invalid_request"
+
+
+class IdempotencyKeyReusedError(InvalidRequestError):
+    code = "idempotency_key_reused"
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"Idempotency-Key {key!r} was used before with a different body", key=key
+        )
 
 
 class ResumeError(InterlockError):

@@ -163,8 +163,11 @@ class Responded(ChatEvent):
     metadata: dict[str, Any] | None = None
     actor: str
     input_sha256: str
+    request_key: str | None = None
+    request_sha256: str | None = None
 
     def apply(self, state: ChatState) -> None:
+        state.remember_key(self.request_key, self.request_sha256, self.originator_version)
         call = state.calls[self.ref]
         call.status, call.output = "responded", self.output
         call.decision, call.decided_by, call.decided_at = "respond", self.actor, self.timestamp
@@ -181,8 +184,11 @@ class Restarted(ChatEvent):
     actor: str
     input_sha256: str
     replaced_input_sha256: str | None = None
+    request_key: str | None = None
+    request_sha256: str | None = None
 
     def apply(self, state: ChatState) -> None:
+        state.remember_key(self.request_key, self.request_sha256, self.originator_version)
         call = state.calls[self.ref]
         call.status, call.attempt, call.resumed = "restarted", call.attempt + 1, self.resumed_metadata
         call.decision, call.decided_by, call.decided_at = "restart", self.actor, self.timestamp

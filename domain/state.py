@@ -41,6 +41,14 @@ class ToolCall(BaseModel):
         return self.output
 
 
+class KeyUse(BaseModel):
+    """A resume's Idempotency-Key: the body it came with and where its turn began."""
+
+    request_sha256: str
+    version: int
+    since: int
+
+
 class ChatState(BaseModel):
     agent: str
     tenant: str
@@ -60,6 +68,13 @@ class ChatState(BaseModel):
     finish_reason: str | None = None
     error: str | None = None
     chain_tip: str | None = None
+    resume_keys: dict[str, KeyUse] = {}
+
+    def remember_key(self, key: str | None, request_sha256: str | None, version: int) -> None:
+        if key is not None and request_sha256 is not None and key not in self.resume_keys:
+            self.resume_keys[key] = KeyUse(
+                request_sha256=request_sha256, version=version, since=len(self.messages)
+            )
 
     def close_batch_if_resolved(self) -> None:
         """Once every call of the reply is resolved, add the tool message (request order)."""
