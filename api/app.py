@@ -1,0 +1,49 @@
+"""`create_app`: HTTP API v1 over an `Interlock` service and its read models."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api import errors
+from api.auth import AuthConfig
+from api.limits import BodyLimit
+from api.routers import agents, chats, decisions, health, interrupts
+from api.streaming import TurnStreams
+from domain import Interlock
+from projections.interface import ReadModels
+
+log = logging.getLogger("interlock.api")
+MAX_BODY = 1 << 20
+
+DESCRIPTION = """Chats with agents whose tools may pause for a human's decision.
+
+Errors answer `{"error": {"code", "message", "details"}}`; see docs/http.md for the table.
+`messages`, `resume` and `retry` stream Server-Sent Events with `Accept: text/event-stream`."""
+
+
+def create_app(
+    service: Interlock, read_models: ReadModels, auth: AuthConfig | None = None
+) -> FastAPI:
+    """The API; without `auth` keys it runs in dev mode (loopback clients only)."""
+    auth = auth or AuthConfig(None)
+    streams = TurnStreams()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if auth.dev_mode:
+            log.warning("DEV MODE: no API keys configured; every loopback caller is an admin")
+        yield
+        await streams.drain()
+
+    app = FastAPI(title="Interlock", version="1.0.0", description=DESCRIPTION, lifespan=lifespan)
+    app.state.service, app.state.read_models = service, read_models
+    app.state.auth, app.state.streams = auth, streams
+    errors.install(app)
+    for module in (health, chats, interrupts, decisions, agents):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY)
+    return app

@@ -1,0 +1,108 @@
+"""API keys → principals (id, tenant, roles); dev mode when no key is configured."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tomllib
+from dataclasses import dataclass
+from ipaddress import ip_address
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from domain.errors import ForbiddenError, InvalidRequestError, UnauthenticatedError
+
+Role = Literal["requester", "approver", "auditor", "admin"]
+ALL_ROLES: frozenset[Role] = frozenset({"requester", "approver", "auditor", "admin"})
+KEYS_ENV = "INTERLOCK_API_KEYS"
+log = logging.getLogger("interlock.auth")
+
+
+class Principal(BaseModel):
+    """Who is calling: the actor recorded on events, the tenant it may see, its roles."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1, max_length=200)
+    tenant: str = Field(default="default", min_length=1, max_length=200)
+    roles: frozenset[Role] = frozenset()
+
+    def require(self, role: Role) -> None:
+        """Admins may do anything; everyone else needs the role."""
+        if role not in self.roles and "admin" not in self.roles:
+            raise ForbiddenError(f"{self.id} lacks the {role} role", principal=self.id, role=role)
+
+
+DEV_PRINCIPAL = Principal(id="dev", tenant="default", roles=ALL_ROLES)
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    """Keys by their SHA-256; `None` keys means dev mode (one all-powerful local principal)."""
+
+    keys: dict[str, Principal] | None = None
+
+    @property
+    def dev_mode(self) -> bool:
+        return self.keys is None
+
+    @classmethod
+    def from_mapping(cls, raw: dict[str, Any]) -> AuthConfig:
+        try:
+            keys = {_digest(k): Principal.model_validate(v) for k, v in raw.items()}
+        except ValidationError as exc:
+            raise InvalidRequestError(f"bad API key entry: {exc}") from None
+        if not keys:
+            raise InvalidRequestError("the API key set is empty")
+        return cls(keys)
+
+    def authenticate(self, authorization: str | None, client_host: str | None) -> Principal:
+        if self.keys is None:
+            if not is_loopback(client_host):
+                raise ForbiddenError("dev mode serves loopback clients only")
+            return DEV_PRINCIPAL
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise UnauthenticatedError("send Authorization: Bearer <api key>")
+        principal = self.keys.get(_digest(token.strip()))
+        if principal is None:
+            raise UnauthenticatedError("unknown API key")
+        return principal
+
+
+def is_loopback(host: str | None) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return host is not None and ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _parse(text: str, toml: bool) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(text) if toml else json.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidRequestError(f"cannot parse API keys: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidRequestError("API keys must map each key to {id, tenant, roles}")
+    return data
+
+
+def load_auth(keys_file: str | None = None, env: dict[str, str] | None = None) -> AuthConfig:
+    """Keys from a JSON or TOML file, else from $INTERLOCK_API_KEYS (JSON), else dev mode."""
+    environ = os.environ if env is None else env
+    if keys_file:
+        path = Path(keys_file)
+        return AuthConfig.from_mapping(_parse(path.read_text(), path.suffix == ".toml"))
+    if environ.get(KEYS_ENV):
+        return AuthConfig.from_mapping(_parse(environ[KEYS_ENV], toml=False))
+    return AuthConfig(None)

@@ -1,0 +1,66 @@
+"""Request-scoped dependencies as `Annotated` aliases: the service, the views, the caller."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
+
+from api.auth import AuthConfig, Principal, Role
+from api.streaming import TurnStreams
+from domain import Interlock
+from projections.interface import ReadModels
+
+_bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`")
+
+
+async def get_service(request: Request) -> Interlock:
+    service: Interlock = request.app.state.service
+    return service
+
+
+async def get_read_models(request: Request) -> ReadModels:
+    views: ReadModels = request.app.state.read_models
+    return views
+
+
+async def get_streams(request: Request) -> TurnStreams:
+    streams: TurnStreams = request.app.state.streams
+    return streams
+
+
+async def get_principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    auth: AuthConfig = request.app.state.auth
+    header = f"Bearer {credentials.credentials}" if credentials else None
+    return auth.authenticate(header, request.client.host if request.client else None)
+
+
+ServiceDep = Annotated[Interlock, Depends(get_service)]
+ReadModelsDep = Annotated[ReadModels, Depends(get_read_models)]
+StreamsDep = Annotated[TurnStreams, Depends(get_streams)]
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+def _needs(role: Role) -> Callable[[Principal], Awaitable[Principal]]:
+    async def check(principal: PrincipalDep) -> Principal:
+        principal.require(role)
+        return principal
+
+    return check
+
+
+Reader = PrincipalDep  # any role of the tenant may read its chats, inbox and decisions
+Requester = Annotated[Principal, Depends(_needs("requester"))]
+Approver = Annotated[Principal, Depends(_needs("approver"))]
+
+
+async def settle(views: ReadModels, position: int | None) -> None:
+    """Read-your-writes: answer a write only once every view has processed it."""
+    if position is not None:
+        await run_in_threadpool(views.wait, position)

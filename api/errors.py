@@ -1,0 +1,124 @@
+"""The one error→HTTP table: every error body is `{"error": {"code", "message", "details"}}`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from domain.errors import InterlockError, InvalidRequestError
+
+log = logging.getLogger("interlock.api")
+
+STATUS_BY_CODE: dict[str, int] = {
+    "chat_not_found": 404,
+    "not_found": 404,
+    "unknown_agent": 422,
+    "unknown_interrupt": 422,
+    "interrupt_name_mismatch": 422,
+    "duplicate_ref": 422,
+    "empty_resume": 422,
+    "invalid_tool_output": 422,
+    "invalid_tool_input": 422,
+    "invalid_request": 422,
+    "idempotency_key_reused": 422,
+    "interrupt_not_pending": 409,
+    "pending_interrupts": 409,
+    "turn_in_progress": 409,
+    "concurrent_modification": 409,
+    "nothing_to_retry": 409,
+    "unauthenticated": 401,
+    "forbidden": 403,
+    "method_not_allowed": 405,
+    "payload_too_large": 413,
+    "model_error": 502,
+    "internal_error": 500,
+}
+
+
+class PayloadTooLargeError(InvalidRequestError):
+    code = "payload_too_large"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"request body exceeds {limit} bytes", limit=limit)
+
+
+class InternalError(InterlockError):
+    code = "internal_error"
+
+
+class RouteNotFoundError(InterlockError):
+    code = "not_found"
+
+
+class MethodNotAllowedError(InterlockError):
+    code = "method_not_allowed"
+
+
+def error_body(code: str, message: str, details: dict[str, Any]) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details}}
+
+
+def error_response(
+    exc: InterlockError, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """The HTTP answer for a typed error; a code missing from the table is a 500."""
+    status = STATUS_BY_CODE.get(exc.code, 500)
+    if exc.code == "unauthenticated":
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+    return JSONResponse(error_body(exc.code, exc.message, exc.details), status, headers=headers)
+
+
+def _validation_details(exc: RequestValidationError) -> dict[str, Any]:
+    errors = [
+        {"loc": list(e.get("loc", ())), "msg": str(e.get("msg")), "type": str(e.get("type"))}
+        for e in exc.errors()
+    ]
+    return {"errors": errors}
+
+
+async def _on_interlock_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, InterlockError)
+    return error_response(exc)
+
+
+async def _on_validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(InvalidRequestError("the request is invalid", **_validation_details(exc)))
+
+
+async def _on_http_error(_: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own refusals (no such route, wrong method) in our error shape."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 405:
+        return error_response(MethodNotAllowedError("method not allowed"), exc.headers)
+    if exc.status_code == 404:
+        return error_response(RouteNotFoundError("no such route"), exc.headers)
+    body = error_body("invalid_request", str(exc.detail), {})
+    return JSONResponse(body, exc.status_code, headers=exc.headers)
+
+
+async def _on_unexpected(_: Request, exc: Exception) -> JSONResponse:
+    """A bug, not a client error: logged with its traceback, answered in the same shape."""
+    log.error("unhandled error", exc_info=exc)
+    return error_response(InternalError("internal error"))
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(InterlockError, _on_interlock_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(Exception, _on_unexpected)
+
+
+def describe(exc: BaseException) -> dict[str, Any]:
+    """The error body for an exception raised after a stream began (its `error` event)."""
+    if isinstance(exc, InterlockError):
+        return error_body(exc.code, exc.message, exc.details)
+    log.error("unhandled error in a streamed turn", exc_info=exc)
+    return error_body("internal_error", "internal error", {})

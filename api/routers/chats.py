@@ -1,0 +1,98 @@
+"""Chats: create, list, read (now or as of a version), send, resume, retry, event log."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import StreamingResponse
+
+from api.deps import Approver, Reader, ReadModelsDep, Requester, ServiceDep, StreamsDep
+from api.routers.common import STREAMED, answer_turn, errors
+from api.schemas import (
+    MAX_LIMIT,
+    ChatCreate,
+    ChatEvents,
+    ChatPublic,
+    EventPublic,
+    MessageCreate,
+    ResumeRequest,
+    TurnPublic,
+)
+from projections.interface import ChatFilter, ChatSummary, Page
+
+router = APIRouter(prefix="/v1/chats", tags=["chats"])
+ChatId = Annotated[UUID, "the chat's id"]
+IdempotencyKey = Annotated[
+    str | None, Header(alias="Idempotency-Key", min_length=1, max_length=200)
+]
+
+
+@router.post("", status_code=201, response_model=ChatPublic, responses=errors())
+async def create_chat(body: ChatCreate, service: ServiceDep, who: Requester) -> ChatPublic:
+    chat = service.start_chat(body.agent, actor=who.id, tenant=who.tenant, metadata=body.metadata)
+    return ChatPublic.of(chat)
+
+
+@router.get("", response_model=Page[ChatSummary], responses=errors())
+def list_chats(
+    views: ReadModelsDep, who: Reader,
+    status: Literal["idle", "running", "interrupted", "failed"] | None = None,
+    agent: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+    cursor: Annotated[str | None, Query(max_length=1000)] = None,
+) -> Page[ChatSummary]:
+    """Chat summaries of the caller's tenant, newest activity first."""
+    return views.chats(ChatFilter(tenant=who.tenant, status=status, agent=agent), limit, cursor)
+
+
+@router.get("/{chat_id}", response_model=ChatPublic, responses=errors(404))
+def get_chat(
+    chat_id: ChatId, service: ServiceDep, who: Reader,
+    version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+) -> ChatPublic:
+    """The chat now, or as of event `version`."""
+    return ChatPublic.of(service.get_chat(chat_id, version=version, tenant=who.tenant))
+
+
+@router.get("/{chat_id}/events", response_model=ChatEvents, responses=errors(404))
+def chat_events(chat_id: ChatId, service: ServiceDep, who: Reader) -> ChatEvents:
+    """The chat's event log: the audit trail."""
+    events = service.chat_events(chat_id, tenant=who.tenant)
+    return ChatEvents(chat_id=str(chat_id), events=[EventPublic.of(e) for e in events])
+
+
+@router.post("/{chat_id}/messages", response_model=TurnPublic,
+             responses={**STREAMED, **errors(404, 409, 502)})
+async def send_message(
+    chat_id: ChatId, body: MessageCreate, request: Request, service: ServiceDep,
+    views: ReadModelsDep, streams: StreamsDep, who: Requester,
+) -> TurnPublic | StreamingResponse:
+    """Send a user message and run the turn until it stops or interrupts."""
+    return await answer_turn(request, lambda emit: service.send(
+        chat_id, body.text, actor=who.id, tenant=who.tenant, emit=emit), views, streams)
+
+
+@router.post("/{chat_id}/resume", response_model=TurnPublic,
+             responses={**STREAMED, **errors(404, 409, 502)})
+async def resume(
+    chat_id: ChatId, body: ResumeRequest, request: Request, service: ServiceDep,
+    views: ReadModelsDep, streams: StreamsDep, who: Approver,
+    idempotency_key: IdempotencyKey = None,
+) -> TurnPublic | StreamingResponse:
+    """Decide pending interrupts (respond or restart, all or nothing) and continue the turn."""
+    return await answer_turn(request, lambda emit: service.resume(
+        chat_id, respond=body.respond, restart=body.restart, actor=who.id, tenant=who.tenant,
+        emit=emit, idempotency_key=idempotency_key), views, streams)
+
+
+@router.post("/{chat_id}/retry", response_model=TurnPublic,
+             responses={**STREAMED, **errors(404, 409, 502)})
+async def retry(
+    chat_id: ChatId, request: Request, service: ServiceDep, views: ReadModelsDep,
+    streams: StreamsDep, who: Requester,
+) -> TurnPublic | StreamingResponse:
+    """Continue a failed turn from its last recorded step."""
+    return await answer_turn(request, lambda emit: service.retry(
+        chat_id, actor=who.id, tenant=who.tenant, emit=emit), views, streams)

@@ -1,0 +1,47 @@
+"""What several routers share: documented error answers, turn answers (JSON or SSE)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+
+from api import deps
+from api.schemas import ErrorBody, TurnPublic
+from api.streaming import Turn, TurnStreams
+from domain.errors import ModelError
+from projections.interface import ReadModels
+
+Responses = dict[int | str, dict[str, Any]]
+
+
+def errors(*statuses: int) -> Responses:
+    """OpenAPI entries for the error answers a route may give."""
+    return {s: {"model": ErrorBody} for s in (401, 403, 422, *statuses)}
+
+
+STREAMED: Responses = {200: {"content": {"text/event-stream": {
+    "schema": {"type": "string"},
+    "example": 'event: interrupt\ndata: {"ref":"userApproval-1","name":"userApproval"}\n\n',
+}}, "description": "The turn result; or with `Accept: text/event-stream`, its events."}}
+
+
+def wants_stream(request: Request) -> bool:
+    return "text/event-stream" in request.headers.get("accept", "")
+
+
+async def answer_turn(
+    request: Request, turn: Turn, views: ReadModels, streams: TurnStreams
+) -> TurnPublic | StreamingResponse:
+    """Run the turn; answer its result, or stream its events when the client asks."""
+    settle = partial(deps.settle, views)
+    if wants_stream(request):
+        return await streams.open(turn, settle)
+    result = await turn(None)
+    await settle(result.position)
+    if result.finish_reason == "failed":
+        raise ModelError(result.error or "the model failed", chat_id=result.chat_id,
+                         version=result.version, finish_reason="failed")
+    return TurnPublic.of(result)

@@ -1,0 +1,42 @@
+"""Liveness (`/healthz`) and readiness (`/readyz`: store reachable, views current)."""
+
+from __future__ import annotations
+
+from eventsourcing.persistence import PersistenceError
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from api.deps import ReadModelsDep, ServiceDep
+from api.schemas import Health
+from domain import Interlock
+from projections.interface import ReadModels
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=Health)
+async def healthz() -> Health:
+    """Answers as soon as the server serves."""
+    return Health(status="ok")
+
+
+@router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
+async def readyz(service: ServiceDep, views: ReadModelsDep) -> Health | JSONResponse:
+    store, current = await run_in_threadpool(_probe, service, views)
+    health = Health(status="ready" if store and current else "not_ready", store=store,
+                    views=current)
+    if health.status == "ready":
+        return health
+    return JSONResponse(health.model_dump(), status_code=503)
+
+
+def _probe(service: Interlock, views: ReadModels) -> tuple[bool, bool]:
+    try:
+        service.recorder.max_notification_id()
+    except PersistenceError:
+        return False, False
+    try:
+        return True, views.is_current()
+    except PersistenceError:
+        return True, False

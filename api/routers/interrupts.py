@@ -1,0 +1,33 @@
+"""The approval inbox: pending interrupts across the tenant's chats."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Query
+
+from api.deps import Reader, ReadModelsDep
+from api.routers.common import errors
+from api.schemas import MAX_LIMIT
+from projections.interface import InboxFilter, InboxRow, Page
+
+router = APIRouter(prefix="/v1/interrupts", tags=["interrupts"])
+
+
+@router.get("", response_model=Page[InboxRow], responses=errors())
+def list_interrupts(
+    views: ReadModelsDep, who: Reader,
+    status: Literal["pending"] = "pending",
+    agent: Annotated[str | None, Query(max_length=200)] = None,
+    tool: Annotated[str | None, Query(max_length=200)] = None,
+    chat_id: UUID | None = None,
+    older_than: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+    cursor: Annotated[str | None, Query(max_length=1000)] = None,
+) -> Page[InboxRow]:
+    """Pending interrupts, oldest first; `status` is always `pending` (the inbox)."""
+    f = InboxFilter(tenant=who.tenant, agent=agent, tool=tool,
+                    chat_id=str(chat_id) if chat_id else None, older_than=older_than)
+    return views.inbox(f, limit, cursor)

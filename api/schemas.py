@@ -1,0 +1,196 @@
+"""Request and response bodies of HTTP API v1 (wire shapes of DESIGN.md section 5)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+
+from domain import Agent, Chat, Interrupt, Message, RespondEntry, RestartEntry, Tool, TurnResult
+from domain.events import ChatEvent
+
+MAX_TEXT = 100_000
+MAX_ENTRIES = 100
+MAX_LIMIT = 500
+
+# Messages go out in Genkit's JSON: camelCase parts, absent fields left out.
+WireMessage = Annotated[Message, PlainSerializer(lambda m: m.wire(), when_used="json")]
+
+_CHAT_ID = "0b9c6f7e-3f55-4a4e-9a55-6f3c1f7c2d10"
+_APPROVAL_INPUT: dict[str, Any] = {"action": "transfer", "details": "Transfer $500 to savings"}
+_TRANSFER_INTERRUPT: dict[str, Any] = {
+    "chat_id": _CHAT_ID, "ref": "userApproval-1", "name": "userApproval", "input": _APPROVAL_INPUT,
+    "metadata": {"reason": "transfer"}, "requested_at": "2025-01-01T12:00:00Z",
+}
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ChatCreate(_Body):
+    agent: str = Field(min_length=1, max_length=200)
+    metadata: dict[str, Any] | None = None
+
+    model_config = ConfigDict(json_schema_extra={
+        "examples": [{"agent": "bankingAgent", "metadata": {"customer": "c-42"}}]})
+
+
+class MessageCreate(_Body):
+    text: str = Field(min_length=1, max_length=MAX_TEXT)
+
+    model_config = ConfigDict(json_schema_extra={
+        "examples": [{"text": "Transfer $500 to savings."}]})
+
+
+class ResumeRequest(_Body):
+    respond: list[RespondEntry] = Field(default=[], max_length=MAX_ENTRIES)
+    restart: list[RestartEntry] = Field(default=[], max_length=MAX_ENTRIES)
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"respond": [{"ref": "userApproval-1", "name": "userApproval",
+                      "output": {"approved": True, "feedback": "Looks good!"}}]},
+        {"restart": [{"ref": "transferMoney-2", "name": "transferMoney",
+                      "resumed_metadata": {"override": True}}]},
+        {"restart": [{"ref": "transferMoney-2", "name": "transferMoney",
+                      "replace_input": {"amount": 900, "to_account": "savings"}}]},
+    ]})
+
+
+class TurnPublic(BaseModel):
+    """What one turn did: `messages` are the ones it appended; `interrupts` are pending now."""
+
+    chat_id: str
+    version: int
+    finish_reason: Literal["stop", "interrupted", "max_turns", "failed"]
+    text: str
+    message: WireMessage | None
+    messages: list[WireMessage]
+    interrupts: list[Interrupt]
+    error: str | None = None
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "chat_id": _CHAT_ID, "version": 5, "finish_reason": "interrupted",
+        "text": "", "message": {"role": "model", "content": [{"toolRequest": {
+            "ref": "userApproval-1", "name": "userApproval", "input": _APPROVAL_INPUT}}]},
+        "messages": [], "interrupts": [_TRANSFER_INTERRUPT], "error": None}]})
+
+    @classmethod
+    def of(cls, result: TurnResult) -> TurnPublic:
+        r = result
+        return cls(
+            chat_id=r.chat_id, version=r.version, finish_reason=r.finish_reason,
+            text=r.text, message=r.message, messages=r.messages, interrupts=r.interrupts,
+            error=r.error,
+        )
+
+
+class ChatPublic(BaseModel):
+    """A chat's state now, or as of a version; `interrupts` are the pending ones."""
+
+    id: str
+    agent: str
+    tenant: str
+    status: Literal["idle", "running", "interrupted", "failed"]
+    version: int
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    finish_reason: str | None
+    error: str | None
+    messages: list[WireMessage]
+    interrupts: list[Interrupt]
+
+    @classmethod
+    def of(cls, chat: Chat) -> ChatPublic:
+        s = chat.state
+        return cls(
+            id=str(chat.id), agent=s.agent, tenant=s.tenant, status=s.status,
+            version=chat.version, metadata=s.metadata, created_at=s.created_at,
+            updated_at=s.updated_at, finish_reason=s.finish_reason, error=s.error,
+            messages=s.messages,
+            interrupts=[Interrupt.of(chat, c) for c in chat.pending_interrupts()],
+        )
+
+
+_EVENT_ENVELOPE = {"originator_id", "originator_version", "timestamp", "actor"}
+
+
+class EventPublic(BaseModel):
+    version: int
+    type: str
+    timestamp: datetime
+    actor: str | None
+    data: dict[str, Any]
+
+    @classmethod
+    def of(cls, event: ChatEvent) -> EventPublic:
+        return cls(
+            version=event.originator_version, type=type(event).__name__,
+            timestamp=event.timestamp, actor=getattr(event, "actor", None),
+            data=event.model_dump(mode="json", exclude=_EVENT_ENVELOPE),
+        )
+
+
+class ChatEvents(BaseModel):
+    chat_id: str
+    events: list[EventPublic]
+
+
+class ToolPublic(BaseModel):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    interrupts: bool
+    side_effects: bool
+    distinct_approver: bool
+
+    @classmethod
+    def of(cls, tool: Tool) -> ToolPublic:
+        d = tool.definition()
+        return cls(
+            name=tool.name, description=tool.description, input_schema=d.input_schema,
+            output_schema=d.output_schema, interrupts=tool.interrupts,
+            side_effects=tool.side_effects, distinct_approver=tool.distinct_approver,
+        )
+
+
+class AgentPublic(BaseModel):
+    name: str
+    description: str
+    model: str
+    tools: list[ToolPublic]
+
+    @classmethod
+    def of(cls, agent: Agent) -> AgentPublic:
+        model = agent.model if isinstance(agent.model, str) else agent.model.name
+        return cls(name=agent.name, description=agent.description, model=model,
+                   tools=[ToolPublic.of(t) for t in agent.tools])
+
+
+class AgentList(BaseModel):
+    items: list[AgentPublic]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any]
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"error": {
+        "code": "interrupt_not_pending",
+        "message": "interrupt 'userApproval-1' was already decided (respond) by alice",
+        "details": {"ref": "userApproval-1", "decided_by": "alice",
+                    "decided_at": "2025-01-01T12:01:00Z", "decision": "respond"}}}]})
+
+
+class Health(BaseModel):
+    status: Literal["ok", "ready", "not_ready"]
+    store: bool | None = None
+    views: bool | None = None
