@@ -111,9 +111,13 @@ class ChatFilter(BaseModel):
 class ReadModels(Protocol):
     """All queries of the read side, current to at least the position waited for."""
 
-    def chats(self, f: ChatFilter, limit: int = 50, cursor: str | None = None) -> Page[ChatSummary]: ...
+    def chats(
+        self, f: ChatFilter, limit: int = 50, cursor: str | None = None
+    ) -> Page[ChatSummary]: ...
 
-    def inbox(self, f: InboxFilter, limit: int = 50, cursor: str | None = None) -> Page[InboxRow]: ...
+    def inbox(
+        self, f: InboxFilter, limit: int = 50, cursor: str | None = None
+    ) -> Page[InboxRow]: ...
 
     def decisions(
         self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
@@ -121,7 +125,9 @@ class ReadModels(Protocol):
 
     def decision_stats(self, f: DecisionFilter) -> DecisionStats: ...
 
-    def export_decisions(self, f: DecisionFilter, fmt: Literal["csv", "jsonl"]) -> Iterator[str]: ...
+    def export_decisions(
+        self, f: DecisionFilter, fmt: Literal["csv", "jsonl"]
+    ) -> Iterator[str]: ...
 
     def wait(self, position: int | None, timeout: float = 5.0) -> None:
         """Block until every view has processed the event at `position` (read-your-writes)."""

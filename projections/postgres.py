@@ -1,0 +1,148 @@
+"""PostgreSQL views: tracked recorders whose rows and position commit in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
+from psycopg import Cursor, sql
+from psycopg.rows import DictRow
+from psycopg.types.json import Jsonb
+
+from projections.sqlviews import Row, SqlChatsView, SqlDecisionsView, SqlInboxView, SqlView
+from projections.views import PositionConflictError
+
+_TYPES = {"json": sql.SQL("jsonb"), "ts": sql.SQL("timestamptz")}
+_LOCK = "SELECT notification_id FROM {tracking} WHERE application_name = %(app)s FOR UPDATE"
+# Compare-and-set: the position moves from `start` to `upto`, or nothing is written.
+_ADVANCE = (
+    "INSERT INTO {tracking} AS t VALUES (%(app)s, %(upto)s) ON CONFLICT (application_name)"
+    " DO UPDATE SET notification_id = EXCLUDED.notification_id"
+    " WHERE t.notification_id = %(start)s RETURNING notification_id"
+)
+
+
+class PostgresView(PostgresTrackingRecorder, SqlView):
+    """Base of the PostgreSQL views; tables are `<prefix>_<name>` in the store's schema."""
+
+    def __init__(
+        self, datastore: PostgresDatastore, *, prefix: str = "interlock",
+        application_name: str = "Interlock",
+    ) -> None:
+        super().__init__(datastore, tracking_table_name=f"{prefix}_{self.view_name}_tracking")
+        self.application_name = application_name
+        schema = datastore.schema
+        self._names: dict[str, sql.Composable] = {
+            name: sql.Identifier(f"{prefix}_{name}") if name.endswith("_idx")
+            else sql.Identifier(schema, f"{prefix}_{name}")
+            for name in self.tables
+        }
+        self._names["tracking"] = sql.Identifier(schema, self.tracking_table_name)
+        self._composed: dict[str, sql.Composed] = {}
+        self._cursor: Cursor[DictRow] | None = None
+        self.sql_create_statements.extend(self._q(t) for t in self.ddl)
+
+    def _q(self, template: str) -> sql.Composed:
+        composed = self._composed.get(template)
+        if composed is None:
+            composed = sql.SQL(template).format(**self._names, **_TYPES)
+            self._composed[template] = composed
+        return composed
+
+    def setup(self) -> None:
+        self.create_table()
+
+    def position(self) -> int:
+        return self.max_tracking_id(self.application_name) or 0
+
+    @contextmanager
+    def batch(self, start: int, upto: int) -> Iterator[None]:
+        with self.datastore.transaction(commit=True) as curs:
+            found = self._locked_position(curs)
+            if found != start:
+                raise PositionConflictError(self.view_name, start, found)
+            self._cursor = curs
+            self._begin_batch()
+            try:
+                with curs.connection.pipeline():
+                    yield
+                    self._before_commit()
+                    self._advance(curs, start, upto)
+            finally:
+                self._cursor = None
+
+    def _locked_position(self, curs: Cursor[DictRow]) -> int:
+        row = curs.execute(self._q(_LOCK), {"app": self.application_name}).fetchone()
+        return int(row["notification_id"]) if row else 0
+
+    def _advance(self, curs: Cursor[DictRow], start: int, upto: int) -> None:
+        params = {"app": self.application_name, "start": start, "upto": upto}
+        if curs.execute(self._q(_ADVANCE), params).fetchone() is None:
+            raise PositionConflictError(self.view_name, start, None)
+
+    def drop(self) -> None:
+        tables = [n for n in (*self.tables, "tracking") if not n.endswith("_idx")]
+        with self.datastore.transaction(commit=True) as curs:
+            for name in tables:
+                curs.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._names[name]))
+
+    def _run(self, template: str, params: Mapping[str, Any]) -> None:
+        assert self._cursor is not None, "writes happen inside batch()"
+        self._cursor.execute(self._q(template), params)
+
+    def _run_many(self, template: str, params: Sequence[Mapping[str, Any]]) -> None:
+        assert self._cursor is not None, "writes happen inside batch()"
+        if params:
+            self._cursor.executemany(self._q(template), params)
+
+    def _fetch(self, template: str, params: Mapping[str, Any]) -> list[Row]:
+        with self.datastore.get_connection() as conn:
+            return list(conn.execute(self._q(template), params).fetchall())
+
+    def _json(self, value: Any) -> Any:
+        return Jsonb(value)
+
+    def _ts(self, value: datetime) -> Any:
+        return value
+
+    def _load_json(self, value: Any) -> Any:
+        return value
+
+    def _load_ts(self, value: Any) -> datetime:
+        assert isinstance(value, datetime)
+        return value
+
+
+class PostgresInboxView(PostgresView, SqlInboxView):
+    """The approvers' inbox in PostgreSQL."""
+
+
+class PostgresDecisionsView(PostgresView, SqlDecisionsView):
+    """The decision log in PostgreSQL; percentiles computed by the server."""
+
+    def _percentiles(self, where: str, params: dict[str, Any]) -> tuple[float | None, float | None]:
+        wait = "extract(epoch FROM decided_at - requested_at)::float8"
+        rows = self._fetch(
+            f"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY {wait}) AS p50,"
+            f" percentile_cont(0.95) WITHIN GROUP (ORDER BY {wait}) AS p95"
+            f" FROM {{decisions}}{where}", params)
+        return rows[0]["p50"], rows[0]["p95"]
+
+
+class PostgresChatsView(PostgresView, SqlChatsView):
+    """Chat summaries in PostgreSQL."""
+
+
+def postgres_views(
+    datastore: PostgresDatastore, application_name: str = "Interlock"
+) -> tuple[PostgresInboxView, PostgresDecisionsView, PostgresChatsView]:
+    prefix = application_name.lower()
+    views = (PostgresInboxView(datastore, prefix=prefix, application_name=application_name),
+             PostgresDecisionsView(datastore, prefix=prefix, application_name=application_name),
+             PostgresChatsView(datastore, prefix=prefix, application_name=application_name))
+    for view in views:
+        view.setup()
+    return views

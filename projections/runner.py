@@ -1,0 +1,72 @@
+"""Batch catch-up: many notifications per transaction, the last position as tracking."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import IntegrityError, Tracking
+from eventsourcing.projection import Projection
+
+from projections.views import View
+
+Progress = Callable[[str, int, int], None]  # view name, position, head
+
+
+class BatchRunner:
+    """Applies the application's notification log to one view, `batch_size` at a time.
+
+    Each batch is one transaction covering the positions (start, upto]; a runner that
+    lost a race to another one is refused (compare-and-set on the position) and rereads.
+    """
+
+    def __init__(
+        self, app: Application[Any], projection: Projection[Any], batch_size: int = 1000
+    ) -> None:
+        self.app = app
+        self.projection = projection
+        self.view: View = projection.view
+        self.batch_size = batch_size
+
+    @property
+    def name(self) -> str:
+        return self.view.view_name
+
+    def step(self, head: int | None = None) -> int:
+        """Apply one batch; the new position (unchanged when already current)."""
+        start = self.view.position()
+        if head is None:
+            head = self.app.recorder.max_notification_id() or 0
+        if head <= start:
+            return start
+        notes = self.app.recorder.select_notifications(
+            start, self.batch_size, stop=head, topics=self.projection.topics,
+            inclusive_of_start=False,
+        )
+        upto = notes[-1].id if len(notes) == self.batch_size else head
+        with self.view.batch(start, upto):
+            for note in notes:
+                event = self.app.mapper.to_domain_event(note)
+                self.projection.process_event(event, Tracking(self.app.name, note.id))
+        return upto
+
+    def catch_up(self, progress: Progress | None = None) -> int:
+        """Apply batches until the view has seen the head read at the start; the position."""
+        head = self.app.recorder.max_notification_id() or 0
+        position = self.view.position()
+        while position < head:
+            position = self._step_or_reread(position, head)
+            if progress is not None:
+                progress(self.name, position, head)
+        return position
+
+    def _step_or_reread(self, position: int, head: int) -> int:
+        try:
+            return self.step(head)
+        except IntegrityError:
+            # Another runner applied these events first: carry on from where it got to.
+            now = self.view.position()
+            if now == position:
+                raise
+            return now
