@@ -1,0 +1,66 @@
+"""Python client for Interlock's HTTP API v1, sync (`Client`) and async (`AsyncClient`).
+
+    client = Client("http://127.0.0.1:8000", api_key="...")
+    chat = client.chat("bankingAgent")
+    res = chat.send("Transfer $500 to savings.")
+    if res.finish_reason == "interrupted":
+        res = chat.resume(respond=[res.interrupts[0].respond({"approved": True})])
+"""
+
+from api.client._async import AsyncChat, AsyncClient
+from api.client._errors import (
+    ChatNotFoundError,
+    ConcurrentModificationError,
+    DuplicateRefError,
+    EmptyResumeError,
+    ForbiddenError,
+    IdempotencyKeyReusedError,
+    InterlockAPIError,
+    InternalError,
+    InterruptNameMismatchError,
+    InterruptNotPendingError,
+    InvalidRequestError,
+    InvalidToolInputError,
+    InvalidToolOutputError,
+    ModelError,
+    NothingToRetryError,
+    PendingInterruptsError,
+    TurnInProgressError,
+    UnauthenticatedError,
+    UnknownAgentError,
+    UnknownInterruptError,
+)
+from api.client._models import Interrupt, Respond, Restart, StreamEvent, TurnResult
+from api.client._sync import Chat, Client
+
+__all__ = [
+    "AsyncChat",
+    "AsyncClient",
+    "Chat",
+    "ChatNotFoundError",
+    "Client",
+    "ConcurrentModificationError",
+    "DuplicateRefError",
+    "EmptyResumeError",
+    "ForbiddenError",
+    "IdempotencyKeyReusedError",
+    "InterlockAPIError",
+    "InternalError",
+    "Interrupt",
+    "InterruptNameMismatchError",
+    "InterruptNotPendingError",
+    "InvalidRequestError",
+    "InvalidToolInputError",
+    "InvalidToolOutputError",
+    "ModelError",
+    "NothingToRetryError",
+    "PendingInterruptsError",
+    "Respond",
+    "Restart",
+    "StreamEvent",
+    "TurnInProgressError",
+    "TurnResult",
+    "UnauthenticatedError",
+    "UnknownAgentError",
+    "UnknownInterruptError",
+]

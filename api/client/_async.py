@@ -1,0 +1,118 @@
+"""The asynchronous client: `AsyncClient` and `AsyncChat`, the same calls awaited."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from api.client._errors import from_text
+from api.client._models import (
+    STREAM,
+    Respond,
+    Restart,
+    StreamEvent,
+    TurnResult,
+    key_header,
+    query,
+    resume_body,
+)
+from api.client._sse import EventParser
+
+
+class AsyncClient:
+    """Talks to one Interlock server with one API key, from asyncio code."""
+
+    def __init__(
+        self, base_url: str = "http://127.0.0.1:8000", *, api_key: str | None = None,
+        timeout: float = 30.0, http: httpx.AsyncClient | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = http or httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, *exc: type[BaseException] | BaseException | TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = await self.http.request(method, path, **kwargs)
+        if response.is_error:
+            raise from_text(response.status_code, response.text)
+        return response.json()
+
+    async def stream(
+        self, path: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> AsyncIterator[StreamEvent]:
+        async with self.http.stream("POST", path, json=body,
+                                    headers={**STREAM, **headers}) as response:
+            if response.is_error:
+                raise from_text(response.status_code, (await response.aread()).decode())
+            parser = EventParser(response.status_code)
+            async for line in response.aiter_lines():
+                if (event := parser.feed(line)) is not None:
+                    yield event
+
+    async def chat(self, agent: str, metadata: dict[str, Any] | None = None) -> AsyncChat:
+        data = await self.request("POST", "/v1/chats", json={"agent": agent, "metadata": metadata})
+        return AsyncChat(self, data["id"], agent)
+
+    async def open_chat(self, chat_id: str) -> AsyncChat:
+        data = await self.request("GET", f"/v1/chats/{chat_id}")
+        return AsyncChat(self, chat_id, data["agent"])
+
+    async def interrupts(self, **filters: Any) -> dict[str, Any]:
+        return dict(await self.request("GET", "/v1/interrupts", params=query(filters)))
+
+    async def decisions(self, **filters: Any) -> dict[str, Any]:
+        return dict(await self.request("GET", "/v1/decisions", params=query(filters)))
+
+    async def agents(self) -> list[dict[str, Any]]:
+        return list((await self.request("GET", "/v1/agents"))["items"])
+
+
+class AsyncChat:
+    def __init__(self, client: AsyncClient, chat_id: str, agent: str) -> None:
+        self.client, self.id, self.agent = client, chat_id, agent
+        self.path = f"/v1/chats/{chat_id}"
+
+    async def send(self, text: str) -> TurnResult:
+        return TurnResult.parse(await self.client.request(
+            "POST", f"{self.path}/messages", json={"text": text}))
+
+    async def resume(
+        self, respond: Sequence[Respond] = (), restart: Sequence[Restart] = (),
+        idempotency_key: str | None = None,
+    ) -> TurnResult:
+        return TurnResult.parse(await self.client.request(
+            "POST", f"{self.path}/resume", json=resume_body(list(respond), list(restart)),
+            headers=key_header(idempotency_key)))
+
+    async def retry(self) -> TurnResult:
+        return TurnResult.parse(await self.client.request("POST", f"{self.path}/retry"))
+
+    def stream(self, text: str) -> AsyncIterator[StreamEvent]:
+        return self.client.stream(f"{self.path}/messages", {"text": text}, {})
+
+    def stream_resume(
+        self, respond: Sequence[Respond] = (), restart: Sequence[Restart] = (),
+        idempotency_key: str | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        return self.client.stream(f"{self.path}/resume",
+                                  resume_body(list(respond), list(restart)),
+                                  key_header(idempotency_key))
+
+    async def state(self, version: int | None = None) -> dict[str, Any]:
+        return dict(await self.client.request("GET", self.path,
+                                              params=query({"version": version})))
+
+    async def events(self) -> list[dict[str, Any]]:
+        return list((await self.client.request("GET", f"{self.path}/events"))["events"])

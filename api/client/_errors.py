@@ -1,0 +1,126 @@
+"""Typed exceptions, one per error code of the API; all are `InterlockAPIError`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+
+class InterlockAPIError(Exception):
+    """An error answer: its `code`, HTTP `status`, `message` and `details`."""
+
+    code: ClassVar[str] = "error"
+
+    def __init__(self, status: int, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{status} {self.code}: {message}")
+        self.status = status
+        self.message = message
+        self.details: dict[str, Any] = details or {}
+
+
+class ChatNotFoundError(InterlockAPIError):
+    code = "chat_not_found"
+
+
+class UnknownAgentError(InterlockAPIError):
+    code = "unknown_agent"
+
+
+class UnknownInterruptError(InterlockAPIError):
+    code = "unknown_interrupt"
+
+
+class InterruptNameMismatchError(InterlockAPIError):
+    code = "interrupt_name_mismatch"
+
+
+class DuplicateRefError(InterlockAPIError):
+    code = "duplicate_ref"
+
+
+class EmptyResumeError(InterlockAPIError):
+    code = "empty_resume"
+
+
+class InvalidToolOutputError(InterlockAPIError):
+    code = "invalid_tool_output"
+
+
+class InvalidToolInputError(InterlockAPIError):
+    code = "invalid_tool_input"
+
+
+class InvalidRequestError(InterlockAPIError):
+    code = "invalid_request"
+
+
+class IdempotencyKeyReusedError(InvalidRequestError):
+    code = "idempotency_key_reused"
+
+
+class ConflictError(InterlockAPIError):
+    """A 409: the chat's state or a concurrent request refused the command."""
+
+
+class InterruptNotPendingError(ConflictError):
+    code = "interrupt_not_pending"
+
+
+class PendingInterruptsError(ConflictError):
+    code = "pending_interrupts"
+
+
+class TurnInProgressError(ConflictError):
+    code = "turn_in_progress"
+
+
+class ConcurrentModificationError(ConflictError):
+    code = "concurrent_modification"
+
+
+class NothingToRetryError(ConflictError):
+    code = "nothing_to_retry"
+
+
+class UnauthenticatedError(InterlockAPIError):
+    code = "unauthenticated"
+
+
+class ForbiddenError(InterlockAPIError):
+    code = "forbidden"
+
+
+class ModelError(InterlockAPIError):
+    code = "model_error"
+
+
+class InternalError(InterlockAPIError):
+    code = "internal_error"
+
+
+def _subclasses(cls: type[InterlockAPIError]) -> list[type[InterlockAPIError]]:
+    return [s for c in cls.__subclasses__() for s in (c, *_subclasses(c))]
+
+
+BY_CODE: dict[str, type[InterlockAPIError]] = {c.code: c for c in _subclasses(InterlockAPIError)}
+
+
+def from_body(status: int, body: Any) -> InterlockAPIError:
+    """The typed exception for an error body; unknown codes keep theirs on the base class."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return InterlockAPIError(status, str(body)[:500])
+    code = str(error.get("code", "error"))
+    cls = BY_CODE.get(code)
+    if cls is None:
+        exc = InterlockAPIError(status, str(error.get("message", "")), error.get("details"))
+        exc.code = code  # type: ignore[misc]
+        return exc
+    return cls(status, str(error.get("message", "")), error.get("details"))
+
+
+def from_text(status: int, text: str) -> InterlockAPIError:
+    try:
+        return from_body(status, json.loads(text))
+    except ValueError:
+        return InterlockAPIError(status, text[:500])

@@ -1,0 +1,123 @@
+"""What the client hands back: turn results, interrupts with their decision builders, events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True)
+class Respond:
+    """Supply the tool's output; the server does not run the tool."""
+
+    ref: str
+    name: str
+    output: Any = None
+    metadata: dict[str, Any] | None = None
+
+    def wire(self) -> dict[str, Any]:
+        body = {"ref": self.ref, "name": self.name, "output": self.output}
+        return body if self.metadata is None else {**body, "metadata": self.metadata}
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Run the tool again on the server, with its original input or `replace_input`."""
+
+    ref: str
+    name: str
+    resumed_metadata: dict[str, Any] | None = None
+    replace_input: Any = UNSET
+
+    def wire(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"ref": self.ref, "name": self.name}
+        if self.resumed_metadata is not None:
+            body["resumed_metadata"] = self.resumed_metadata
+        if self.replace_input is not UNSET:
+            body["replace_input"] = self.replace_input
+        return body
+
+
+@dataclass(frozen=True)
+class Interrupt:
+    """A paused tool request awaiting the client's decision."""
+
+    chat_id: str
+    ref: str
+    name: str
+    input: Any = None
+    metadata: dict[str, Any] | None = None
+    requested_at: str | None = None
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> Interrupt:
+        return cls(chat_id=data["chat_id"], ref=data["ref"], name=data["name"],
+                   input=data.get("input"), metadata=data.get("metadata"),
+                   requested_at=data.get("requested_at"))
+
+    def respond(self, output: Any, metadata: dict[str, Any] | None = None) -> Respond:
+        return Respond(self.ref, self.name, output, metadata)
+
+    def restart(
+        self, replace_input: Any = UNSET, resumed_metadata: dict[str, Any] | None = None
+    ) -> Restart:
+        return Restart(self.ref, self.name, resumed_metadata, replace_input)
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """One turn: `messages` it appended (Genkit JSON), `interrupts` pending after it."""
+
+    chat_id: str
+    version: int
+    finish_reason: str
+    text: str
+    message: dict[str, Any] | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    interrupts: list[Interrupt] = field(default_factory=list)
+    error: str | None = None
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> TurnResult:
+        return cls(
+            chat_id=data["chat_id"], version=data["version"],
+            finish_reason=data["finish_reason"], text=data.get("text", ""),
+            message=data.get("message"), messages=data.get("messages", []),
+            interrupts=[Interrupt.parse(i) for i in data.get("interrupts", [])],
+            error=data.get("error"),
+        )
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One Server-Sent Event: text, tool_request, tool_response, interrupt or turn_end."""
+
+    type: str
+    data: dict[str, Any]
+
+    @property
+    def interrupt(self) -> Interrupt | None:
+        return Interrupt.parse(self.data) if self.type == "interrupt" else None
+
+
+def resume_body(respond: list[Respond], restart: list[Restart]) -> dict[str, Any]:
+    return {"respond": [r.wire() for r in respond], "restart": [r.wire() for r in restart]}
+
+
+STREAM = {"Accept": "text/event-stream"}
+
+
+def query(filters: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in filters.items() if v is not None}
+
+
+def key_header(idempotency_key: str | None) -> dict[str, str]:
+    return {} if idempotency_key is None else {"Idempotency-Key": idempotency_key}

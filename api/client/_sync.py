@@ -1,0 +1,124 @@
+"""The synchronous client: `Client` and the `Chat` handles it gives out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from api.client._errors import from_text
+from api.client._models import (
+    STREAM,
+    Respond,
+    Restart,
+    StreamEvent,
+    TurnResult,
+    key_header,
+    query,
+    resume_body,
+)
+from api.client._sse import EventParser
+
+
+class Client:
+    """Talks to one Interlock server with one API key."""
+
+    def __init__(
+        self, base_url: str = "http://127.0.0.1:8000", *, api_key: str | None = None,
+        timeout: float = 30.0, http: httpx.Client | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = http or httpx.Client(base_url=base_url, headers=headers, timeout=timeout)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One call; an error answer raises its typed `InterlockAPIError`."""
+        response = self.http.request(method, path, **kwargs)
+        if response.is_error:
+            raise from_text(response.status_code, response.text)
+        return response.json()
+
+    def stream(
+        self, path: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> Iterator[StreamEvent]:
+        with self.http.stream("POST", path, json=body, headers={**STREAM, **headers}) as response:
+            if response.is_error:
+                raise from_text(response.status_code, response.read().decode())
+            parser = EventParser(response.status_code)
+            for line in response.iter_lines():
+                if (event := parser.feed(line)) is not None:
+                    yield event
+
+    def chat(self, agent: str, metadata: dict[str, Any] | None = None) -> Chat:
+        """Start a chat with an agent."""
+        data = self.request("POST", "/v1/chats", json={"agent": agent, "metadata": metadata})
+        return Chat(self, data["id"], agent)
+
+    def open_chat(self, chat_id: str) -> Chat:
+        """A handle on an existing chat."""
+        return Chat(self, chat_id, self.request("GET", f"/v1/chats/{chat_id}")["agent"])
+
+    def chats(self, **filters: Any) -> dict[str, Any]:
+        return dict(self.request("GET", "/v1/chats", params=query(filters)))
+
+    def interrupts(self, **filters: Any) -> dict[str, Any]:
+        return dict(self.request("GET", "/v1/interrupts", params=query(filters)))
+
+    def decisions(self, **filters: Any) -> dict[str, Any]:
+        return dict(self.request("GET", "/v1/decisions", params=query(filters)))
+
+    def decision_stats(self, **filters: Any) -> dict[str, Any]:
+        return dict(self.request("GET", "/v1/decisions/stats", params=query(filters)))
+
+    def agents(self) -> list[dict[str, Any]]:
+        return list(self.request("GET", "/v1/agents")["items"])
+
+
+class Chat:
+    """One chat: send, resume, retry, stream, and read its state and events."""
+
+    def __init__(self, client: Client, chat_id: str, agent: str) -> None:
+        self.client, self.id, self.agent = client, chat_id, agent
+        self.path = f"/v1/chats/{chat_id}"
+
+    def send(self, text: str) -> TurnResult:
+        return TurnResult.parse(self.client.request("POST", f"{self.path}/messages",
+                                                    json={"text": text}))
+
+    def resume(
+        self, respond: Sequence[Respond] = (), restart: Sequence[Restart] = (),
+        idempotency_key: str | None = None,
+    ) -> TurnResult:
+        return TurnResult.parse(self.client.request(
+            "POST", f"{self.path}/resume", json=resume_body(list(respond), list(restart)),
+            headers=key_header(idempotency_key)))
+
+    def retry(self) -> TurnResult:
+        return TurnResult.parse(self.client.request("POST", f"{self.path}/retry"))
+
+    def stream(self, text: str) -> Iterator[StreamEvent]:
+        return self.client.stream(f"{self.path}/messages", {"text": text}, {})
+
+    def stream_resume(
+        self, respond: Sequence[Respond] = (), restart: Sequence[Restart] = (),
+        idempotency_key: str | None = None,
+    ) -> Iterator[StreamEvent]:
+        return self.client.stream(f"{self.path}/resume",
+                                  resume_body(list(respond), list(restart)),
+                                  key_header(idempotency_key))
+
+    def state(self, version: int | None = None) -> dict[str, Any]:
+        return dict(self.client.request("GET", self.path, params=query({"version": version})))
+
+    def events(self) -> list[dict[str, Any]]:
+        return list(self.client.request("GET", f"{self.path}/events")["events"])
