@@ -1,0 +1,213 @@
+"""`interlock projections|replay|verify|audit`: the read side and the audit tools."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import datetime
+from typing import Any, TextIO
+from uuid import UUID
+
+from domain import Interlock
+from domain.errors import ChatNotFoundError
+from domain.events import ChatEvent
+from domain.integrity import ChainBreak, Verifier
+from projections import open_views
+from projections.interface import DecisionFilter
+from projections.readmodels import SqlReadModels
+
+VIEWS = ("inbox", "decisions", "chats")
+_ESSENTIALS = ("text", "ref", "name", "input", "metadata", "output", "error", "reason",
+               "replace_input", "resumed_metadata", "agent", "tenant")
+
+
+def _store() -> str:
+    return os.environ.get("INTERLOCK_STORE", "sqlite:///interlock.db")
+
+
+def _add_store(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default=_store(),
+                   help="memory://, sqlite:///path.db or postgresql://... "
+                        "(default: INTERLOCK_STORE, else sqlite:///interlock.db)")
+
+
+def register(subparsers: Any) -> None:
+    _register_projections(subparsers)
+    _register_replay(subparsers)
+    _register_verify(subparsers)
+    _register_audit(subparsers)
+
+
+def _register_projections(subparsers: Any) -> None:
+    p = subparsers.add_parser("projections", help="run or rebuild the read models",
+                              description="Keep the read models (views) current, or rebuild one.")
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    run = sub.add_parser("run", help="apply new events to every view, as a worker process",
+                         description="Catch every view up with the event log, then follow it. "
+                                     "Resumes from each view's tracking position.")
+    _add_store(run)
+    run.add_argument("--once", action="store_true", help="exit once the views are current")
+    run.add_argument("--poll", type=float, default=0.5, help="seconds between polls (0.5)")
+    run.add_argument("--batch", type=int, default=1000, help="events per transaction (1000)")
+    run.set_defaults(run=_run_projections)
+    rebuild = sub.add_parser("rebuild", help="drop a view and replay it from the event log",
+                             description="Drop the view's tables and tracking, then replay "
+                                         "the whole log into it, printing progress.")
+    rebuild.add_argument("name", choices=(*VIEWS, "all"), help="the view to rebuild")
+    _add_store(rebuild)
+    rebuild.add_argument("--batch", type=int, default=1000, help="events per transaction (1000)")
+    rebuild.set_defaults(run=_rebuild)
+
+
+def _register_replay(subparsers: Any) -> None:
+    p = subparsers.add_parser("replay", help="print a chat's timeline and its state",
+                              description="Print a chat's events (version, time, actor, event, "
+                                          "essentials) and its state at that version.")
+    p.add_argument("chat_id", type=UUID, help="the chat's id")
+    p.add_argument("--version", type=int, default=None, help="stop at this version (default: all)")
+    _add_store(p)
+    p.set_defaults(run=_replay)
+
+
+def _register_verify(subparsers: Any) -> None:
+    p = subparsers.add_parser("verify", help="check the tamper-evident event chains",
+                              description="Recompute each chat's HMAC chain with the server "
+                                          "secret (INTERLOCK_SECRET) and name the first broken "
+                                          "version of each bad chat. Exits 1 if any is broken.")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("chat_id", nargs="?", type=UUID, help="one chat's id")
+    target.add_argument("--all", action="store_true", help="every chat in the store")
+    _add_store(p)
+    p.set_defaults(run=_verify)
+
+
+def _register_audit(subparsers: Any) -> None:
+    p = subparsers.add_parser("audit", help="compliance exports",
+                              description="Exports of the decision log for reviewers.")
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    ex = sub.add_parser("export", help="write decisions as CSV or JSON Lines",
+                        description="Stream every decision in [since, until) to stdout or a file.")
+    ex.add_argument("--since", type=datetime.fromisoformat, help="ISO-8601, inclusive")
+    ex.add_argument("--until", type=datetime.fromisoformat, help="ISO-8601, exclusive")
+    ex.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="(csv)")
+    for name in ("tenant", "tool", "actor", "chat-id"):
+        ex.add_argument(f"--{name}", help=f"only decisions with this {name.replace('-', ' ')}")
+    ex.add_argument("--output", "-o", help="file to write (default: stdout)")
+    _add_store(ex)
+    ex.set_defaults(run=_export)
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+def _models(store: str, batch: int = 1000) -> SqlReadModels:
+    models = open_views(Interlock(store=store), store)
+    for runner in models.runners:
+        runner.batch_size = batch
+    return models
+
+
+def _progress(name: str, position: int, head: int) -> None:
+    print(f"{name}: {position}/{head}", flush=True)
+
+
+def _run_projections(args: argparse.Namespace) -> int:
+    models = _models(args.store, args.batch)
+    try:
+        while True:
+            for runner in models.runners:
+                runner.catch_up(_progress)
+            if args.once:
+                return 0
+            time.sleep(args.poll)  # SQLite has no LISTEN/NOTIFY: poll the notification log
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        models.close()
+
+
+def _rebuild(args: argparse.Namespace) -> int:
+    models = _models(args.store, args.batch)
+    try:
+        for runner in models.runners:
+            if args.name in ("all", runner.name):
+                started = time.perf_counter()
+                runner.view.drop()
+                runner.view.setup()
+                position = runner.catch_up(_progress)
+                print(f"{runner.name}: rebuilt to {position} in "
+                      f"{time.perf_counter() - started:.1f}s", flush=True)
+    finally:
+        models.close()
+    return 0
+
+
+def _essentials(event: ChatEvent) -> str:
+    data = event.model_dump(mode="json", include=set(_ESSENTIALS))
+    if "message" in type(event).model_fields:
+        data["text"] = getattr(event, "message").text  # noqa: B009
+    shown = {k: v for k, v in data.items() if v not in (None, {}, "")}
+    return json.dumps(shown, ensure_ascii=False)[:160]
+
+
+def _replay(args: argparse.Namespace) -> int:
+    app = Interlock(store=args.store)
+    try:
+        chat = app.get_chat(args.chat_id, version=args.version)
+    except ChatNotFoundError:
+        print(f"chat {args.chat_id} not found", file=sys.stderr)
+        return 2
+    for event in app.events.get(args.chat_id, lte=chat.version):
+        _print_event(event, sys.stdout)
+    state = chat.state
+    print(f"\nstate at version {chat.version}: status={state.status} agent={state.agent} "
+          f"tenant={state.tenant} messages={len(state.messages)}")
+    for call in state.calls.values():
+        print(f"  call {call.ref} {call.name} {call.status}"
+              + (f" decided by {call.decided_by} ({call.decision})" if call.decided_by else ""))
+    return 0
+
+
+def _print_event(event: Any, out: TextIO) -> None:
+    actor = getattr(event, "actor", None) or "-"
+    out.write(f"{event.originator_version:>5}  {event.timestamp.isoformat()}  {actor:<12} "
+              f"{type(event).__name__:<16} {_essentials(event)}\n")
+
+
+def _verify(args: argparse.Namespace) -> int:
+    app = Interlock(store=args.store)
+    verifier = Verifier(app.recorder, app.mapper, app.sealer)
+    if args.all:
+        breaks = verifier.verify_all()
+    else:
+        found = verifier.verify_chat(args.chat_id)
+        breaks = [found] if found else []
+    for b in breaks:
+        print(_describe(b))
+    print(f"checked {verifier.checked} events: "
+          + (f"{len(breaks)} chat(s) broken" if breaks else "all chains verify"))
+    return 1 if breaks else 0
+
+
+def _describe(b: ChainBreak) -> str:
+    return f"chat {b.chat_id}: broken at version {b.version}: {b.reason}"
+
+
+def _export(args: argparse.Namespace) -> int:
+    f = DecisionFilter(since=args.since, until=args.until, tenant=args.tenant, tool=args.tool,
+                       actor=args.actor, chat_id=args.chat_id)
+    models = _models(args.store)
+    try:
+        models.catch_up()
+        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
+        try:
+            out.writelines(models.export_decisions(f, args.format))
+        finally:
+            if out is not sys.stdout:
+                out.close()
+    finally:
+        models.close()
+    return 0
