@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, Mapper, Recording, Transcoder
 
 from domain.agent import Agent
-from domain.chat import Chat, RespondEntry, RestartEntry
 from domain.canonical import sha256_hex
+from domain.chat import Chat, RespondEntry, RestartEntry
 from domain.errors import (
     ChatNotFoundError,
     ConcurrencyError,
@@ -49,7 +49,9 @@ class Interlock(Application[UUID]):
         settings = store_env(store or os.environ.get("INTERLOCK_STORE", "memory://"))
         super().__init__({**settings, **(env or {})})
         self.agents = {a.name: a for a in agents}
-        self.sealer = Sealer(secret or os.environ.get("INTERLOCK_SECRET", "").encode() or DEV_SECRET)
+        self.sealer = Sealer(
+            secret or os.environ.get("INTERLOCK_SECRET", "").encode() or DEV_SECRET
+        )
         self.runner = TurnRunner(self, {a.name: _model(a, resolve_model) for a in agents})
         self.commit_listeners: list[Callable[[list[Recording[UUID]]], None]] = []
 
@@ -63,7 +65,11 @@ class Interlock(Application[UUID]):
     # -- commands ----------------------------------------------------------------------------
 
     def start_chat(
-        self, agent: str, *, actor: str, tenant: str = "default",
+        self,
+        agent: str,
+        *,
+        actor: str,
+        tenant: str = "default",
         metadata: dict[str, Any] | None = None,
     ) -> Chat:
         self.agent(agent)
@@ -72,7 +78,12 @@ class Interlock(Application[UUID]):
         return chat
 
     async def send(
-        self, chat_id: UUID, text: str, *, actor: str, tenant: str | None = None,
+        self,
+        chat_id: UUID,
+        text: str,
+        *,
+        actor: str,
+        tenant: str | None = None,
         emit: Emit | None = None,
     ) -> TurnResult:
         if not text.strip():
@@ -83,22 +94,38 @@ class Interlock(Application[UUID]):
         return await self.runner.run(chat, since, emit)
 
     async def resume(
-        self, chat_id: UUID, *, respond: Sequence[RespondEntry] = (),
-        restart: Sequence[RestartEntry] = (), actor: str, tenant: str | None = None,
-        emit: Emit | None = None, idempotency_key: str | None = None,
+        self,
+        chat_id: UUID,
+        *,
+        respond: Sequence[RespondEntry] = (),
+        restart: Sequence[RestartEntry] = (),
+        actor: str,
+        tenant: str | None = None,
+        emit: Emit | None = None,
+        idempotency_key: str | None = None,
     ) -> TurnResult:
         """Decide pending interrupts and continue the turn.
 
         With `idempotency_key`, a repeat of the same body answers the first result.
         """
         chat = self.get_chat(chat_id, tenant=tenant)
-        body_sha = sha256_hex({"respond": [e.model_dump(mode="json") for e in respond],
-                               "restart": [e.model_dump(mode="json") for e in restart]})
+        body_sha = sha256_hex(
+            {
+                "respond": [e.model_dump(mode="json") for e in respond],
+                "restart": [e.model_dump(mode="json") for e in restart],
+            }
+        )
         if idempotency_key is not None and idempotency_key in chat.state.resume_keys:
             return self._first_answer(chat, idempotency_key, body_sha)
         since = len(chat.state.messages)
-        chat.resume(respond, restart, actor=actor, tools=self.agent(chat.state.agent).tool_map,
-                    request_key=idempotency_key, request_sha256=body_sha)
+        chat.resume(
+            respond,
+            restart,
+            actor=actor,
+            tools=self.agent(chat.state.agent).tool_map,
+            request_key=idempotency_key,
+            request_sha256=body_sha,
+        )
         return await self.runner.run(chat, since, emit)
 
     def _first_answer(self, chat: Chat, key: str, body_sha: str) -> TurnResult:
@@ -127,11 +154,12 @@ class Interlock(Application[UUID]):
         except KeyError:
             raise UnknownAgentError(name) from None
 
-    def get_chat(self, chat_id: UUID, *, version: int | None = None,
-                 tenant: str | None = None) -> Chat:
+    def get_chat(
+        self, chat_id: UUID, *, version: int | None = None, tenant: str | None = None
+    ) -> Chat:
         """The chat now, or as of event `version`; another tenant's chat does not exist."""
         try:
-            chat: Chat = self.repository.get(chat_id, version=version)
+            chat: Chat = self.repository.get(chat_id, version=version, projector_func=_replay)
         except AggregateNotFoundError:
             raise ChatNotFoundError(chat_id) from None
         if tenant is not None and chat.state.tenant != tenant:
@@ -154,11 +182,22 @@ class Interlock(Application[UUID]):
         if not chat.pending_events:
             return None
         chat.seal(self.sealer.sign)
+        processing: ProcessingEvent[UUID] = ProcessingEvent()
+        processing.events.extend(chat.collect_events())  # the library's save() does costly
+        processing.aggregates[chat.id] = chat  # runtime Protocol checks; the steps are the same
         try:
-            recordings = self.save(chat)
+            recordings = self._record(processing)
         except IntegrityError:
             raise ConcurrencyError(chat.id) from None
+        self._take_snapshots(processing)
+        self._notify(recordings)
         return recordings[-1].notification.id if recordings else None
+
+
+def _replay(chat: Chat | None, events: Iterable[Any]) -> Chat | None:
+    for event in events:
+        chat = event.mutate(chat)
+    return chat
 
 
 def _model(agent: Agent, resolve: ModelResolver | None) -> Model:

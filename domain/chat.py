@@ -151,8 +151,10 @@ class Chat:
     ) -> None:
         """Validate the whole batch, then record one decision event per entry."""
         self._check_batch([e.ref for e in [*respond, *restart]])
-        decisions = [*self._check_responds(respond, tools, actor),
-                     *self._check_restarts(restart, tools, actor)]
+        decisions = [
+            *self._check_responds(respond, tools, actor),
+            *self._check_restarts(restart, tools, actor),
+        ]
         keyed = {"request_key": request_key, "request_sha256": request_sha256}
         for event_class, data in decisions:
             self._trigger(event_class, actor=actor, **keyed, **data)
@@ -224,10 +226,18 @@ class Chat:
                     output = tool.validate_output(entry.output)
                 except SchemaError as exc:
                     raise InvalidToolOutputError(entry.ref, entry.name, exc.errors) from None
-            out.append((ev.Responded, {
-                "ref": entry.ref, "name": entry.name, "output": output,
-                "metadata": entry.metadata, "input_sha256": sha256_hex(call.input),
-            }))
+            out.append(
+                (
+                    ev.Responded,
+                    {
+                        "ref": entry.ref,
+                        "name": entry.name,
+                        "output": output,
+                        "metadata": entry.metadata,
+                        "input_sha256": sha256_hex(call.input),
+                    },
+                )
+            )
         return out
 
     def _check_restarts(
@@ -237,8 +247,11 @@ class Chat:
         for entry in entries:
             call = self._pending_call(entry.ref, entry.name, actor, tools)
             data: dict[str, Any] = {
-                "ref": entry.ref, "name": entry.name, "resumed_metadata": entry.resumed_metadata,
-                "original_input": call.input, "input_sha256": sha256_hex(call.input),
+                "ref": entry.ref,
+                "name": entry.name,
+                "resumed_metadata": entry.resumed_metadata,
+                "original_input": call.input,
+                "input_sha256": sha256_hex(call.input),
             }
             if "replace_input" in entry.model_fields_set:
                 data["replace_input"] = self._replaced_input(entry, tools)
@@ -275,7 +288,6 @@ class Chat:
         while f"{name}-{n}" in used:
             n += 1
         return f"{name}-{n}"
-
 
 
 register_topic("interlock:Chat", Chat)

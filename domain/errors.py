@@ -63,9 +63,7 @@ class IdempotencyKeyReusedError(InvalidRequestError):
     code = "idempotency_key_reused"
 
     def __init__(self, key: str) -> None:
-        super().__init__(
-            f"Idempotency-Key {key!r} was used before with a different body", key=key
-        )
+        super().__init__(f"Idempotency-Key {key!r} was used before with a different body", key=key)
 
 
 class ResumeError(InterlockError):

@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 
 FinishReason = Literal["stop", "interrupted", "max_turns", "failed"]
 _STATUS_AFTER: dict[str, ChatStatus] = {
-    "stop": "idle", "max_turns": "idle", "interrupted": "interrupted", "failed": "failed",
+    "stop": "idle",
+    "max_turns": "idle",
+    "interrupted": "interrupted",
+    "failed": "failed",
 }
 
 
@@ -74,8 +77,13 @@ class ChatStarted(ChatEvent):
         from domain.chat import Chat  # the aggregate module imports this one
 
         state = ChatState(
-            agent=self.agent, tenant=self.tenant, started_by=self.actor, metadata=self.metadata,
-            created_at=self.timestamp, updated_at=self.timestamp, chain_tip=self.chain,
+            agent=self.agent,
+            tenant=self.tenant,
+            started_by=self.actor,
+            metadata=self.metadata,
+            created_at=self.timestamp,
+            updated_at=self.timestamp,
+            chain_tip=self.chain,
         )
         return Chat(self.originator_id, self.originator_version, state)
 
@@ -121,8 +129,12 @@ class ToolRequested(ChatEvent):
 
     def apply(self, state: ChatState) -> None:
         state.calls[self.ref] = ToolCall(
-            ref=self.ref, name=self.name, input=self.input, turn=state.turn,
-            requested_at=self.timestamp, requested_by=state.turn_by,
+            ref=self.ref,
+            name=self.name,
+            input=self.input,
+            turn=state.turn,
+            requested_at=self.timestamp,
+            requested_by=state.turn_by,
         )
         state.batch.append(self.ref)
 
@@ -153,7 +165,11 @@ class Interrupted(ChatEvent):
 
     def apply(self, state: ChatState) -> None:
         call = state.calls[self.ref]
-        call.status, call.interrupt, call.interrupted_at = "interrupted", self.metadata, self.timestamp
+        call.status, call.interrupt, call.interrupted_at = (
+            "interrupted",
+            self.metadata,
+            self.timestamp,
+        )
 
 
 class Responded(ChatEvent):
@@ -190,7 +206,11 @@ class Restarted(ChatEvent):
     def apply(self, state: ChatState) -> None:
         state.remember_key(self.request_key, self.request_sha256, self.originator_version)
         call = state.calls[self.ref]
-        call.status, call.attempt, call.resumed = "restarted", call.attempt + 1, self.resumed_metadata
+        call.status, call.attempt, call.resumed = (
+            "restarted",
+            call.attempt + 1,
+            self.resumed_metadata,
+        )
         call.decision, call.decided_by, call.decided_at = "restart", self.actor, self.timestamp
         if self.replaced_input_sha256 is not None:
             call.original_input, call.input = self.original_input, self.replace_input
@@ -212,6 +232,7 @@ class ChatSnapshot(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     TOPIC: ClassVar[str] = "interlock:ChatSnapshot"
+    class_version: ClassVar[int] = 1
 
     originator_id: UUID
     originator_version: int
@@ -222,14 +243,16 @@ class ChatSnapshot(BaseModel):
     @classmethod
     def take(cls, chat: Chat) -> ChatSnapshot:
         return cls(
-            originator_id=chat.id, originator_version=chat.version, timestamp=now(),
-            state=chat.state.model_copy(deep=True),
+            originator_id=chat.id,
+            originator_version=chat.version,
+            timestamp=now(),
+            state=chat.state,
         )
 
     def mutate(self, _: Chat | None) -> Chat:
         from domain.chat import Chat
 
-        return Chat(self.originator_id, self.originator_version, self.state.model_copy(deep=True))
+        return Chat(self.originator_id, self.originator_version, self.state)
 
 
 register_topic(ChatSnapshot.TOPIC, ChatSnapshot)

@@ -88,7 +88,7 @@ class FunctionModel:
                 result = await result
         except ModelError:
             raise
-        except Exception as exc:  # noqa: BLE001 - the script is the model: any failure is a model error
+        except Exception as exc:
             raise ModelError(f"{self.name} failed: {exc}") from exc
         if on_chunk is not None and result.message.text:
             await on_chunk(ModelChunk(text=result.message.text))

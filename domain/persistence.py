@@ -16,20 +16,22 @@ from domain.canonical import canonical_json
 from domain.errors import InvalidRequestError
 from domain.events import ChatEvent
 
-_NOT_STORED = {"originator_id", "originator_version"}
-
 
 class PydanticMapper(Mapper[UUID]):
-    """Events are pydantic models: JSON out through pydantic-core, validated back in."""
+    """Events are pydantic models: JSON out through pydantic-core, validated back in.
+
+    The stored JSON is the whole event (ids included), so the common case decodes in
+    one `model_validate_json`; an event class past version 1 goes through its upcasters.
+    """
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         cls = type(domain_event)
         if cls.class_version > 1:
-            data = domain_event.model_dump(mode="json", exclude=_NOT_STORED)
+            data = domain_event.model_dump(mode="json")
             data["class_version"] = cls.class_version
             state = json.dumps(data, separators=(",", ":")).encode()
         else:
-            state = domain_event.__pydantic_serializer__.to_json(domain_event, exclude=_NOT_STORED)
+            state = domain_event.__pydantic_serializer__.to_json(domain_event)
         if self.compressor:
             state = self.compressor.compress(state)
         if self.cipher:
@@ -48,6 +50,8 @@ class PydanticMapper(Mapper[UUID]):
             state = self.cipher.decrypt(state)
         if self.compressor:
             state = self.compressor.decompress(state)
+        if getattr(cls, "class_version", 1) == 1:
+            return cls.model_validate_json(state)
         data = json.loads(state)
         from_version = data.pop("class_version", 1)
         while from_version < getattr(cls, "class_version", 1):
@@ -81,12 +85,16 @@ def store_env(url: str) -> dict[str, str]:
         path = unquote(parts.path.removeprefix("/")) if parts.netloc == "" else ""
         if not path:
             raise InvalidRequestError(f"sqlite store needs a file: sqlite:///path.db, not {url!r}")
-        return {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": path,
-                "SQLITE_LOCK_TIMEOUT": "10"}
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": path,
+            "SQLITE_LOCK_TIMEOUT": "10",
+        }
     if parts.scheme in ("postgresql", "postgres"):
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         return {
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "APPLICATION_RECORDER_TOPIC": "stores.postgres:InterlockPostgresRecorder",
             "POSTGRES_DBNAME": parts.path.removeprefix("/") or "postgres",
             "POSTGRES_HOST": parts.hostname or "127.0.0.1",
             "POSTGRES_PORT": str(parts.port or 5432),

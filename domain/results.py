@@ -25,8 +25,12 @@ class Interrupt(BaseModel):
     @classmethod
     def of(cls, chat: Chat, call: ToolCall) -> Interrupt:
         return cls(
-            chat_id=str(chat.id), ref=call.ref, name=call.name, input=call.input,
-            metadata=call.interrupt, requested_at=call.interrupted_at or call.requested_at,
+            chat_id=str(chat.id),
+            ref=call.ref,
+            name=call.name,
+            input=call.input,
+            metadata=call.interrupt,
+            requested_at=call.interrupted_at or call.requested_at,
         )
 
 
@@ -49,11 +53,15 @@ class TurnResult(BaseModel):
         models = [m for m in appended if m.role == "model"]
         last = models[-1] if models else None
         return cls(
-            chat_id=str(chat.id), version=chat.version,
+            chat_id=str(chat.id),
+            version=chat.version,
             finish_reason=chat.state.finish_reason or "stop",
-            text=last.text if last else "", message=last, messages=appended,
+            text=last.text if last else "",
+            message=last,
+            messages=appended,
             interrupts=[Interrupt.of(chat, c) for c in chat.pending_interrupts()],
-            error=chat.state.error, position=position,
+            error=chat.state.error,
+            position=position,
         )
 
 

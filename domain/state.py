@@ -82,7 +82,16 @@ class ChatState(BaseModel):
         if self.batch_closed or not all(c.status in RESOLVED for c in calls):
             return
         self.batch_closed = True
-        self.messages.append(Message(role="tool", content=[
-            Part(tool_response=ToolResponse(ref=c.ref, name=c.name, output=c.response_output()))
-            for c in calls
-        ]))
+        self.messages.append(
+            Message(
+                role="tool",
+                content=[
+                    Part(
+                        tool_response=ToolResponse(
+                            ref=c.ref, name=c.name, output=c.response_output()
+                        )
+                    )
+                    for c in calls
+                ],
+            )
+        )

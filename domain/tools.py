@@ -14,7 +14,7 @@ from pydantic_core import to_jsonable_python
 from domain.models import ToolDefinition
 
 
-class ToolInterrupt(Exception):  # noqa: N818 - a signal, not an error
+class ToolInterrupt(Exception):
     """Raised by `ToolContext.interrupt`; pauses the turn."""
 
     def __init__(self, metadata: dict[str, Any] | None) -> None:

@@ -35,12 +35,22 @@ class TurnRunner:
         position = self.app.commit(chat)
         if emit is not None:
             for call in chat.pending_interrupts():
-                await emit(StreamEvent(type="interrupt",
-                                       data=Interrupt.of(chat, call).model_dump(mode="json")))
+                await emit(
+                    StreamEvent(
+                        type="interrupt", data=Interrupt.of(chat, call).model_dump(mode="json")
+                    )
+                )
         result = TurnResult.of(chat, since, position)
         if emit is not None:
-            await emit(StreamEvent(type="turn_end", data=result.model_dump(
-                mode="json", include={"chat_id", "version", "finish_reason", "text", "error"})))
+            await emit(
+                StreamEvent(
+                    type="turn_end",
+                    data=result.model_dump(
+                        mode="json",
+                        include={"chat_id", "version", "finish_reason", "text", "error"},
+                    ),
+                )
+            )
         return result
 
     async def _drive(self, chat: Chat, agent: Agent, emit: Emit | None) -> None:
@@ -59,7 +69,8 @@ class TurnRunner:
                 return
             try:
                 reply = await self.models[agent.name].generate(
-                    self._request(chat, agent), self._chunks(emit))
+                    self._request(chat, agent), self._chunks(emit)
+                )
             except ModelError as exc:
                 chat.finish_turn("failed", error=str(exc))
                 return
@@ -87,8 +98,12 @@ class TurnRunner:
         if emit is None:
             return
         for call in chat.runnable_calls():
-            await emit(StreamEvent(type="tool_request", data={
-                "ref": call.ref, "name": call.name, "input": call.input}))
+            await emit(
+                StreamEvent(
+                    type="tool_request",
+                    data={"ref": call.ref, "name": call.name, "input": call.input},
+                )
+            )
 
     async def _run_tools(
         self, chat: Chat, agent: Agent, calls: list[ToolCall], emit: Emit | None
@@ -104,9 +119,16 @@ class TurnRunner:
             else:
                 chat.record_interrupted(call.ref, value)
             if emit is not None and kind != "interrupted":
-                await emit(StreamEvent(type="tool_response", data={
-                    "ref": call.ref, "name": call.name,
-                    "output": chat.state.calls[call.ref].response_output()}))
+                await emit(
+                    StreamEvent(
+                        type="tool_response",
+                        data={
+                            "ref": call.ref,
+                            "name": call.name,
+                            "output": chat.state.calls[call.ref].response_output(),
+                        },
+                    )
+                )
 
 
 def _has_side_effects(agent: Agent, call: ToolCall) -> bool:
@@ -123,9 +145,12 @@ async def _run_tool(chat: Chat, agent: Agent, call: ToolCall) -> Outcome:
     except SchemaError as exc:
         return "failed", f"invalid input for {call.name}: {exc.errors}"
     ctx = ToolContext(
-        chat_id=str(chat.id), ref=call.ref, attempt=call.attempt,
+        chat_id=str(chat.id),
+        ref=call.ref,
+        attempt=call.attempt,
         idempotency_key=f"{chat.id}:{call.ref}:{call.attempt}",
-        resumed=call.resumed, original_input=call.original_input,
+        resumed=call.resumed,
+        original_input=call.original_input,
     )
     try:
         raw = await tool(args, ctx)

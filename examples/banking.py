@@ -12,9 +12,17 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from domain import Agent, FunctionModel, Message, ModelRequest, ModelResponse, Part, ToolContext
+from domain import (
+    Agent,
+    FunctionModel,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Part,
+    ToolContext,
+    tool,
+)
 from domain import ToolRequest as Request
-from domain import tool
 
 LIMIT = 1000.0
 _TRANSFER = re.compile(r"transfer\s+\$?([0-9]+(?:\.[0-9]+)?)\s+to\s+(\w+)", re.IGNORECASE)
@@ -61,8 +69,11 @@ class Ledger:
 LEDGER = Ledger()
 
 
-@tool(name="userApproval", description="Ask the user for approval before a sensitive action.",
-      side_effects=False)
+@tool(
+    name="userApproval",
+    description="Ask the user for approval before a sensitive action.",
+    side_effects=False,
+)
 async def user_approval(input: UserApprovalInput, ctx: ToolContext) -> Approval:
     ctx.interrupt({"reason": input.action})
 
@@ -94,8 +105,14 @@ def banking_script(request: ModelRequest) -> ModelResponse:
         if wanted is None:
             return _reply(Part(text="I can move money between your accounts. What should I do?"))
         amount, to = wanted
-        return _reply(Part(tool_request=Request(name="userApproval", input={
-            "action": "transfer", "details": f"Transfer ${amount:g} to {to}"})))
+        return _reply(
+            Part(
+                tool_request=Request(
+                    name="userApproval",
+                    input={"action": "transfer", "details": f"Transfer ${amount:g} to {to}"},
+                )
+            )
+        )
     response = last.content[-1].tool_response
     assert response is not None
     output = response.output if isinstance(response.output, dict) else {}
@@ -103,11 +120,18 @@ def banking_script(request: ModelRequest) -> ModelResponse:
         if not output.get("approved"):
             return _reply(Part(text=f"Transfer cancelled. {output.get('feedback') or ''}".strip()))
         amount, to = _last_transfer(request) or (0.0, "savings")
-        return _reply(Part(tool_request=Request(
-            name="transferMoney", input={"amount": amount, "to_account": to})))
+        return _reply(
+            Part(
+                tool_request=Request(
+                    name="transferMoney", input={"amount": amount, "to_account": to}
+                )
+            )
+        )
     if "error" in output:
         return _reply(Part(text=f"The transfer failed: {output['error']}"))
-    return _reply(Part(text=f"Done. Your checking balance is now ${output.get('balance', 0):,.2f}."))
+    return _reply(
+        Part(text=f"Done. Your checking balance is now ${output.get('balance', 0):,.2f}.")
+    )
 
 
 banking = Agent(

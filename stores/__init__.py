@@ -1,0 +1,1 @@
+"""Storage adapters that plug into eventsourcing's persistence modules."""
