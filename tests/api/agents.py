@@ -1,0 +1,119 @@
+"""Agents for the API tests: the banking demo plus ops, gated and flaky scripted agents."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from domain import (
+    Agent,
+    FunctionModel,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Part,
+    ToolContext,
+    ToolRequest,
+    tool,
+)
+from examples.banking import AGENTS as BANKING
+
+
+@dataclass
+class Gate:
+    """A test holds a model call or a tool here: `entered` once it waits, until `release`."""
+
+    entered: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    async def hold(self) -> None:
+        self.entered.set()
+        await asyncio.to_thread(self.release.wait, 30)
+
+
+GATES: dict[str, Gate] = {}
+FLAKY_DOWN = threading.Event()
+
+
+def _say(text: str) -> ModelResponse:
+    return ModelResponse(message=Message(role="model", content=[Part(text=text)]))
+
+
+def _ask(*requests: tuple[str, dict[str, str]]) -> ModelResponse:
+    parts = [Part(tool_request=ToolRequest(name=n, input=i)) for n, i in requests]
+    return ModelResponse(message=Message(role="model", content=parts))
+
+
+class Service(BaseModel):
+    service: str
+
+
+class Deployed(BaseModel):
+    status: str
+
+
+class Token(BaseModel):
+    token: str
+
+
+@tool(name="deploy", description="Deploy a service; a second person must approve.",
+      distinct_approver=True)
+async def deploy(input: Service, ctx: ToolContext) -> Deployed:
+    if not ctx.resumed:
+        ctx.interrupt({"reason": "production deploy"})
+    return Deployed(status=f"{input.service} deployed")
+
+
+@tool(name="confirm", description="Ask the user to confirm one step.", side_effects=False)
+async def confirm(input: Service, ctx: ToolContext) -> Deployed:
+    ctx.interrupt({"reason": "confirm"})
+
+
+@tool(name="hold", description="Blocks until the test releases its gate.")
+async def hold(input: Token, ctx: ToolContext) -> Deployed:
+    await GATES[input.token].hold()
+    return Deployed(status="released")
+
+
+def ops_script(request: ModelRequest) -> ModelResponse:
+    last = request.messages[-1]
+    if last.role != "user":
+        return _say("ops done")
+    words = last.text.split()
+    if words[0] == "deploy":
+        return _ask(("deploy", {"service": words[1]}))
+    if words[0] == "confirm":
+        return _ask(*[("confirm", {"service": w}) for w in words[1:]])
+    return _say("say 'deploy X' or 'confirm X Y'")
+
+
+async def gate_script(request: ModelRequest) -> ModelResponse:
+    last = request.messages[-1]
+    if last.role != "user":
+        return _say("gate done")
+    verb, _, token = last.text.partition(" ")
+    if verb == "hold-model":
+        await GATES[token].hold()
+        return _say("model released")
+    if verb == "hold-tool":
+        return _ask(("hold", {"token": token}))
+    return _say("ok")
+
+
+def flaky_script(request: ModelRequest) -> ModelResponse:
+    if FLAKY_DOWN.is_set():
+        raise ConnectionError("model endpoint unreachable")
+    return _say("back online")
+
+
+ops = Agent(name="opsAgent", system="Deploy with approval.", tools=[deploy, confirm],
+            model=FunctionModel(ops_script, name="ops-script"))
+gated = Agent(name="gateAgent", system="Waits for the test.", tools=[hold],
+              model=FunctionModel(gate_script, name="gate-script"))
+flaky = Agent(name="flakyAgent", system="Fails while FLAKY_DOWN is set.", tools=[],
+              model=FunctionModel(flaky_script, name="flaky-script"))
+
+AGENTS = [*BANKING, ops, gated, flaky]

@@ -1,0 +1,63 @@
+"""A live server per test (SQLite and PostgreSQL), API keys for a few principals, clients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from api.app import create_app
+from api.auth import AuthConfig
+from api.client import Client
+from domain import Interlock
+from projections import open_read_models
+from tests.api.agents import AGENTS
+from tests.api.server import ThreadServer
+
+KEYS = {
+    "key-alice": {"id": "alice", "tenant": "acme", "roles": ["requester"]},
+    "key-bob": {"id": "bob", "tenant": "acme", "roles": ["approver"]},
+    "key-dana": {"id": "dana", "tenant": "acme", "roles": ["requester", "approver"]},
+    "key-carol": {"id": "carol", "tenant": "acme", "roles": ["auditor"]},
+    "key-root": {"id": "root", "tenant": "acme", "roles": ["admin"]},
+    "key-eve": {"id": "eve", "tenant": "globex", "roles": ["requester", "approver", "auditor"]},
+}
+ClientFor = Callable[[str], Client]
+
+
+class Live:
+    """The running server and the service behind it (tests may observe its commits)."""
+
+    def __init__(self, store: str) -> None:
+        self.service = Interlock(AGENTS, store=store)
+        self.views = open_read_models(self.service, store)
+        self.server = ThreadServer(create_app(self.service, self.views,
+                                              AuthConfig.from_mapping(KEYS)))
+        self.url = self.server.url
+
+    def close(self) -> None:
+        self.server.stop()
+        self.views.close()
+
+
+@pytest.fixture
+def live(store: str) -> Iterator[Live]:
+    server = Live(store)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def client_for(live: Live) -> Iterator[ClientFor]:
+    """`client_for("alice")`: a client with that principal's key."""
+    clients: list[Client] = []
+
+    def make(name: str) -> Client:
+        clients.append(Client(live.url, api_key=f"key-{name}"))
+        return clients[-1]
+
+    yield make
+    for c in clients:
+        c.close()

@@ -1,0 +1,81 @@
+"""A real uvicorn server on 127.0.0.1 in a thread (or an `interlock serve` subprocess)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+
+ROOT = Path(__file__).resolve().parents[2]
+_RUNNING = re.compile(r"Uvicorn running on (http://\S+)")
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, ready: threading.Event) -> None:
+        super().__init__(config)
+        self.ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()
+
+
+class ThreadServer:
+    """Serves `app` on a socket bound before start, so the port is known and free."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        ready = threading.Event()
+        config = uvicorn.Config(app, access_log=False, log_level="warning", lifespan="on")
+        self.server = _Server(config, ready)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        if not ready.wait(30):
+            raise RuntimeError("uvicorn did not start")
+
+    def _run(self) -> None:
+        asyncio.run(self.server.serve(sockets=[self.sock]))
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+        self.sock.close()
+
+
+class ServeProcess:
+    """`python -m cli.main serve --port 0 ...`; the URL is read from uvicorn's start line."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "serve", "--port", "0", *args],
+            cwd=ROOT, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True,
+        )
+        assert self.proc.stderr is not None
+        self.log: list[str] = []
+        for line in self.proc.stderr:
+            self.log.append(line)
+            if match := _RUNNING.search(line):
+                self.url = match[1]
+                break
+        else:
+            raise RuntimeError("interlock serve exited:\n" + "".join(self.log))
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
