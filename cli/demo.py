@@ -1,0 +1,107 @@
+"""`interlock demo`: a command-line conversation with an agent, through the real service."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from cli.serve import load_agents, model_resolver
+from domain import Interlock, RespondEntry, RestartEntry, TurnResult
+from domain.errors import InterlockError
+from domain.results import Interrupt
+
+Ask = Callable[[str], str]
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "demo",
+        help="chat with an agent in the terminal (no HTTP)",
+        description="Chat with an agent in the terminal. Interrupts ask you to approve "
+        "(respond) or rerun (restart) the tool. Messages given with --say run "
+        "unattended and approve every interrupt.",
+    )
+    parser.add_argument("--agents", default=os.environ.get("INTERLOCK_AGENTS", "examples.banking:AGENTS"),
+                        help="module:attribute holding a list of Agent (default: %(default)s)")
+    parser.add_argument("--agent", default=None, help="agent name (default: the first one)")
+    parser.add_argument("--store", default=os.environ.get("INTERLOCK_STORE", "sqlite:///interlock.db"),
+                        help="memory://, sqlite:///file.db or postgresql://... (default: %(default)s)")
+    parser.add_argument("--say", action="append", default=[], metavar="TEXT",
+                        help="send TEXT and approve interrupts automatically (repeatable)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    agents = load_agents(args.agents)
+    app = Interlock(agents, store=args.store, resolve_model=model_resolver())
+    name = args.agent or agents[0].name
+    scripted = list(args.say)
+    ask: Ask = _scripted_answers if scripted else input
+    chat = app.start_chat(name, actor="cli")
+    print(f"chat {chat.id} with {name} (store {args.store}); empty line or Ctrl-D ends")
+    try:
+        for text in scripted or _typed_lines():
+            _show(asyncio.run(app.send(chat.id, text, actor="cli")))
+            _settle(app, chat.id, ask)
+    except InterlockError as exc:
+        print(f"error [{exc.code}]: {exc.message}")
+        return 1
+    finally:
+        app.close()
+    return 0
+
+
+def _typed_lines() -> Any:
+    while True:
+        try:
+            line = input("you> ").strip()
+        except EOFError:
+            return
+        if not line:
+            return
+        yield line
+
+
+def _scripted_answers(prompt: str) -> str:
+    print(prompt + "y")
+    return "y"
+
+
+def _settle(app: Interlock, chat_id: Any, ask: Ask) -> None:
+    """Decide interrupts until the turn ends."""
+    pending = app.get_chat(chat_id).pending_interrupts()
+    while pending:
+        call = pending[0]
+        interrupt = Interrupt.of(app.get_chat(chat_id), call)
+        print(f"  interrupt {interrupt.ref}: {interrupt.name} {json.dumps(interrupt.input)} "
+              f"{json.dumps(interrupt.metadata)}")
+        answer = ask("  approve? [y]es / [n]o / [r]estart with override: ").strip().lower()
+        result = asyncio.run(app.resume(chat_id, actor="cli", **_decision(interrupt, answer)))
+        _show(result)
+        pending = app.get_chat(chat_id).pending_interrupts()
+
+
+def _decision(interrupt: Interrupt, answer: str) -> dict[str, Any]:
+    """An approval tool gets the answer as its output; any other tool is rerun on yes."""
+    wants_output = "approv" in interrupt.name.lower()
+    if answer.startswith("r") or (answer.startswith("y") and not wants_output):
+        return {"restart": [RestartEntry(ref=interrupt.ref, name=interrupt.name,
+                                         resumed_metadata={"override": True})]}
+    output = {"approved": answer.startswith("y")}
+    return {"respond": [RespondEntry(ref=interrupt.ref, name=interrupt.name, output=output)]}
+
+
+def _show(result: TurnResult) -> None:
+    for message in result.messages:
+        for part in message.content:
+            if part.tool_request is not None:
+                print(f"  -> {part.tool_request.name}({json.dumps(part.tool_request.input)})")
+            elif part.tool_response is not None:
+                print(f"  <- {part.tool_response.name}: {json.dumps(part.tool_response.output)}")
+        if message.role == "model" and message.text:
+            print(f"agent> {message.text}")
+    print(f"  [{result.finish_reason}, version {result.version}]")
