@@ -70,7 +70,8 @@ class PostgresView(PostgresTrackingRecorder, SqlView):
                 with curs.connection.pipeline():
                     yield
                     self._before_commit()
-                    self._advance(curs, start, upto)
+                # Outside the pipeline: its result must be read, not the last queued one's.
+                self._advance(curs, start, upto)
             finally:
                 self._cursor = None
 

@@ -1,0 +1,29 @@
+"""Fixtures of the read-side tests: an application and its read models per store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from domain import Interlock
+from projections import SqlReadModels, open_read_models
+from tests.projections.flows import app_for
+
+
+@pytest.fixture
+def app(store: str) -> Iterator[Interlock]:
+    application = app_for(store)
+    yield application
+    application.close()
+
+
+@pytest.fixture
+def models(app: Interlock, store: str) -> Iterator[SqlReadModels]:
+    read = open_read_models(app, store)
+    yield read
+    read.close()
+
+
+def dumps(models: SqlReadModels) -> list[list[dict[str, object]]]:
+    return [r.view.dump() for r in models.runners]

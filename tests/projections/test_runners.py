@@ -1,0 +1,90 @@
+"""Exactly-once: rebuilds, competing runners and a runner killed mid catch-up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from domain import Interlock
+from projections import SqlReadModels, open_views
+from projections.views import PositionConflictError
+from tests.projections.conftest import dumps
+from tests.projections.flows import banking_flows, seed
+
+pytestmark = pytest.mark.anyio
+
+
+def rebuilt(app: Interlock, store: str) -> list[list[dict[str, object]]]:
+    fresh = open_views(app, store)
+    try:
+        for runner in fresh.runners:
+            runner.view.drop()
+            runner.view.setup()
+        fresh.catch_up()
+        return dumps(fresh)
+    finally:
+        fresh.close()
+
+
+async def test_rebuild_gives_identical_rows(
+    app: Interlock, models: SqlReadModels, store: str
+) -> None:
+    _, position = await seed(app)
+    models.wait(position)
+    before = dumps(models)
+    assert rebuilt(app, store) == before
+    assert all(before)
+
+
+async def test_two_runners_of_one_view_cannot_both_write(app: Interlock, store: str) -> None:
+    await seed(app)
+    first, second = open_views(app, store), open_views(app, store)
+    try:
+        head = app.recorder.max_notification_id() or 0
+        with first.inbox_view.batch(0, head):
+            pass
+        with pytest.raises(PositionConflictError), second.inbox_view.batch(0, head):
+            pass
+        assert second.runners[0].catch_up() == head  # the loser rereads and finds it done
+    finally:
+        first.close()
+        second.close()
+
+
+def _cli(store: str, *args: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "cli.main", "projections", *args, "--store", store]
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+
+
+async def test_a_runner_killed_mid_catch_up_resumes_exactly_once(
+    app: Interlock, store: str
+) -> None:
+    for _ in range(15):
+        await banking_flows(app)
+    head = app.recorder.max_notification_id() or 0
+    worker = _cli(store, "run", "--once", "--batch", "7")
+    assert worker.stdout is not None
+    first = worker.stdout.readline()  # one batch committed: kill it in the middle
+    worker.send_signal(signal.SIGKILL)
+    worker.wait()
+    worker.stdout.close()
+    assert first.startswith("inbox: ")
+    killed = open_views(app, store)
+    try:
+        assert min(killed.positions().values()) < head
+    finally:
+        killed.close()
+    restarted = _cli(store, "run", "--once")
+    restarted.communicate()
+    assert restarted.returncode == 0
+    views = open_views(app, store)
+    try:
+        assert min(views.positions().values()) == head
+        assert dumps(views) == rebuilt(app, store)
+    finally:
+        views.close()
