@@ -68,8 +68,11 @@ class ServeProcess:
                 self.url = match[1]
                 break
         else:
+            self.proc.wait(30)
+            self.proc.stderr.close()
             raise RuntimeError("interlock serve exited:\n" + "".join(self.log))
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
 
     def _drain(self) -> None:
         assert self.proc.stderr is not None
@@ -79,3 +82,6 @@ class ServeProcess:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(30)
+        self._drainer.join(30)
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
