@@ -1,0 +1,91 @@
+"""Direct SQL on the events table, as an intruder with database access would do it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+from uuid import UUID
+
+import psycopg
+from psycopg import sql
+
+from domain.persistence import Sealer
+from tests.conftest import PG_URL
+
+
+class EventsTable:
+    """Read and rewrite one chat's stored events (`state` is the event's JSON)."""
+
+    def __init__(self, store: str, chat_id: UUID) -> None:
+        self.store, self.chat_id = store, chat_id
+        parts = urlsplit(store)
+        self.pg = parts.scheme.startswith("postgres")
+        if self.pg:
+            schema = parse_qs(parts.query)["schema"][0]
+            self.table: Any = sql.Identifier(schema, "interlock_events")
+        else:
+            self.path = parts.path.removeprefix("/")
+
+    @contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        if self.pg:
+            with psycopg.connect(PG_URL) as conn, conn.cursor() as cur:
+                yield cur
+        else:
+            conn = sqlite3.connect(self.path)
+            try:
+                with conn:
+                    yield conn.cursor()
+            finally:
+                conn.close()
+
+    def _sql(self, template: str) -> Any:
+        if self.pg:
+            return sql.SQL(template.replace("?", "%s")).format(t=self.table)
+        return template.format(t="stored_events")
+
+    def _id(self) -> Any:
+        return self.chat_id if self.pg else self.chat_id.hex
+
+    def states(self) -> dict[int, dict[str, Any]]:
+        with self._cursor() as cur:
+            cur.execute(self._sql("SELECT originator_version, state FROM {t}"
+                                  " WHERE originator_id = ?"), (self._id(),))
+            return {v: json.loads(bytes(s)) for v, s in cur.fetchall()}
+
+    def write(self, version: int, state: dict[str, Any]) -> None:
+        with self._cursor() as cur:
+            cur.execute(self._sql("UPDATE {t} SET state = ? WHERE originator_id = ?"
+                                  " AND originator_version = ?"),
+                        (json.dumps(state).encode(), self._id(), version))
+
+    def delete(self, version: int) -> None:
+        with self._cursor() as cur:
+            cur.execute(self._sql("DELETE FROM {t} WHERE originator_id = ?"
+                                  " AND originator_version = ?"), (self._id(), version))
+
+    def insert_before(self, version: int, state: dict[str, Any], topic: str) -> None:
+        """Shift versions >= `version` up by one and put `state` at `version`."""
+        with self._cursor() as cur:
+            cur.execute(self._sql("UPDATE {t} SET originator_version = -originator_version"
+                                  " WHERE originator_id = ? AND originator_version >= ?"),
+                        (self._id(), version))
+            cur.execute(self._sql("UPDATE {t} SET originator_version = 1 - originator_version"
+                                  " WHERE originator_id = ? AND originator_version < 0"),
+                        (self._id(),))
+            cur.execute(self._sql("INSERT INTO {t} (originator_id, originator_version, topic,"
+                                  " state) VALUES (?, ?, ?, ?)"),
+                        (self._id(), version, topic, json.dumps(state).encode()))
+
+    def reseal(self, secret: bytes) -> None:
+        """Recompute the whole chain with another key (the intruder lacks the real one)."""
+        sealer, tip = Sealer(secret), None
+        for version, state in sorted(self.states().items()):
+            payload = {k: v for k, v in state.items() if k != "chain"}
+            payload.update(originator_id=str(self.chat_id), originator_version=version)
+            tip = sealer.digest(tip, payload)
+            self.write(version, {**state, "chain": tip})
