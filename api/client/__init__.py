@@ -11,6 +11,7 @@ from api.client._async import AsyncChat, AsyncClient
 from api.client._errors import (
     ChatNotFoundError,
     ConcurrentModificationError,
+    ConflictError,
     DuplicateRefError,
     EmptyResumeError,
     ForbiddenError,
@@ -40,6 +41,7 @@ __all__ = [
     "ChatNotFoundError",
     "Client",
     "ConcurrentModificationError",
+    "ConflictError",
     "DuplicateRefError",
     "EmptyResumeError",
     "ForbiddenError",
