@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
 from typing import Any, ClassVar
 from uuid import UUID
 
@@ -21,13 +22,14 @@ from domain.errors import (
     TurnInProgressError,
     UnknownAgentError,
 )
-from domain.events import ChatEvent, TurnFinished
+from domain.events import ChatEvent, TurnFinished, now
 from domain.models import Model
 from domain.persistence import PydanticMapper, Sealer, store_env
 from domain.results import TurnResult
 from domain.turns import Emit, TurnRunner
 
 DEV_SECRET = b"interlock-dev-secret-change-me"
+ABANDONED_AFTER = timedelta(minutes=2)
 ModelResolver = Callable[[str], Model]
 
 
@@ -139,11 +141,22 @@ class Interlock(Application[UUID]):
         raise TurnInProgressError()
 
     async def retry(
-        self, chat_id: UUID, *, actor: str, tenant: str | None = None, emit: Emit | None = None
+        self,
+        chat_id: UUID,
+        *,
+        actor: str,
+        tenant: str | None = None,
+        emit: Emit | None = None,
+        stale_after: timedelta = ABANDONED_AFTER,
     ) -> TurnResult:
+        """Continue from the last recorded step; completed tools never run again.
+
+        A turn still `running` after `stale_after` was left by a crashed process: its
+        requested tools run again with the same idempotency key.
+        """
         chat = self.get_chat(chat_id, tenant=tenant)
         since = len(chat.state.messages)
-        chat.retry(actor=actor)
+        chat.retry(actor=actor, now=now(), stale_after=stale_after)
         return await self.runner.run(chat, since, emit)
 
     # -- queries -----------------------------------------------------------------------------

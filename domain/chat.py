@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -114,8 +115,10 @@ class Chat:
         self._check_accepts_message()
         self._trigger(ev.UserMessageSent, text=text, actor=actor)
 
-    def retry(self, *, actor: str) -> None:
-        if self.state.status != "failed":
+    def retry(self, *, actor: str, now: datetime, stale_after: timedelta) -> None:
+        """Continue a failed turn, or one left running by a crashed process."""
+        abandoned = self.state.status == "running" and now - self.state.updated_at >= stale_after
+        if self.state.status != "failed" and not abandoned:
             raise NothingToRetryError(self.state.status)
         self._trigger(ev.TurnRetried, actor=actor)
 

@@ -172,7 +172,9 @@ class NothingToRetryError(ChatStateError):
     code = "nothing_to_retry"
 
     def __init__(self, status: str) -> None:
-        super().__init__(f"only a failed turn can be retried (status is {status})", status=status)
+        super().__init__(
+            f"only a failed or abandoned turn can be retried (status is {status})", status=status
+        )
 
 
 class ConcurrencyError(InterlockError):

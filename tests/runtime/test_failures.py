@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from uuid import UUID
 
 import pytest
@@ -16,11 +17,14 @@ def types(app: Interlock, chat_id: object) -> list[str]:
 
 
 def test_model_error_fails_the_turn_and_retry_never_reruns_a_completed_tool(store: str) -> None:
-    app, script, effects = make_app(store, [
-        call(("lookup", {"key": "a"}), ("deploy", {"env": "staging"})),
-        RuntimeError("provider down"),
-        say("recovered"),
-    ])
+    app, script, effects = make_app(
+        store,
+        [
+            call(("lookup", {"key": "a"}), ("deploy", {"env": "staging"})),
+            RuntimeError("provider down"),
+            say("recovered"),
+        ],
+    )
     chat = app.start_chat("ops", actor="alice")
     failed = run(app.send(chat.id, "go", actor="alice"))
     assert failed.finish_reason == "failed" and "provider down" in (failed.error or "")
@@ -36,26 +40,37 @@ def test_model_error_fails_the_turn_and_retry_never_reruns_a_completed_tool(stor
 
 
 def test_a_failing_tool_goes_back_to_the_model_and_keeps_other_interrupts(store: str) -> None:
-    app, script, _ = make_app(store, [
-        call(("boom", {"key": "k"}), ("approve", {"action": "x"})),
-        say("noted"),
-    ])
+    app, script, _ = make_app(
+        store,
+        [
+            call(("boom", {"key": "k"}), ("approve", {"action": "x"})),
+            say("noted"),
+        ],
+    )
     chat = app.start_chat("ops", actor="alice")
     sent = run(app.send(chat.id, "go", actor="alice"))
     assert [i.name for i in sent.interrupts] == ["approve"]
     [interrupt] = sent.interrupts
-    run(app.resume(chat.id, actor="bob", respond=[
-        RespondEntry(ref=interrupt.ref, name="approve", output={"approved": True})]))
+    run(
+        app.resume(
+            chat.id,
+            actor="bob",
+            respond=[RespondEntry(ref=interrupt.ref, name="approve", output={"approved": True})],
+        )
+    )
     tool_message = script.requests[-1].messages[-1]
     outputs = [p.tool_response.output for p in tool_message.content]  # type: ignore[union-attr]
     assert outputs == [{"error": "RuntimeError: boom k"}, {"approved": True, "note": None}]
 
 
 def test_unknown_tool_and_bad_input_from_the_model_become_tool_errors(store: str) -> None:
-    app, script, _ = make_app(store, [
-        call(("teleport", {"to": "mars"}), ("lookup", {"wrong": 1})),
-        say("sorry"),
-    ])
+    app, script, _ = make_app(
+        store,
+        [
+            call(("teleport", {"to": "mars"}), ("lookup", {"wrong": 1})),
+            say("sorry"),
+        ],
+    )
     chat = app.start_chat("ops", actor="alice")
     done = run(app.send(chat.id, "go", actor="alice"))
     assert done.finish_reason == "stop"
@@ -66,8 +81,9 @@ def test_unknown_tool_and_bad_input_from_the_model_become_tool_errors(store: str
 
 
 def test_max_turns_stops_a_model_that_keeps_calling_tools(store: str) -> None:
-    app, script, effects = make_app(store, [call(("lookup", {"key": str(i)})) for i in range(9)],
-                                    max_turns=3)
+    app, script, effects = make_app(
+        store, [call(("lookup", {"key": str(i)})) for i in range(9)], max_turns=3
+    )
     chat = app.start_chat("ops", actor="alice")
     result = run(app.send(chat.id, "loop", actor="alice"))
     assert result.finish_reason == "max_turns" and len(script.requests) == 3
@@ -82,8 +98,10 @@ def test_a_side_effect_tool_runs_only_after_its_request_is_committed(store: str)
         reader = Interlock(store=store)
         events = reader.chat_events(UUID(ctx.chat_id))
         reader.close()
-        return any(type(e).__name__ == "ToolRequested" and e.ref == ctx.ref  # type: ignore[attr-defined]
-                   for e in events)
+        return any(
+            type(e).__name__ == "ToolRequested" and e.ref == ctx.ref  # type: ignore[attr-defined]
+            for e in events
+        )
 
     @tool(name="charge")
     async def charge(input: LookupInput, ctx: ToolContext) -> dict[str, bool]:
@@ -104,8 +122,10 @@ def test_a_side_effect_tool_runs_only_after_its_request_is_committed(store: str)
 
 
 def test_resume_with_an_idempotency_key_answers_the_first_result(store: str) -> None:
-    app, _, effects = make_app(store, [call(("approve", {"action": "x"})),
-                                       call(("deploy", {"env": "staging"})), say("shipped")])
+    app, _, effects = make_app(
+        store,
+        [call(("approve", {"action": "x"})), call(("deploy", {"env": "staging"})), say("shipped")],
+    )
     chat = app.start_chat("ops", actor="alice")
     [interrupt] = run(app.send(chat.id, "go", actor="alice")).interrupts
     entry = RespondEntry(ref=interrupt.ref, name="approve", output={"approved": True})
@@ -117,3 +137,20 @@ def test_resume_with_an_idempotency_key_answers_the_first_result(store: str) -> 
     other = RespondEntry(ref=interrupt.ref, name="approve", output={"approved": False})
     with pytest.raises(IdempotencyKeyReusedError):
         run(app.resume(chat.id, actor="bob", respond=[other], idempotency_key="k-1"))
+
+
+def test_a_turn_abandoned_by_a_crash_is_retried_with_the_same_idempotency_key(store: str) -> None:
+    app, _, effects = make_app(store, [say("done")])
+    chat = app.start_chat("ops", actor="alice")
+    crashed = app.get_chat(chat.id)
+    crashed.send_message("deploy", actor="alice")
+    crashed.record_model_reply(call(("deploy", {"env": "staging"})).message)
+    app.commit(crashed)  # the write-ahead commit, then the process died before the tool ran
+    assert app.get_chat(chat.id).status == "running"
+    with pytest.raises(NothingToRetryError):
+        run(app.retry(chat.id, actor="ops"))  # not stale yet: maybe another process runs it
+
+    done = run(app.retry(chat.id, actor="ops", stale_after=timedelta(0)))
+    assert done.finish_reason == "stop"
+    [ref] = app.get_chat(chat.id).state.calls
+    assert [d["key"] for d in effects.deploys] == [f"{chat.id}:{ref}:1"]
