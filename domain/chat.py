@@ -153,7 +153,7 @@ class Chat:
         request_sha256: str | None = None,
     ) -> None:
         """Validate the whole batch, then record one decision event per entry."""
-        self._check_batch([e.ref for e in [*respond, *restart]])
+        self._check_batch([e.ref for e in respond] + [e.ref for e in restart])
         decisions = [
             *self._check_responds(respond, tools, actor),
             *self._check_restarts(restart, tools, actor),
