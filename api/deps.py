@@ -7,9 +7,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.concurrency import run_in_threadpool
 
 from api.auth import AuthConfig, Principal, Role
+from api.errors import ViewsBehindError
 from api.streaming import TurnStreams
 from domain import Interlock
 from projections.interface import ReadModels
@@ -60,7 +60,16 @@ Requester = Annotated[Principal, Depends(_needs("requester"))]
 Approver = Annotated[Principal, Depends(_needs("approver"))]
 
 
-async def settle(views: ReadModels, position: int | None) -> None:
-    """Read-your-writes: answer a write only once every view has processed it."""
-    if position is not None:
-        await run_in_threadpool(views.wait, position)
+def current_views(service: ServiceDep, views: ReadModelsDep) -> ReadModels:
+    """The views once they show every event committed before this request (read-your-writes).
+
+    Waiting here, on the read, costs a write nothing: writers never wait for the views.
+    """
+    try:
+        views.wait(service.recorder.max_notification_id())
+    except TimeoutError:
+        raise ViewsBehindError() from None
+    return views
+
+
+CurrentViews = Annotated[ReadModels, Depends(current_views)]

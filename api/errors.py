@@ -36,6 +36,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "forbidden": 403,
     "method_not_allowed": 405,
     "payload_too_large": 413,
+    "views_behind": 503,
     "model_error": 502,
     "internal_error": 500,
 }
@@ -46,6 +47,13 @@ class PayloadTooLargeError(InvalidRequestError):
 
     def __init__(self, limit: int) -> None:
         super().__init__(f"request body exceeds {limit} bytes", limit=limit)
+
+
+class ViewsBehindError(InterlockError):
+    code = "views_behind"
+
+    def __init__(self) -> None:
+        super().__init__("the read models are behind the event log; retry shortly")
 
 
 class InternalError(InterlockError):

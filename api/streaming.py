@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from fastapi.responses import StreamingResponse
@@ -15,8 +15,7 @@ from domain import StreamEvent, TurnResult
 from domain.turns import Emit
 
 log = logging.getLogger("interlock.api")
-Turn = Callable[[Emit | None], Awaitable[TurnResult]]
-Settle = Callable[[int | None], Awaitable[None]]
+Turn = Callable[[Emit | None], Coroutine[Any, Any, TurnResult]]
 _Queue = asyncio.Queue[StreamEvent | None]
 
 
@@ -30,10 +29,14 @@ class TurnStreams:
     def __init__(self) -> None:
         self._running: set[asyncio.Task[TurnResult]] = set()
 
-    async def open(self, turn: Turn, settle: Settle) -> StreamingResponse:
+    async def open(self, turn: Turn) -> StreamingResponse:
         """Start the turn; a refusal before its first event is raised as a typed error."""
         queue: _Queue = asyncio.Queue()
-        task = asyncio.create_task(_run(turn, settle, queue))
+
+        async def emit(event: StreamEvent) -> None:
+            queue.put_nowait(event)
+
+        task = asyncio.create_task(turn(emit))
         self._running.add(task)
         task.add_done_callback(self._finished)
         task.add_done_callback(lambda _: queue.put_nowait(None))
@@ -54,23 +57,6 @@ class TurnStreams:
         """Let running turns finish (server shutdown)."""
         if self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
-
-
-async def _run(turn: Turn, settle: Settle, queue: _Queue) -> TurnResult:
-    """Feed the queue; `turn_end` waits until the views show the turn (read-your-writes)."""
-    held: list[StreamEvent] = []
-
-    async def emit(event: StreamEvent) -> None:
-        if event.type == "turn_end":
-            held.append(event)
-        else:
-            queue.put_nowait(event)
-
-    result = await turn(emit)
-    await settle(result.position)
-    for event in held:
-        queue.put_nowait(event)
-    return result
 
 
 async def _frames(

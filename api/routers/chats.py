@@ -8,7 +8,7 @@ from uuid import UUID
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from api.deps import Approver, Reader, ReadModelsDep, Requester, ServiceDep, StreamsDep
+from api.deps import Approver, CurrentViews, Reader, Requester, ServiceDep, StreamsDep
 from api.routers.common import STREAMED, answer_turn, errors
 from api.schemas import (
     MAX_LIMIT,
@@ -37,7 +37,7 @@ async def create_chat(body: ChatCreate, service: ServiceDep, who: Requester) -> 
 
 @router.get("", response_model=Page[ChatSummary], responses=errors())
 def list_chats(
-    views: ReadModelsDep, who: Reader,
+    views: CurrentViews, who: Reader,
     status: Literal["idle", "running", "interrupted", "failed"] | None = None,
     agent: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
@@ -67,32 +67,32 @@ def chat_events(chat_id: ChatId, service: ServiceDep, who: Reader) -> ChatEvents
              responses={**STREAMED, **errors(404, 409, 502)})
 async def send_message(
     chat_id: ChatId, body: MessageCreate, request: Request, service: ServiceDep,
-    views: ReadModelsDep, streams: StreamsDep, who: Requester,
+    streams: StreamsDep, who: Requester,
 ) -> TurnPublic | StreamingResponse:
     """Send a user message and run the turn until it stops or interrupts."""
     return await answer_turn(request, lambda emit: service.send(
-        chat_id, body.text, actor=who.id, tenant=who.tenant, emit=emit), views, streams)
+        chat_id, body.text, actor=who.id, tenant=who.tenant, emit=emit), streams)
 
 
 @router.post("/{chat_id}/resume", response_model=TurnPublic,
              responses={**STREAMED, **errors(404, 409, 502)})
 async def resume(
     chat_id: ChatId, body: ResumeRequest, request: Request, service: ServiceDep,
-    views: ReadModelsDep, streams: StreamsDep, who: Approver,
+    streams: StreamsDep, who: Approver,
     idempotency_key: IdempotencyKey = None,
 ) -> TurnPublic | StreamingResponse:
     """Decide pending interrupts (respond or restart, all or nothing) and continue the turn."""
     return await answer_turn(request, lambda emit: service.resume(
         chat_id, respond=body.respond, restart=body.restart, actor=who.id, tenant=who.tenant,
-        emit=emit, idempotency_key=idempotency_key), views, streams)
+        emit=emit, idempotency_key=idempotency_key), streams)
 
 
 @router.post("/{chat_id}/retry", response_model=TurnPublic,
              responses={**STREAMED, **errors(404, 409, 502)})
 async def retry(
-    chat_id: ChatId, request: Request, service: ServiceDep, views: ReadModelsDep,
-    streams: StreamsDep, who: Requester,
+    chat_id: ChatId, request: Request, service: ServiceDep, streams: StreamsDep,
+    who: Requester,
 ) -> TurnPublic | StreamingResponse:
     """Continue a failed turn from its last recorded step."""
     return await answer_turn(request, lambda emit: service.retry(
-        chat_id, actor=who.id, tenant=who.tenant, emit=emit), views, streams)
+        chat_id, actor=who.id, tenant=who.tenant, emit=emit), streams)

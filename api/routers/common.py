@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from api import deps
 from api.schemas import ErrorBody, TurnPublic
 from api.streaming import Turn, TurnStreams
 from domain.errors import ModelError
-from projections.interface import ReadModels
 
 Responses = dict[int | str, dict[str, Any]]
 
@@ -33,14 +30,12 @@ def wants_stream(request: Request) -> bool:
 
 
 async def answer_turn(
-    request: Request, turn: Turn, views: ReadModels, streams: TurnStreams
+    request: Request, turn: Turn, streams: TurnStreams
 ) -> TurnPublic | StreamingResponse:
     """Run the turn; answer its result, or stream its events when the client asks."""
-    settle = partial(deps.settle, views)
     if wants_stream(request):
-        return await streams.open(turn, settle)
+        return await streams.open(turn)
     result = await turn(None)
-    await settle(result.position)
     if result.finish_reason == "failed":
         raise ModelError(result.error or "the model failed", chat_id=result.chat_id,
                          version=result.version, finish_reason="failed")

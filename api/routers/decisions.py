@@ -9,7 +9,7 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 
-from api.deps import Reader, ReadModelsDep
+from api.deps import CurrentViews, Reader
 from api.routers.common import errors
 from api.schemas import MAX_LIMIT
 from projections.interface import DecisionFilter, DecisionRow, DecisionStats, Page
@@ -35,7 +35,7 @@ Filter = Annotated[DecisionFilter, Depends(decision_filter)]
 
 @router.get("", response_model=Page[DecisionRow], responses=errors())
 def list_decisions(
-    views: ReadModelsDep, f: Filter,
+    views: CurrentViews, f: Filter,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
     cursor: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> Page[DecisionRow]:
@@ -44,7 +44,7 @@ def list_decisions(
 
 
 @router.get("/stats", response_model=DecisionStats, responses=errors())
-def decision_stats(views: ReadModelsDep, f: Filter) -> DecisionStats:
+def decision_stats(views: CurrentViews, f: Filter) -> DecisionStats:
     """Counts by tool and actor; time from interrupt to decision, p50 and p95."""
     return views.decision_stats(f)
 
@@ -53,7 +53,7 @@ def decision_stats(views: ReadModelsDep, f: Filter) -> DecisionStats:
     **errors(), 200: {"content": {m: {"schema": {"type": "string"}} for m in _MEDIA.values()},
                       "description": "CSV with a header row, or one JSON object a line."}})
 def export_decisions(
-    views: ReadModelsDep, f: Filter, format: Literal["csv", "jsonl"] = "jsonl"
+    views: CurrentViews, f: Filter, format: Literal["csv", "jsonl"] = "jsonl"
 ) -> StreamingResponse:
     """The decisions matching the filters, streamed for reviewers."""
     return StreamingResponse(views.export_decisions(f, format), media_type=_MEDIA[format])

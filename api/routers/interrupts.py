@@ -8,7 +8,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query
 
-from api.deps import Reader, ReadModelsDep
+from api.deps import CurrentViews, Reader
 from api.routers.common import errors
 from api.schemas import MAX_LIMIT
 from projections.interface import InboxFilter, InboxRow, Page
@@ -18,7 +18,7 @@ router = APIRouter(prefix="/v1/interrupts", tags=["interrupts"])
 
 @router.get("", response_model=Page[InboxRow], responses=errors())
 def list_interrupts(
-    views: ReadModelsDep, who: Reader,
+    views: CurrentViews, who: Reader,
     status: Literal["pending"] = "pending",
     agent: Annotated[str | None, Query(max_length=200)] = None,
     tool: Annotated[str | None, Query(max_length=200)] = None,
