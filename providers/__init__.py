@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from domain.errors import InvalidRequestError
 from domain.models import Model
 from providers.anthropic import AnthropicModel
 from providers.openai import OpenAIModel
@@ -27,7 +28,7 @@ __all__ = [
 ]
 
 
-class ProviderConfigError(ValueError):
+class ProviderConfigError(InvalidRequestError):
     """A model string or the environment does not describe a usable provider."""
 
 

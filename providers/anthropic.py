@@ -23,7 +23,9 @@ from anthropic.types import (
 from domain.messages import Message, Part
 from domain.models import ChunkSink, ModelRequest, ModelResponse, Usage
 from providers.anthropic_wire import from_message, to_messages, to_tools, tool_part
+from providers.loops import PerLoop
 from providers.retry import Fault, RetryPolicy, always, call_with_retries, status_fault
+from providers.transport import TimeoutException, TransportError
 from providers.wire import ChunkTap, split_system
 
 DEFAULT_TIMEOUT = 60.0
@@ -48,9 +50,8 @@ class AnthropicModel:
         self.name = f"anthropic:{model}"
         self.max_tokens = max_tokens
         self.retry = retry or RetryPolicy()
-        self.client = client or anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
-        )
+        self._clients = PerLoop(lambda: client or anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0))
 
     async def generate(
         self, request: ModelRequest, on_chunk: ChunkSink | None = None
@@ -61,9 +62,16 @@ class AnthropicModel:
         tap = ChunkTap(on_chunk)
         return await self._retrying(lambda: self._stream(params, tap), tap.untouched)
 
+    @property
+    def client(self) -> anthropic.AsyncAnthropic:
+        """The SDK client of the running event loop."""
+        return self._clients.get()
+
     async def aclose(self) -> None:
-        """Close the SDK client's connections."""
-        await self.client.close()
+        """Close the running loop's SDK client and its connections."""
+        client = self._clients.pop()
+        if client is not None:
+            await client.close()
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         system, conversation = split_system(request.messages)
@@ -92,8 +100,11 @@ class AnthropicModel:
         stream = await self.client.messages.create(**params, stream=True)
         assembler = _Assembler()
         async with stream:
-            async for event in stream:
-                await tap.text(assembler.add(event))
+            try:
+                async for event in stream:
+                    await tap.text(assembler.add(event))
+            except TransportError as exc:  # this SDK does not wrap errors met mid-stream
+                raise _wrapped(exc, stream.response.request) from exc
         return ModelResponse(message=assembler.message(), usage=assembler.usage())
 
 
@@ -161,12 +172,19 @@ class _Assembler:
         return Message(role="model", content=parts)
 
 
+def _wrapped(exc: TransportError, request: Any) -> anthropic.APIConnectionError:
+    if isinstance(exc, TimeoutException):
+        return anthropic.APITimeoutError(request=request)
+    message = f"connection lost mid-stream: {exc}"
+    return anthropic.APIConnectionError(message=message, request=request)
+
+
 def describe(exc: Exception) -> Fault:
     """What an Anthropic SDK error means for a retry."""
     if isinstance(exc, anthropic.APITimeoutError):
         return Fault(retryable=True, reason="request timed out")
     if isinstance(exc, anthropic.APIConnectionError):
-        return Fault(retryable=True, reason=f"could not connect: {exc.message}")
+        return Fault(retryable=True, reason=f"connection failed: {exc.message}")
     if isinstance(exc, anthropic.APIStatusError):
         return status_fault(exc.status_code, exc.body, exc.response.headers, exc.message)
     if isinstance(exc, json.JSONDecodeError):

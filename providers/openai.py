@@ -12,6 +12,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from domain.messages import Message
 from domain.models import ChunkSink, ModelRequest, ModelResponse, Usage
+from providers.loops import PerLoop
 from providers.openai_wire import from_completion, model_message, to_messages, to_tools, to_usage
 from providers.retry import Fault, RetryPolicy, always, call_with_retries, status_fault
 from providers.wire import ChunkTap
@@ -37,9 +38,8 @@ class OpenAIModel:
         self.provider = provider
         self.name = f"{provider}:{model}"
         self.retry = retry or RetryPolicy()
-        self.client = client or openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
-        )
+        self._clients = PerLoop(lambda: client or openai.AsyncOpenAI(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0))
 
     async def generate(
         self, request: ModelRequest, on_chunk: ChunkSink | None = None
@@ -50,9 +50,16 @@ class OpenAIModel:
         tap = ChunkTap(on_chunk)
         return await self._retrying(lambda: self._stream(params, tap), tap.untouched)
 
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client of the running event loop."""
+        return self._clients.get()
+
     async def aclose(self) -> None:
-        """Close the SDK client's connections."""
-        await self.client.close()
+        """Close the running loop's SDK client and its connections."""
+        client = self._clients.pop()
+        if client is not None:
+            await client.close()
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": to_messages(request.messages)}
@@ -135,7 +142,7 @@ def describe(exc: Exception) -> Fault:
     if isinstance(exc, openai.APITimeoutError):
         return Fault(retryable=True, reason="request timed out")
     if isinstance(exc, openai.APIConnectionError):
-        return Fault(retryable=True, reason=f"could not connect: {exc.message}")
+        return Fault(retryable=True, reason=f"connection failed: {exc.message}")
     if isinstance(exc, openai.APIStatusError):
         return status_fault(exc.status_code, exc.body, exc.response.headers, exc.message)
     if isinstance(exc, json.JSONDecodeError):

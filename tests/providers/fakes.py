@@ -41,6 +41,17 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Broken:
+    """A stream that drops the connection after `after` events of `reply`."""
+
+    reply: Reply
+    after: int = 3
+
+
+Item = Reply | Failure | Broken
+
+
+@dataclass(frozen=True)
 class Received:
     path: str
     headers: dict[str, str]
@@ -58,7 +69,7 @@ class FakeProvider:
     path = ""
 
     def __init__(self) -> None:
-        self.script: deque[Reply | Failure] = deque()
+        self.script: deque[Item] = deque()
         self.requests: list[Received] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
@@ -70,7 +81,7 @@ class FakeProvider:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def queue(self, *items: Reply | Failure) -> None:
+    def queue(self, *items: Item) -> None:
         self.script.extend(items)
 
     def start(self) -> FakeProvider:
@@ -82,7 +93,7 @@ class FakeProvider:
         self._server.server_close()
         self._thread.join()
 
-    def next_item(self) -> Reply | Failure:
+    def next_item(self) -> Item:
         if not self.script:
             return Failure(400, "fake provider: no scripted reply left")
         return self.script.popleft()
@@ -114,6 +125,8 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             item = fake.next_item()
             if isinstance(item, Failure):
                 self._json(item.status, fake.render_error(item), item.headers)
+            elif isinstance(item, Broken):
+                self._stream(fake.render_events(item.reply, body)[: item.after], complete=False)
             elif body.get("stream"):
                 self._stream(fake.render_events(item, body))
             else:
@@ -129,14 +142,17 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _stream(self, events: list[SSEEvent]) -> None:
+        def _stream(self, events: list[SSEEvent], complete: bool = True) -> None:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
             for name, data in events:
                 self._chunk(_sse(name, data))
-            self.wfile.write(b"0\r\n\r\n")
+            if complete:
+                self.wfile.write(b"0\r\n\r\n")
+            else:
+                self.close_connection = True
 
         def _chunk(self, data: bytes) -> None:
             self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
