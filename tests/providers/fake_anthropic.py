@@ -16,6 +16,26 @@ class FakeAnthropic(FakeProvider):
 
     path = "/v1/messages"
 
+    def system(self, index: int = -1) -> str | None:
+        return self.body(index).get("system")
+
+    def user_texts(self, index: int = -1) -> list[str]:
+        return [b["text"] for b in self._blocks(index, "user") if b["type"] == "text"]
+
+    def tool_calls(self, index: int = -1) -> list[tuple[str, str, Any]]:
+        return [(b["id"], b["name"], b["input"])
+                for b in self._blocks(index, "assistant") if b["type"] == "tool_use"]
+
+    def tool_results(self, index: int = -1) -> list[tuple[str, str]]:
+        return [(b["tool_use_id"], b["content"])
+                for b in self._blocks(index, "user") if b["type"] == "tool_result"]
+
+    def tool_schemas(self, index: int = -1) -> dict[str, dict[str, Any]]:
+        return {t["name"]: t["input_schema"] for t in self.body(index).get("tools", [])}
+
+    def _blocks(self, index: int, role: str) -> list[dict[str, Any]]:
+        return [b for m in self.body(index)["messages"] if m["role"] == role for b in m["content"]]
+
     def render_json(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
         content += [{"type": "tool_use", "id": c.id, "name": c.name,
@@ -60,7 +80,9 @@ def _tool_block(ref: str, name: str, arguments: str) -> Block:
         {"type": "input_json_delta", "partial_json": piece} for piece in ["", *pieces(arguments)]]
 
 
-def _block_events(index: int, block: dict[str, Any], deltas: list[dict[str, Any]]) -> list[SSEEvent]:
+def _block_events(
+    index: int, block: dict[str, Any], deltas: list[dict[str, Any]]
+) -> list[SSEEvent]:
     return [
         ("content_block_start",
          {"type": "content_block_start", "index": index, "content_block": block}),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.providers.fakes import Failure, FakeProvider, Reply, SSEEvent, pieces
@@ -14,6 +15,28 @@ class FakeOpenAI(FakeProvider):
     """Answers chat completions the way api.openai.com documents them."""
 
     path = "/v1/chat/completions"
+
+    def system(self, index: int = -1) -> str | None:
+        found = [m["content"] for m in self.body(index)["messages"] if m["role"] == "system"]
+        return found[0] if found else None
+
+    def user_texts(self, index: int = -1) -> list[str]:
+        return [m["content"] for m in self.body(index)["messages"] if m["role"] == "user"]
+
+    def tool_calls(self, index: int = -1) -> list[tuple[str, str, Any]]:
+        return [
+            (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for m in self.body(index)["messages"] if m["role"] == "assistant"
+            for c in m.get("tool_calls") or []
+        ]
+
+    def tool_results(self, index: int = -1) -> list[tuple[str, str]]:
+        return [(m["tool_call_id"], m["content"])
+                for m in self.body(index)["messages"] if m["role"] == "tool"]
+
+    def tool_schemas(self, index: int = -1) -> dict[str, dict[str, Any]]:
+        return {t["function"]["name"]: t["function"]["parameters"]
+                for t in self.body(index).get("tools", [])}
 
     def render_json(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None,

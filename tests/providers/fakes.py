@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -48,7 +50,15 @@ class Broken:
     after: int = 3
 
 
-Item = Reply | Failure | Broken
+@dataclass(frozen=True)
+class Slow:
+    """A reply that comes only after `delay` seconds (longer than the client waits)."""
+
+    reply: Reply
+    delay: float
+
+
+Item = Reply | Failure | Broken | Slow
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,31 @@ class FakeProvider:
             return Failure(400, "fake provider: no scripted reply left")
         return self.script.popleft()
 
+    def body(self, index: int = -1) -> dict[str, Any]:
+        """The JSON body of a received request."""
+        return self.requests[index].body
+
+    # -- what a request said, read back in Interlock's terms (each provider knows its shape) --
+
+    def system(self, index: int = -1) -> str | None:
+        raise NotImplementedError
+
+    def user_texts(self, index: int = -1) -> list[str]:
+        raise NotImplementedError
+
+    def tool_calls(self, index: int = -1) -> list[tuple[str, str, Any]]:
+        """(call id, tool name, input) of every tool call in the sent history."""
+        raise NotImplementedError
+
+    def tool_results(self, index: int = -1) -> list[tuple[str, str]]:
+        """(call id, content text) of every tool result in the sent history, in order."""
+        raise NotImplementedError
+
+    def tool_schemas(self, index: int = -1) -> dict[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    # -- rendering replies --
+
     def render_json(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -116,6 +151,11 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             """Quiet: tests read `fake.requests` instead."""
 
         def do_POST(self) -> None:
+            # A client that gave up (a timeout test) needs no answer.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self._answer()
+
+        def _answer(self) -> None:
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
             fake.requests.append(Received(self.path, dict(self.headers.items()), body))
@@ -123,6 +163,9 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 self._json(404, fake.render_error(Failure(404, f"no route {self.path}")))
                 return
             item = fake.next_item()
+            if isinstance(item, Slow):
+                time.sleep(item.delay)
+                item = item.reply
             if isinstance(item, Failure):
                 self._json(item.status, fake.render_error(item), item.headers)
             elif isinstance(item, Broken):
