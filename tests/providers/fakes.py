@@ -9,7 +9,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 SSEEvent = tuple[str | None, Any]  # (event name, data)
 
@@ -94,7 +94,7 @@ class FakeProvider:
     def queue(self, *items: Item) -> None:
         self.script.extend(items)
 
-    def start(self) -> FakeProvider:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -158,7 +158,8 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
         def _answer(self) -> None:
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
-            fake.requests.append(Received(self.path, dict(self.headers.items()), body))
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            fake.requests.append(Received(self.path, headers, body))
             if self.path != fake.path:
                 self._json(404, fake.render_error(Failure(404, f"no route {self.path}")))
                 return
