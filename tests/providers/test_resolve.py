@@ -12,6 +12,7 @@ from providers import (
     AnthropicModel,
     OpenAIModel,
     ProviderConfigError,
+    banking_demo,
     resolve_model,
 )
 from tests.providers.conftest import FAST
@@ -91,3 +92,28 @@ async def test_an_agent_naming_a_provider_string_runs_through_the_resolver(
     assert result.text == "Hello from the fake."
     assert fake_openai.body()["model"] == "gpt-4.1-mini"
     assert fake_openai.requests[0].headers["authorization"] == "Bearer sk-1"
+
+
+async def test_the_banking_demo_runs_on_ollama_through_the_openai_wire(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OLLAMA_BASE_URL", f"{fake_openai.base_url}/v1")
+    models: list[Model] = []
+
+    def resolve(spec: str) -> Model:
+        models.append(resolve_model(spec, retry=FAST))
+        return models[-1]
+
+    agent = banking_demo.banking_on(banking_demo.DEFAULT_MODEL)
+    app = Interlock([agent], store="memory://", resolve_model=resolve)
+    chat = app.start_chat("bankingAgent", actor="alice")
+    fake_openai.queue(Reply(text="What should I transfer?"))
+    try:
+        result = await app.send(chat.id, "hello", actor="alice")
+    finally:
+        await _base_url(models[0])
+
+    assert models[0].name == banking_demo.DEFAULT_MODEL
+    assert result.text == "What should I transfer?"
+    assert fake_openai.body()["model"] == "llama3.1"
+    assert fake_openai.system() == banking_demo.SYSTEM
