@@ -9,7 +9,7 @@ from anthropic.types import MessageParam, TextBlock, ToolParam, ToolUseBlock
 
 from domain.messages import Message, Part, ToolRequest
 from domain.models import ToolDefinition, Usage
-from providers.wire import is_error, output_text, parse_arguments
+from providers.wire import described, is_error, output_text, parse_arguments
 
 Block = dict[str, Any]
 
@@ -57,7 +57,7 @@ def _tool_use(request: ToolRequest) -> Block:
 def to_tools(tools: list[ToolDefinition]) -> list[ToolParam]:
     """Tool definitions with their input JSON schemas."""
     return [
-        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        cast(ToolParam, {"name": t.name, "input_schema": t.input_schema, **described(t)})
         for t in tools
     ]
 

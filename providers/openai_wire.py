@@ -14,7 +14,7 @@ from openai.types.chat import (
 
 from domain.messages import Message, Part, ToolRequest
 from domain.models import ToolDefinition, Usage
-from providers.wire import dump_json, output_text, parse_arguments
+from providers.wire import described, dump_json, output_text, parse_arguments
 
 
 def to_messages(messages: list[Message]) -> list[ChatCompletionMessageParam]:
@@ -54,8 +54,8 @@ def _assistant(message: Message) -> ChatCompletionMessageParam:
 def to_tools(tools: list[ToolDefinition]) -> list[ChatCompletionToolParam]:
     """Tool definitions as OpenAI function tools; the parameters are the input JSON schema."""
     return [
-        {"type": "function",
-         "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}
+        cast(ChatCompletionToolParam, {"type": "function", "function": {
+            "name": t.name, "parameters": t.input_schema, **described(t)}})
         for t in tools
     ]
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from domain.messages import Message, ToolResponse
-from domain.models import ChunkSink, ModelChunk
+from domain.models import ChunkSink, ModelChunk, ToolDefinition
 
 INVALID_JSON = "__invalid_json__"
 
@@ -36,6 +36,11 @@ def is_error(response: ToolResponse) -> bool:
     """A failed tool's response is exactly `{"error": "..."}` (see domain.state.ToolCall)."""
     output = response.output
     return isinstance(output, dict) and set(output) == {"error"}
+
+
+def described(tool: ToolDefinition) -> dict[str, str]:
+    """The tool's description field, left out when it is empty."""
+    return {"description": tool.description} if tool.description else {}
 
 
 def split_system(messages: list[Message]) -> tuple[str | None, list[Message]]:

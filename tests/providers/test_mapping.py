@@ -109,3 +109,10 @@ def test_an_openai_reply_keeps_text_call_ids_and_usage() -> None:
         Part(tool_request=ToolRequest(ref="id1", name="pay", input={"amount": 1})),
         Part(tool_request=ToolRequest(ref=None, name="pay", input={})),
     ])
+
+
+def test_an_empty_tool_description_is_left_out() -> None:
+    bare = [ToolDefinition(name="ping", description="", input_schema={"type": "object"})]
+    assert openai_wire.to_tools(bare) == [
+        {"type": "function", "function": {"name": "ping", "parameters": {"type": "object"}}}]
+    assert anthropic_wire.to_tools(bare) == [{"name": "ping", "input_schema": {"type": "object"}}]
