@@ -18,6 +18,13 @@ from projections.interface import ReadModels
 
 log = logging.getLogger("interlock.api")
 MAX_BODY = 1 << 20
+DEV_BANNER = (
+    "!" * 72,
+    "DEV MODE: no API keys configured. Every loopback caller is principal 'dev'",
+    "with every role (requester, approver, auditor, admin) in tenant 'default'.",
+    "Do not expose this server; configure keys with --keys or INTERLOCK_API_KEYS.",
+    "!" * 72,
+)
 
 DESCRIPTION = """Chats with agents whose tools may pause for a human's decision.
 
@@ -35,7 +42,8 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if auth.dev_mode:
-            log.warning("DEV MODE: no API keys configured; every loopback caller is an admin")
+            for line in DEV_BANNER:
+                log.warning(line)
         yield
         await streams.drain()
 

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 from fastapi import APIRouter
 
 from api.deps import Reader, ServiceDep
 from api.routers.common import errors
 from api.schemas import AgentList, AgentPublic
+from domain import Interlock
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 
 
 @router.get("", response_model=AgentList, responses=errors())
 async def list_agents(service: ServiceDep, _: Reader) -> AgentList:
+    """The agents, their tools' schemas, and which tools may interrupt."""
+    return _listing(service)
+
+
+@cache
+def _listing(service: Interlock) -> AgentList:
+    """Agents are fixed for a service's life; their JSON schemas are built once."""
     return AgentList(items=[AgentPublic.of(a) for a in service.agents.values()])
