@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -52,6 +53,7 @@ class RestartEntry(BaseModel):
     replace_input: Any = None
 
 
+_PLAIN_REF = re.compile(r"[\w.:\-]{1,80}")
 Signer = Callable[[str | None, ev.ChatEvent], str]
 
 
@@ -273,12 +275,12 @@ class Chat:
             raise InvalidToolInputError(entry.ref, entry.name, exc.errors) from None
 
     def _with_unique_refs(self, message: Message) -> Message:
-        """Keep the model's refs when new and unique; otherwise assign `name-N`."""
+        """Keep the model's refs when new, unique and plain; otherwise assign `name-N`."""
         used = set(self.state.calls)
         parts: list[Part] = []
         for part in message.content:
             request = part.tool_request
-            if request is not None and (request.ref is None or request.ref in used):
+            if request is not None and (request.ref in used or not _usable_ref(request.ref)):
                 request = request.model_copy(update={"ref": self._fresh_ref(request.name, used)})
                 part = part.model_copy(update={"tool_request": request})
             if request is not None:
@@ -286,11 +288,17 @@ class Chat:
             parts.append(part)
         return message.model_copy(update={"content": parts})
 
-    def _fresh_ref(self, name: str, used: set[str]) -> str:
+    @staticmethod
+    def _fresh_ref(name: str, used: set[str]) -> str:
+        stem = re.sub(r"[^\w.:\-]", "_", name)[:40] or "call"
         n = len(used) + 1
-        while f"{name}-{n}" in used:
+        while f"{stem}-{n}" in used:
             n += 1
-        return f"{name}-{n}"
+        return f"{stem}-{n}"
+
+
+def _usable_ref(ref: str | None) -> bool:
+    return ref is not None and _PLAIN_REF.fullmatch(ref) is not None
 
 
 register_topic("interlock:Chat", Chat)

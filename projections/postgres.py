@@ -10,12 +10,15 @@ from typing import Any
 from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from psycopg import Cursor, sql
 from psycopg.rows import DictRow
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Json
+
+from domain.errors import InvalidRequestError
 
 from projections.sqlviews import Row, SqlChatsView, SqlDecisionsView, SqlInboxView, SqlView
 from projections.views import PositionConflictError
 
-_TYPES = {"json": sql.SQL("jsonb"), "ts": sql.SQL("timestamptz")}
+# `json`, not `jsonb`: jsonb refuses "\u0000", and a view must accept every recorded event.
+_TYPES = {"json": sql.SQL("json"), "ts": sql.SQL("timestamptz")}
 _LOCK = "SELECT notification_id FROM {tracking} WHERE application_name = %(app)s FOR UPDATE"
 # Compare-and-set: the position moves from `start` to `upto`, or nothing is written.
 _ADVANCE = (
@@ -92,19 +95,22 @@ class PostgresView(PostgresTrackingRecorder, SqlView):
 
     def _run(self, template: str, params: Mapping[str, Any]) -> None:
         assert self._cursor is not None, "writes happen inside batch()"
-        self._cursor.execute(self._q(template), params)
+        self._cursor.execute(self._q(template), _storable(params))
 
     def _run_many(self, template: str, params: Sequence[Mapping[str, Any]]) -> None:
         assert self._cursor is not None, "writes happen inside batch()"
         if params:
-            self._cursor.executemany(self._q(template), params)
+            self._cursor.executemany(self._q(template), [_storable(p) for p in params])
 
     def _fetch(self, template: str, params: Mapping[str, Any]) -> list[Row]:
+        for name, value in params.items():
+            if isinstance(value, str) and "\x00" in value:
+                raise InvalidRequestError(f"{name} contains a NUL character", parameter=name)
         with self.datastore.get_connection() as conn:
             return list(conn.execute(self._q(template), params).fetchall())
 
     def _json(self, value: Any) -> Any:
-        return Jsonb(value)
+        return Json(value)
 
     def _ts(self, value: datetime) -> Any:
         return value
@@ -115,6 +121,13 @@ class PostgresView(PostgresTrackingRecorder, SqlView):
     def _load_ts(self, value: Any) -> datetime:
         assert isinstance(value, datetime)
         return value
+
+
+def _storable(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """PostgreSQL text cannot hold NUL; a model may still send one (shown as U+FFFD)."""
+    if not any(isinstance(v, str) and "\x00" in v for v in params.values()):
+        return params
+    return {k: v.replace("\x00", "\ufffd") if isinstance(v, str) else v for k, v in params.items()}
 
 
 class PostgresInboxView(PostgresView, SqlInboxView):

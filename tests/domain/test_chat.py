@@ -87,3 +87,14 @@ def test_old_payloads_are_upcast_when_read() -> None:
     assert isinstance(event, Noted) and event.note == "hello"
     again = mapper.to_domain_event(mapper.to_stored_event(event))
     assert again == event
+
+
+def test_refs_that_are_not_plain_are_replaced() -> None:
+    chat = Chat.start("ops", actor="a", tenant="t")
+    chat.send_message("go", actor="a")
+    weird = [("r\x00", "deploy"), ("x" * 81, "deploy"), ("ok-1", "bad\x00name"), ("ok-1", "deploy")]
+    parts = [Part(tool_request=ToolRequest(ref=ref, name=name, input={})) for ref, name in weird]
+    chat.record_model_reply(Message(role="model", content=parts))
+    refs = chat.state.batch
+    assert refs[2] == "ok-1" and len(set(refs)) == 4
+    assert all(r.isascii() and r.replace("-", "").replace("_", "").isalnum() for r in refs)
