@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
 
 from domain import Agent, Chat, Interrupt, Message, RespondEntry, RestartEntry, Tool, TurnResult
 from domain.events import ChatEvent
@@ -13,6 +13,18 @@ from domain.events import ChatEvent
 MAX_TEXT = 100_000
 MAX_ENTRIES = 100
 MAX_LIMIT = 500
+
+
+
+def _utc(value: datetime) -> datetime:
+    """Query instants in UTC (naive ones are taken as UTC); out-of-range ones are refused."""
+    try:
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    except OverflowError:
+        raise ValueError("datetime out of range") from None
+
+
+Instant = Annotated[datetime, AfterValidator(_utc)]
 
 # Messages go out in Genkit's JSON: camelCase parts, absent fields left out.
 WireMessage = Annotated[Message, PlainSerializer(lambda m: m.wire(), when_used="json")]

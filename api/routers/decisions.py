@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from itertools import chain
 from typing import Annotated, Literal
 from uuid import UUID
 
@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 
 from api.deps import CurrentViews, Reader
 from api.routers.common import errors
-from api.schemas import MAX_LIMIT
+from api.schemas import MAX_LIMIT, Instant
 from projections.interface import DecisionFilter, DecisionRow, DecisionStats, Page
 
 router = APIRouter(prefix="/v1/decisions", tags=["decisions"])
@@ -23,8 +23,8 @@ async def decision_filter(
     tool: Annotated[str | None, Query(max_length=200)] = None,
     actor: Annotated[str | None, Query(max_length=200)] = None,
     chat_id: UUID | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: Instant | None = None,
+    until: Instant | None = None,
 ) -> DecisionFilter:
     return DecisionFilter(tenant=who.tenant, tool=tool, actor=actor,
                           chat_id=str(chat_id) if chat_id else None, since=since, until=until)
@@ -56,4 +56,6 @@ def export_decisions(
     views: CurrentViews, f: Filter, format: Literal["csv", "jsonl"] = "jsonl"
 ) -> StreamingResponse:
     """The decisions matching the filters, streamed for reviewers."""
-    return StreamingResponse(views.export_decisions(f, format), media_type=_MEDIA[format])
+    chunks = views.export_decisions(f, format)
+    first = next(chunks, "")  # a refused filter is a typed error here, not a broken stream
+    return StreamingResponse(chain([first], chunks), media_type=_MEDIA[format])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
@@ -10,7 +9,7 @@ from fastapi import APIRouter, Query
 
 from api.deps import CurrentViews, Reader
 from api.routers.common import errors
-from api.schemas import MAX_LIMIT
+from api.schemas import MAX_LIMIT, Instant
 from projections.interface import InboxFilter, InboxRow, Page
 
 router = APIRouter(prefix="/v1/interrupts", tags=["interrupts"])
@@ -23,7 +22,7 @@ def list_interrupts(
     agent: Annotated[str | None, Query(max_length=200)] = None,
     tool: Annotated[str | None, Query(max_length=200)] = None,
     chat_id: UUID | None = None,
-    older_than: datetime | None = None,
+    older_than: Instant | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
     cursor: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> Page[InboxRow]:
