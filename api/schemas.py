@@ -161,7 +161,7 @@ class ToolPublic(BaseModel):
 
     @classmethod
     def of(cls, tool: Tool) -> ToolPublic:
-        d = tool.definition()
+        d = tool.definition
         return cls(
             name=tool.name, description=tool.description, input_schema=d.input_schema,
             output_schema=d.output_schema, interrupts=tool.interrupts,

@@ -39,4 +39,4 @@ class Agent:
 
     @cached_property
     def definitions(self) -> list[ToolDefinition]:
-        return [t.definition() for t in self.tools]
+        return [t.definition for t in self.tools]

@@ -155,6 +155,8 @@ class Chat:
         request_sha256: str | None = None,
     ) -> None:
         """Validate the whole batch, then record one decision event per entry."""
+        if self.state.status == "running":
+            raise TurnInProgressError()  # a restarted tool may be running: it must not run twice
         self._check_batch([e.ref for e in respond] + [e.ref for e in restart])
         decisions = [
             *self._check_responds(respond, tools, actor),

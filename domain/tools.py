@@ -6,6 +6,7 @@ import inspect
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
@@ -89,6 +90,7 @@ class Tool:
             raise SchemaError(_errors(exc)) from None
         return value.model_dump(mode="json")
 
+    @cached_property
     def definition(self) -> ToolDefinition:
         return ToolDefinition(
             name=self.name,

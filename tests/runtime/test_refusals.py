@@ -17,6 +17,7 @@ from domain.errors import (
     InvalidToolInputError,
     InvalidToolOutputError,
     PendingInterruptsError,
+    TurnInProgressError,
     UnknownInterruptError,
 )
 from domain.results import Interrupt
@@ -202,3 +203,19 @@ def test_distinct_approver_refuses_the_sender(store: str) -> None:
         )
     assert len(app.chat_events(chat_id)) == before
     finish(app, chat_id, approve, deploy)
+
+
+def test_no_resume_while_a_restarted_tool_runs(store: str) -> None:
+    """A second approver cannot make a running restart run twice."""
+    app, _, effects = make_app(store, APPROVE_AND_DEPLOY)
+    chat = app.start_chat("ops", actor="alice")
+    approve, deploy = run(app.send(chat.id, "go", actor="alice")).interrupts
+    running = app.get_chat(chat.id)
+    running.resume([], [RestartEntry(ref=deploy.ref, name="deploy", resumed_metadata={"ok": True})],
+                   actor="bob", tools=app.agent("ops").tool_map)
+    app.commit(running)  # the write-ahead commit; the deploy is now running elsewhere
+    before = len(app.chat_events(chat.id))
+    with pytest.raises(TurnInProgressError):
+        run(app.resume(chat.id, actor="carol", respond=[
+            RespondEntry(ref=approve.ref, name="approve", output={"approved": True})]))
+    assert len(app.chat_events(chat.id)) == before and effects.deploys == []
