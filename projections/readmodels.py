@@ -84,7 +84,8 @@ class SqlReadModels:
 
     def catch_up(self) -> int:
         """Bring every view up to the log's head now, in this thread; the lowest position."""
-        return min(r.catch_up() for r in self.runners)
+        head = self.app.recorder.max_notification_id() or 0
+        return min(r.catch_up(head=head) for r in self.runners)
 
     def is_current(self) -> bool:
         head = self.app.recorder.max_notification_id() or 0

@@ -33,9 +33,10 @@ class BatchRunner:
     def name(self) -> str:
         return self.view.view_name
 
-    def step(self, head: int | None = None) -> int:
+    def step(self, head: int | None = None, start: int | None = None) -> int:
         """Apply one batch; the new position (unchanged when already current)."""
-        start = self.view.position()
+        if start is None:
+            start = self.view.position()
         if head is None:
             head = self.app.recorder.max_notification_id() or 0
         if head <= start:
@@ -51,9 +52,10 @@ class BatchRunner:
                 self.projection.process_event(event, Tracking(self.app.name, note.id))
         return upto
 
-    def catch_up(self, progress: Progress | None = None) -> int:
+    def catch_up(self, progress: Progress | None = None, head: int | None = None) -> int:
         """Apply batches until the view has seen the head read at the start; the position."""
-        head = self.app.recorder.max_notification_id() or 0
+        if head is None:
+            head = self.app.recorder.max_notification_id() or 0
         position = self.view.position()
         while position < head:
             position = self._step_or_reread(position, head)
@@ -63,7 +65,7 @@ class BatchRunner:
 
     def _step_or_reread(self, position: int, head: int) -> int:
         try:
-            return self.step(head)
+            return self.step(head, position)
         except IntegrityError:
             # Another runner applied these events first: carry on from where it got to.
             now = self.view.position()
