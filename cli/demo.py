@@ -25,13 +25,24 @@ def register(commands: Any) -> None:
         "(respond) or rerun (restart) the tool. Messages given with --say run "
         "unattended and approve every interrupt.",
     )
-    parser.add_argument("--agents", default=os.environ.get("INTERLOCK_AGENTS", "examples.banking:AGENTS"),
-                        help="module:attribute holding a list of Agent (default: %(default)s)")
+    parser.add_argument(
+        "--agents",
+        default=os.environ.get("INTERLOCK_AGENTS", "examples.banking:AGENTS"),
+        help="module:attribute holding a list of Agent (default: %(default)s)",
+    )
     parser.add_argument("--agent", default=None, help="agent name (default: the first one)")
-    parser.add_argument("--store", default=os.environ.get("INTERLOCK_STORE", "sqlite:///interlock.db"),
-                        help="memory://, sqlite:///file.db or postgresql://... (default: %(default)s)")
-    parser.add_argument("--say", action="append", default=[], metavar="TEXT",
-                        help="send TEXT and approve interrupts automatically (repeatable)")
+    parser.add_argument(
+        "--store",
+        default=os.environ.get("INTERLOCK_STORE", "sqlite:///interlock.db"),
+        help="memory://, sqlite:///file.db or postgresql://... (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--say",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="send TEXT and approve interrupts automatically (repeatable)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -77,8 +88,10 @@ def _settle(app: Interlock, chat_id: Any, ask: Ask) -> None:
     while pending:
         call = pending[0]
         interrupt = Interrupt.of(app.get_chat(chat_id), call)
-        print(f"  interrupt {interrupt.ref}: {interrupt.name} {json.dumps(interrupt.input)} "
-              f"{json.dumps(interrupt.metadata)}")
+        print(
+            f"  interrupt {interrupt.ref}: {interrupt.name} {json.dumps(interrupt.input)} "
+            f"{json.dumps(interrupt.metadata)}"
+        )
         answer = ask("  approve? [y]es / [n]o / [r]estart with override: ").strip().lower()
         result = asyncio.run(app.resume(chat_id, actor="cli", **_decision(interrupt, answer)))
         _show(result)
@@ -89,8 +102,13 @@ def _decision(interrupt: Interrupt, answer: str) -> dict[str, Any]:
     """An approval tool gets the answer as its output; any other tool is rerun on yes."""
     wants_output = "approv" in interrupt.name.lower()
     if answer.startswith("r") or (answer.startswith("y") and not wants_output):
-        return {"restart": [RestartEntry(ref=interrupt.ref, name=interrupt.name,
-                                         resumed_metadata={"override": True})]}
+        return {
+            "restart": [
+                RestartEntry(
+                    ref=interrupt.ref, name=interrupt.name, resumed_metadata={"override": True}
+                )
+            ]
+        }
     output = {"approved": answer.startswith("y")}
     return {"respond": [RespondEntry(ref=interrupt.ref, name=interrupt.name, output=output)]}
 

@@ -13,7 +13,6 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Json
 
 from domain.errors import InvalidRequestError
-
 from projections.sqlviews import Row, SqlChatsView, SqlDecisionsView, SqlInboxView, SqlView
 from projections.views import PositionConflictError
 

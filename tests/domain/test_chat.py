@@ -31,9 +31,12 @@ def test_decisions_record_actor_and_the_hash_of_the_canonical_input() -> None:
     chat = interrupted_chat({"env": "prod", "version": "é"}, {"version": "2", "env": "prod"})
     first, second = chat.state.batch
     chat.collect_events()
-    chat.resume([RespondEntry(ref=first, name="deploy", output={"done": True})],
-                [RestartEntry(ref=second, name="deploy", replace_input={"env": "staging"})],
-                actor="bob", tools=TOOLS)
+    chat.resume(
+        [RespondEntry(ref=first, name="deploy", output={"done": True})],
+        [RestartEntry(ref=second, name="deploy", replace_input={"env": "staging"})],
+        actor="bob",
+        tools=TOOLS,
+    )
     responded, restarted = chat.collect_events()
     assert isinstance(responded, ev.Responded) and isinstance(restarted, ev.Restarted)
     assert responded.actor == restarted.actor == "bob"
@@ -48,8 +51,9 @@ def test_decisions_record_actor_and_the_hash_of_the_canonical_input() -> None:
 def test_replaying_the_recorded_events_rebuilds_the_same_state() -> None:
     chat = interrupted_chat({"env": "prod"})
     [ref] = chat.state.batch
-    chat.resume([RespondEntry(ref=ref, name="deploy", output={"x": 1})], [], actor="bob",
-                tools=TOOLS)
+    chat.resume(
+        [RespondEntry(ref=ref, name="deploy", output={"x": 1})], [], actor="bob", tools=TOOLS
+    )
     events = chat.collect_events()
     replayed = None
     for event in events:
@@ -59,8 +63,11 @@ def test_replaying_the_recorded_events_rebuilds_the_same_state() -> None:
 
 
 def test_every_event_has_a_stable_topic_independent_of_its_module() -> None:
-    classes = [c for c in vars(ev).values()
-               if isinstance(c, type) and issubclass(c, ev.ChatEvent) and c is not ev.ChatEvent]
+    classes = [
+        c
+        for c in vars(ev).values()
+        if isinstance(c, type) and issubclass(c, ev.ChatEvent) and c is not ev.ChatEvent
+    ]
     assert len(classes) >= 11
     for cls in classes:
         assert cls.TOPIC == f"interlock:{cls.__name__}"
@@ -81,8 +88,10 @@ class Noted(ev.ChatEvent):
 def test_old_payloads_are_upcast_when_read() -> None:
     mapper = PydanticMapper(transcoder=None)  # type: ignore[arg-type]
     chat = Chat.start("ops", actor="a", tenant="t")
-    v1 = (b'{"originator_id":"%s","originator_version":2,'
-          b'"timestamp":"2026-01-01T00:00:00Z","text":"hello"}' % str(chat.id).encode())
+    v1 = (
+        b'{"originator_id":"%s","originator_version":2,'
+        b'"timestamp":"2026-01-01T00:00:00Z","text":"hello"}' % str(chat.id).encode()
+    )
     event = mapper.to_domain_event(StoredEvent(chat.id, 2, Noted.TOPIC, v1))
     assert isinstance(event, Noted) and event.note == "hello"
     again = mapper.to_domain_event(mapper.to_stored_event(event))

@@ -6,8 +6,21 @@ import ast
 from pathlib import Path
 
 DOMAIN = Path(__file__).resolve().parents[2] / "domain"
-FORBIDDEN = {"psycopg", "psycopg_pool", "fastapi", "starlette", "uvicorn", "httpx", "projections",
-             "api", "providers", "stores", "cli", "openai", "anthropic"}
+FORBIDDEN = {
+    "psycopg",
+    "psycopg_pool",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "httpx",
+    "projections",
+    "api",
+    "providers",
+    "stores",
+    "cli",
+    "openai",
+    "anthropic",
+}
 
 
 def imported_roots(path: Path) -> set[str]:

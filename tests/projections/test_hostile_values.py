@@ -22,9 +22,17 @@ def test_nul_characters_from_a_model_do_not_stop_the_views(store: str) -> None:
         read.wait(sent.position)
         [row] = read.inbox(InboxFilter(chat_id=str(chat.id))).items
         assert row.input == {"action": "a\x00b"} and row.ref == interrupt.ref != "r\x00f"
-        done = run(app.resume(chat.id, actor="bob", respond=[
-            RespondEntry(ref=interrupt.ref, name="approve", output={"approved": True,
-                                                                    "note": "\x00"})]))
+        done = run(
+            app.resume(
+                chat.id,
+                actor="bob",
+                respond=[
+                    RespondEntry(
+                        ref=interrupt.ref, name="approve", output={"approved": True, "note": "\x00"}
+                    )
+                ],
+            )
+        )
         read.wait(done.position)
         [decision] = read.decisions(DecisionFilter(chat_id=str(chat.id))).items
         assert decision.output == {"approved": True, "note": "\x00"}
