@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
@@ -29,6 +30,7 @@ from domain.results import TurnResult
 from domain.turns import Emit, TurnRunner
 
 DEV_SECRET = b"interlock-dev-secret-change-me"
+log = logging.getLogger("interlock")
 ABANDONED_AFTER = timedelta(minutes=2)
 ModelResolver = Callable[[str], Model]
 
@@ -51,9 +53,7 @@ class Interlock(Application[UUID]):
         settings = store_env(store or os.environ.get("INTERLOCK_STORE", "memory://"))
         super().__init__({**settings, **(env or {})})
         self.agents = {a.name: a for a in agents}
-        self.sealer = Sealer(
-            secret or os.environ.get("INTERLOCK_SECRET", "").encode() or DEV_SECRET
-        )
+        self.sealer = Sealer(_secret(secret, store or os.environ.get("INTERLOCK_STORE", "")))
         self.runner = TurnRunner(self, {a.name: _model(a, resolve_model) for a in agents})
         self.commit_listeners: list[Callable[[list[Recording[UUID]]], None]] = []
 
@@ -205,6 +205,14 @@ class Interlock(Application[UUID]):
         self._take_snapshots(processing)
         self._notify(recordings)
         return recordings[-1].notification.id if recordings else None
+
+
+def _secret(given: bytes | None, store: str) -> bytes:
+    secret = given or os.environ.get("INTERLOCK_SECRET", "").encode()
+    if not secret and not store.startswith("memory"):
+        log.warning("INTERLOCK_SECRET is not set: the event chain is keyed with the public "
+                    "dev secret, so it proves nothing against someone who can write the store")
+    return secret or DEV_SECRET
 
 
 def _replay(chat: Chat | None, events: Iterable[Any]) -> Chat | None:
