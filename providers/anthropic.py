@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,10 +20,11 @@ from anthropic.types import (
 )
 
 from domain.messages import Message, Part
-from domain.models import ChunkSink, ModelRequest, ModelResponse, Usage
+from domain.models import ModelRequest, ModelResponse, Usage
 from providers.anthropic_wire import from_message, to_messages, to_tools, tool_part
 from providers.loops import PerLoop
-from providers.retry import Fault, RetryPolicy, always, call_with_retries, status_fault
+from providers.retry import Fault, RetryPolicy, status_fault
+from providers.sdk import SdkModel
 from providers.transport import TimeoutException, TransportError
 from providers.wire import ChunkTap, split_system
 
@@ -32,8 +32,10 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_TOKENS = 4096
 
 
-class AnthropicModel:
+class AnthropicModel(SdkModel[anthropic.AsyncAnthropic]):
     """A `Model` served by the Anthropic Messages API."""
+
+    errors = (anthropic.AnthropicError, json.JSONDecodeError)
 
     def __init__(
         self,
@@ -50,46 +52,30 @@ class AnthropicModel:
         self.name = f"anthropic:{model}"
         self.max_tokens = max_tokens
         self.retry = retry or RetryPolicy()
-        self._clients = PerLoop(lambda: client or anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0))
+        self._clients = PerLoop(
+            lambda: (
+                client
+                or anthropic.AsyncAnthropic(
+                    api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+                )
+            )
+        )
 
-    async def generate(
-        self, request: ModelRequest, on_chunk: ChunkSink | None = None
-    ) -> ModelResponse:
-        params = self._params(request)
-        if on_chunk is None:
-            return await self._retrying(lambda: self._complete(params))
-        tap = ChunkTap(on_chunk)
-        return await self._retrying(lambda: self._stream(params, tap), tap.untouched)
-
-    @property
-    def client(self) -> anthropic.AsyncAnthropic:
-        """The SDK client of the running event loop."""
-        return self._clients.get()
-
-    async def aclose(self) -> None:
-        """Close the running loop's SDK client and its connections."""
-        client = self._clients.pop()
-        if client is not None:
-            await client.close()
+    def _fault(self, exc: Exception) -> Fault:
+        return describe(exc)
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         system, conversation = split_system(request.messages)
-        params: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens,
-                                  "messages": to_messages(conversation)}
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "messages": to_messages(conversation),
+        }
         if system:
             params["system"] = system
         if request.tools:
             params["tools"] = to_tools(request.tools)
         return params
-
-    async def _retrying(
-        self, call: Callable[[], Awaitable[ModelResponse]], may_retry: Callable[[], bool] = always
-    ) -> ModelResponse:
-        return await call_with_retries(
-            call, policy=self.retry, errors=(anthropic.AnthropicError, json.JSONDecodeError),
-            describe=describe, provider=self.name, may_retry=may_retry,
-        )
 
     async def _complete(self, params: dict[str, Any]) -> ModelResponse:
         reply = await self.client.messages.create(**params, stream=False)

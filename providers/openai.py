@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,17 +10,20 @@ import openai
 from openai.types.chat import ChatCompletionChunk
 
 from domain.messages import Message
-from domain.models import ChunkSink, ModelRequest, ModelResponse, Usage
+from domain.models import ModelRequest, ModelResponse, Usage
 from providers.loops import PerLoop
 from providers.openai_wire import from_completion, model_message, to_messages, to_tools, to_usage
-from providers.retry import Fault, RetryPolicy, always, call_with_retries, status_fault
+from providers.retry import Fault, RetryPolicy, status_fault
+from providers.sdk import SdkModel
 from providers.wire import ChunkTap
 
 DEFAULT_TIMEOUT = 60.0
 
 
-class OpenAIModel:
+class OpenAIModel(SdkModel[openai.AsyncOpenAI]):
     """A `Model` served by an OpenAI-compatible `/chat/completions` endpoint."""
+
+    errors = (openai.OpenAIError, json.JSONDecodeError)
 
     def __init__(
         self,
@@ -38,42 +40,23 @@ class OpenAIModel:
         self.provider = provider
         self.name = f"{provider}:{model}"
         self.retry = retry or RetryPolicy()
-        self._clients = PerLoop(lambda: client or openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0))
+        self._clients = PerLoop(
+            lambda: (
+                client
+                or openai.AsyncOpenAI(
+                    api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+                )
+            )
+        )
 
-    async def generate(
-        self, request: ModelRequest, on_chunk: ChunkSink | None = None
-    ) -> ModelResponse:
-        params = self._params(request)
-        if on_chunk is None:
-            return await self._retrying(lambda: self._complete(params))
-        tap = ChunkTap(on_chunk)
-        return await self._retrying(lambda: self._stream(params, tap), tap.untouched)
-
-    @property
-    def client(self) -> openai.AsyncOpenAI:
-        """The SDK client of the running event loop."""
-        return self._clients.get()
-
-    async def aclose(self) -> None:
-        """Close the running loop's SDK client and its connections."""
-        client = self._clients.pop()
-        if client is not None:
-            await client.close()
+    def _fault(self, exc: Exception) -> Fault:
+        return describe(exc)
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": to_messages(request.messages)}
         if request.tools:
             params["tools"] = to_tools(request.tools)
         return params
-
-    async def _retrying(
-        self, call: Callable[[], Awaitable[ModelResponse]], may_retry: Callable[[], bool] = always
-    ) -> ModelResponse:
-        return await call_with_retries(
-            call, policy=self.retry, errors=(openai.OpenAIError, json.JSONDecodeError),
-            describe=describe, provider=self.name, may_retry=may_retry,
-        )
 
     async def _complete(self, params: dict[str, Any]) -> ModelResponse:
         completion = await self.client.chat.completions.create(**params, stream=False)
