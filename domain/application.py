@@ -14,7 +14,7 @@ from eventsourcing.persistence import IntegrityError, Mapper, Recording, Transco
 
 from domain.agent import Agent
 from domain.canonical import sha256_hex
-from domain.chat import Chat, RespondEntry, RestartEntry
+from domain.chat import Chat, RespondEntry, RestartEntry, check_entries
 from domain.errors import (
     ChatNotFoundError,
     ConcurrencyError,
@@ -110,6 +110,7 @@ class Interlock(Application[UUID]):
 
         With `idempotency_key`, a repeat of the same body answers the first result.
         """
+        check_entries(respond, restart)  # before hashing: the body must be encodable
         chat = self.get_chat(chat_id, tenant=tenant)
         body_sha = sha256_hex(
             {
@@ -177,6 +178,11 @@ class Interlock(Application[UUID]):
             raise ChatNotFoundError(chat_id) from None
         if tenant is not None and chat.state.tenant != tenant:
             raise ChatNotFoundError(chat_id)
+        if version is not None and chat.version < version:
+            raise InvalidRequestError(
+                f"chat {chat_id} has {chat.version} events; there is no version {version}",
+                version=version, latest=chat.version,
+            )
         return chat
 
     def chat_events(self, chat_id: UUID, *, tenant: str | None = None) -> list[ChatEvent]:

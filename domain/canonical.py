@@ -9,7 +9,9 @@ from typing import Any
 
 def canonical_json(value: Any) -> str:
     """Keys sorted, no spaces, UTF-8 kept: the same bytes for the same value."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 def sha256_hex(value: Any) -> str:

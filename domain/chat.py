@@ -26,6 +26,7 @@ from domain.errors import (
     TurnInProgressError,
     UnknownInterruptError,
 )
+from domain.jsonsafe import check_json
 from domain.messages import Message, Part
 from domain.state import ChatState, ToolCall
 from domain.tools import SchemaError, Tool
@@ -100,6 +101,7 @@ class Chat:
     def start(
         cls, agent: str, *, actor: str, tenant: str, metadata: dict[str, Any] | None = None
     ) -> Chat:
+        check_json(metadata, "metadata")
         started = ev.ChatStarted(
             originator_id=uuid4(),
             originator_version=1,
@@ -114,6 +116,7 @@ class Chat:
         return chat
 
     def send_message(self, text: str, *, actor: str) -> None:
+        check_json(text, "text")
         self._check_accepts_message()
         self._trigger(ev.UserMessageSent, text=text, actor=actor)
 
@@ -155,6 +158,7 @@ class Chat:
         request_sha256: str | None = None,
     ) -> None:
         """Validate the whole batch, then record one decision event per entry."""
+        check_entries(respond, restart)
         if self.state.status == "running":
             raise TurnInProgressError()  # a restarted tool may be running: it must not run twice
         self._check_batch([e.ref for e in respond] + [e.ref for e in restart])
@@ -297,6 +301,13 @@ class Chat:
         while f"{stem}-{n}" in used:
             n += 1
         return f"{stem}-{n}"
+
+
+def check_entries(respond: Sequence[RespondEntry], restart: Sequence[RestartEntry]) -> None:
+    """Every value of a resume must be recordable as given (see domain.jsonsafe)."""
+    for kind, entries in (("respond", respond), ("restart", restart)):
+        for i, entry in enumerate(entries):
+            check_json(dict(entry), f"{kind}[{i}]")
 
 
 def _usable_ref(ref: str | None) -> bool:

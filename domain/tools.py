@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from domain.models import ToolDefinition
 
@@ -83,7 +83,10 @@ class Tool:
     def validate_output(self, raw: Any) -> Any:
         """Check a client-supplied or returned output; return it as JSON data."""
         if self.output_model is None:
-            return to_jsonable_python(raw)
+            try:
+                return to_jsonable_python(raw)
+            except PydanticSerializationError as exc:
+                raise SchemaError([{"loc": [], "msg": str(exc), "type": "not_json"}]) from None
         try:
             value = self.output_model.model_validate(raw)
         except ValidationError as exc:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from domain.agent import Agent
 from domain.chat import Chat
 from domain.errors import ModelError
+from domain.jsonsafe import UnsafeJsonError, check_json
 from domain.messages import Message, text_message
 from domain.models import Model, ModelChunk, ModelRequest
 from domain.results import Interrupt, StreamEvent, TurnResult
@@ -75,6 +76,11 @@ class TurnRunner:
                 chat.finish_turn("failed", error=str(exc))
                 return
             message = reply.message.model_copy(update={"role": "model"})
+            try:
+                check_json(message.wire(), "the model's reply")
+            except UnsafeJsonError as exc:
+                chat.finish_turn("failed", error=str(exc))
+                return
             chat.record_model_reply(message, reply.usage.model_dump() if reply.usage else None)
             await self._announce_requests(chat, emit)
 
@@ -155,10 +161,20 @@ async def _run_tool(chat: Chat, agent: Agent, call: ToolCall) -> Outcome:
     try:
         raw = await tool(args, ctx)
     except ToolInterrupt as signal:
-        return "interrupted", signal.metadata
+        return _recordable("interrupted", signal.metadata, f"{call.name}'s interrupt metadata")
     except Exception as exc:  # noqa: BLE001 - a tool's own failure is answered to the model
         return "failed", f"{type(exc).__name__}: {exc}"
     try:
-        return "completed", tool.validate_output(raw)
+        output = tool.validate_output(raw)
     except SchemaError as exc:
         return "failed", f"{call.name} returned output that fails its schema: {exc.errors}"
+    return _recordable("completed", output, f"{call.name}'s output")
+
+
+def _recordable(kind: Literal["completed", "interrupted"], value: Any, what: str) -> Outcome:
+    """A value the log could not hold faithfully fails the call instead of the turn."""
+    try:
+        check_json(value, what)
+    except UnsafeJsonError as exc:
+        return "failed", str(exc)
+    return kind, value
