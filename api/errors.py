@@ -72,9 +72,7 @@ def error_body(code: str, message: str, details: dict[str, Any]) -> dict[str, An
     return {"error": {"code": code, "message": message, "details": details}}
 
 
-def error_response(
-    exc: InterlockError, headers: Mapping[str, str] | None = None
-) -> JSONResponse:
+def error_response(exc: InterlockError, headers: Mapping[str, str] | None = None) -> JSONResponse:
     """The HTTP answer for a typed error; a code missing from the table is a 500."""
     status = STATUS_BY_CODE.get(exc.code, 500)
     if exc.code == "unauthenticated":
@@ -107,8 +105,10 @@ async def _on_http_error(_: Request, exc: Exception) -> JSONResponse:
         return error_response(MethodNotAllowedError("method not allowed"), exc.headers)
     if exc.status_code == 404:
         return error_response(RouteNotFoundError("no such route"), exc.headers)
+    # Anything else Starlette refuses (a body it cannot parse, say) is a malformed request.
+    status = 422 if exc.status_code == 400 else exc.status_code
     body = error_body("invalid_request", str(exc.detail), {})
-    return JSONResponse(body, exc.status_code, headers=exc.headers)
+    return JSONResponse(body, status, headers=exc.headers)
 
 
 async def _on_unexpected(_: Request, exc: Exception) -> JSONResponse:

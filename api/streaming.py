@@ -41,10 +41,14 @@ class TurnStreams:
         task.add_done_callback(self._finished)
         task.add_done_callback(lambda _: queue.put_nowait(None))
         first = await queue.get()
-        if first is None:
-            task.result()
+        if first is None:  # refused (raised here), or answered without running (a replay)
+            for event in task.result().closing_events():
+                queue.put_nowait(event)
+            queue.put_nowait(None)
+            first = await queue.get()
         return StreamingResponse(
-            _frames(first, queue, task), media_type="text/event-stream",
+            _frames(first, queue, task),
+            media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 

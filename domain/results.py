@@ -64,6 +64,19 @@ class TurnResult(BaseModel):
             position=position,
         )
 
+    def closing_events(self) -> list[StreamEvent]:
+        """What a stream ends with: each pending interrupt, then `turn_end`."""
+        ending = self.model_dump(
+            mode="json", include={"chat_id", "version", "finish_reason", "text", "error"}
+        )
+        return [
+            *(
+                StreamEvent(type="interrupt", data=i.model_dump(mode="json"))
+                for i in self.interrupts
+            ),
+            StreamEvent(type="turn_end", data=ending),
+        ]
+
 
 StreamKind = Literal["text", "tool_request", "tool_response", "interrupt", "turn_end"]
 

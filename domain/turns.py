@@ -12,7 +12,7 @@ from domain.errors import ModelError
 from domain.jsonsafe import UnsafeJsonError, check_json
 from domain.messages import Message, text_message
 from domain.models import Model, ModelChunk, ModelRequest
-from domain.results import Interrupt, StreamEvent, TurnResult
+from domain.results import StreamEvent, TurnResult
 from domain.state import ToolCall
 from domain.tools import SchemaError, ToolContext, ToolInterrupt
 
@@ -33,25 +33,10 @@ class TurnRunner:
     async def run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
         agent = self.app.agent(chat.state.agent)
         await self._drive(chat, agent, emit)
-        position = self.app.commit(chat)
+        result = TurnResult.of(chat, since, self.app.commit(chat))
         if emit is not None:
-            for call in chat.pending_interrupts():
-                await emit(
-                    StreamEvent(
-                        type="interrupt", data=Interrupt.of(chat, call).model_dump(mode="json")
-                    )
-                )
-        result = TurnResult.of(chat, since, position)
-        if emit is not None:
-            await emit(
-                StreamEvent(
-                    type="turn_end",
-                    data=result.model_dump(
-                        mode="json",
-                        include={"chat_id", "version", "finish_reason", "text", "error"},
-                    ),
-                )
-            )
+            for event in result.closing_events():  # interrupts only once they are committed
+                await emit(event)
         return result
 
     async def _drive(self, chat: Chat, agent: Agent, emit: Emit | None) -> None:

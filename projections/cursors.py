@@ -18,15 +18,28 @@ def encode(key: Key) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode(cursor: str | None) -> Key | None:
+def decode(cursor: str | None, *rest_types: type) -> Key | None:
+    """The key a cursor holds: a time, then values of `rest_types`; else invalid_request."""
     if cursor is None:
         return None
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         first, *rest = json.loads(raw)
-        return (datetime.fromisoformat(first), *rest)
+        at = datetime.fromisoformat(first)
     except (binascii.Error, ValueError, TypeError) as exc:
         raise InvalidRequestError(f"invalid cursor {cursor!r}") from exc
+    if at.tzinfo is None or not _fits(rest, rest_types):
+        raise InvalidRequestError(f"invalid cursor {cursor!r}")
+    return (at, *rest)
+
+
+def _fits(values: list[Any], types: tuple[type, ...]) -> bool:
+    if len(values) != len(types):
+        return False
+    for value, kind in zip(values, types, strict=True):
+        if type(value) is not kind or (kind is int and not -(2**63) <= value < 2**63):
+            return False
+    return True
 
 
 def page_key(row: Any, *fields: str) -> Key:

@@ -41,7 +41,11 @@ class SqlReadModels:
     """Queries over the views (the `ReadModels` contract) and, if asked, their runner."""
 
     def __init__(
-        self, app: Application[Any], views: Views, *, on_close: Callable[[], None] | None = None,
+        self,
+        app: Application[Any],
+        views: Views,
+        *,
+        on_close: Callable[[], None] | None = None,
         batch_size: int = 1000,
     ) -> None:
         self.app = app
@@ -57,17 +61,17 @@ class SqlReadModels:
     # -- queries -----------------------------------------------------------------------------
 
     def chats(self, f: ChatFilter, limit: int = 50, cursor: str | None = None) -> Page[ChatSummary]:
-        rows = self.chats_view.query(f, limit + 1, cursors.decode(cursor))
+        rows = self.chats_view.query(f, limit + 1, cursors.decode(cursor, str))
         return _page(rows, limit, lambda r: (r.last_activity, r.chat_id))
 
     def inbox(self, f: InboxFilter, limit: int = 50, cursor: str | None = None) -> Page[InboxRow]:
-        rows = self.inbox_view.query(f, limit + 1, cursors.decode(cursor))
+        rows = self.inbox_view.query(f, limit + 1, cursors.decode(cursor, str, str))
         return _page(rows, limit, lambda r: (r.requested_at, r.chat_id, r.ref))
 
     def decisions(
         self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
     ) -> Page[DecisionRow]:
-        rows = self.decisions_view.query(f, limit + 1, cursors.decode(cursor))
+        rows = self.decisions_view.query(f, limit + 1, cursors.decode(cursor, str, int))
         return _page(rows, limit, lambda r: (r.decided_at, r.chat_id, r.version))
 
     def decision_stats(self, f: DecisionFilter) -> DecisionStats:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -80,12 +82,18 @@ def test_unknown_agent(dana: Client) -> None:
 def test_resume_refusals(waiting: tuple[Chat, Respond]) -> None:
     chat, ok = waiting
     _raises(UnknownInterruptError, 422, lambda: chat.resume(respond=[Respond("nope", ok.name)]))
-    _raises(InterruptNameMismatchError, 422,
-            lambda: chat.resume(respond=[Respond(ok.ref, "transferMoney", {"approved": True})]))
+    _raises(
+        InterruptNameMismatchError,
+        422,
+        lambda: chat.resume(respond=[Respond(ok.ref, "transferMoney", {"approved": True})]),
+    )
     _raises(DuplicateRefError, 422, lambda: chat.resume(respond=[ok, ok]))
     _raises(EmptyResumeError, 422, lambda: chat.resume())
-    err = _raises(InvalidToolOutputError, 422,
-                  lambda: chat.resume(respond=[Respond(ok.ref, ok.name, {"approved": "maybe"})]))
+    err = _raises(
+        InvalidToolOutputError,
+        422,
+        lambda: chat.resume(respond=[Respond(ok.ref, ok.name, {"approved": "maybe"})]),
+    )
     assert err.details["ref"] == ok.ref
     assert chat.state()["status"] == "interrupted"  # nothing was recorded
 
@@ -119,8 +127,9 @@ def test_idempotency_key_replays_and_refuses_another_body(waiting: tuple[Chat, R
     first = chat.resume(respond=[ok], idempotency_key="k-1")
     assert chat.resume(respond=[ok], idempotency_key="k-1") == first
     other = Respond(ok.ref, ok.name, {"approved": False})
-    _raises(IdempotencyKeyReusedError, 422,
-            lambda: chat.resume(respond=[other], idempotency_key="k-1"))
+    _raises(
+        IdempotencyKeyReusedError, 422, lambda: chat.resume(respond=[other], idempotency_key="k-1")
+    )
 
 
 @pytest.fixture
@@ -186,18 +195,21 @@ def test_forbidden(client_for: ClientFor) -> None:
 JSON = "application/json"
 
 
-@pytest.mark.parametrize(("method", "path", "kwargs"), [
-    ("POST", "/v1/chats", {"content": b"{not json", "headers": {"content-type": JSON}}),
-    ("POST", "/v1/chats", {"content": b"agent=x", "headers": {"content-type": "text/plain"}}),
-    ("POST", "/v1/chats", {"json": {"agent": "bankingAgent", "colour": "blue"}}),
-    ("POST", "/v1/chats", {"json": ["bankingAgent"]}),
-    ("GET", "/v1/chats/not-a-uuid", {}),
-    ("GET", "/v1/chats", {"params": {"limit": 10**12}}),
-    ("GET", "/v1/chats", {"params": {"cursor": "%%%"}}),
-    ("GET", "/v1/interrupts", {"params": {"limit": -1}}),
-    ("GET", "/v1/decisions", {"params": {"since": "yesterday"}}),
-    ("GET", "/v1/decisions/export", {"params": {"format": "xml"}}),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs"),
+    [
+        ("POST", "/v1/chats", {"content": b"{not json", "headers": {"content-type": JSON}}),
+        ("POST", "/v1/chats", {"content": b"agent=x", "headers": {"content-type": "text/plain"}}),
+        ("POST", "/v1/chats", {"json": {"agent": "bankingAgent", "colour": "blue"}}),
+        ("POST", "/v1/chats", {"json": ["bankingAgent"]}),
+        ("GET", "/v1/chats/not-a-uuid", {}),
+        ("GET", "/v1/chats", {"params": {"limit": 10**12}}),
+        ("GET", "/v1/chats", {"params": {"cursor": "%%%"}}),
+        ("GET", "/v1/interrupts", {"params": {"limit": -1}}),
+        ("GET", "/v1/decisions", {"params": {"since": "yesterday"}}),
+        ("GET", "/v1/decisions/export", {"params": {"format": "xml"}}),
+    ],
+)
 def test_invalid_request(raw: httpx.Client, method: str, path: str, kwargs: dict[str, Any]) -> None:
     response = raw.request(method, path, **kwargs)
     assert response.status_code == 422
@@ -219,6 +231,37 @@ def test_oversized_body_and_unknown_routes(raw: httpx.Client) -> None:
     assert (big.status_code, big.json()["error"]["code"]) == (413, "payload_too_large")
     assert raw.get("/v2/chats").json()["error"]["code"] == "not_found"
     assert raw.delete("/v1/chats").json()["error"]["code"] == "method_not_allowed"
+
+
+def test_chunked_bodies_are_limited_too(raw: httpx.Client) -> None:
+    def chunks(n: int) -> Iterator[bytes]:
+        yield b'{"agent": "bankingAgent", "metadata": {"x": "'
+        yield from (b"y" * 1024 for _ in range(n))
+        yield b'"}}'
+
+    big = raw.post("/v1/chats", content=chunks(1100), headers={"content-type": "application/json"})
+    assert (big.status_code, big.json()["error"]["code"]) == (413, "payload_too_large")
+    ok = raw.post("/v1/chats", content=chunks(2), headers={"content-type": "application/json"})
+    assert ok.status_code == 201
+
+
+def test_hostile_json_and_cursors_are_invalid_requests(raw: httpx.Client) -> None:
+    deep = '{"k": ' * 250 + "1" + "}" * 250
+    hostile = [
+        b'{"agent": "bankingAgent", "metadata": ' + deep.encode() + b"}",
+        b'{"agent": "bankingAgent", "metadata": {"x": Infinity}}',
+        b'{"agent": "bankingAgent", "metadata": {"x": "\\ud800"}}',
+        b'{"agent": "bankingAgent", "metadata": {"x": ' + b"9" * 5000 + b"}}",
+    ]
+    for body in hostile:
+        answer = raw.post("/v1/chats", content=body, headers={"content-type": "application/json"})
+        assert (answer.status_code, answer.json()["error"]["code"]) == (422, "invalid_request"), (
+            body[:80]
+        )
+    forged = base64.urlsafe_b64encode(json.dumps(["2024-01-01T00:00:00+00:00", {"a": 1}]).encode())
+    for path in ("/v1/chats", "/v1/interrupts", "/v1/decisions"):
+        answer = raw.get(path, params={"cursor": forged.decode().rstrip("=")})
+        assert (answer.status_code, answer.json()["error"]["code"]) == (422, "invalid_request")
 
 
 def test_restart_builder_keeps_replace_input_absent_unless_given() -> None:

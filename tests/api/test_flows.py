@@ -94,13 +94,15 @@ def test_streamed_send_and_resume(alice: Client, bob: Client) -> None:
     assert interrupt is not None and interrupt.name == "userApproval"
     assert sent[-1].data["finish_reason"] == "interrupted"
 
-    resumed = list(bob.open_chat(chat.id).stream_resume(
-        respond=[interrupt.respond({"approved": True})]))
+    approve = interrupt.respond({"approved": True})
+    resumed = list(bob.open_chat(chat.id).stream_resume(respond=[approve], idempotency_key="k"))
 
     assert _kinds(resumed) == ["tool_request", "tool_response", "text", "turn_end"]
     assert resumed[1].data["output"]["status"] == "done"
     assert resumed[-1].data["finish_reason"] == "stop"
     assert chat.state()["status"] == "idle"
+    replayed = list(bob.open_chat(chat.id).stream_resume(respond=[approve], idempotency_key="k"))
+    assert _kinds(replayed) == ["turn_end"] and replayed[0].data == resumed[-1].data
 
 
 @pytest.mark.anyio
@@ -108,6 +110,10 @@ async def test_async_client_flow(live: Live) -> None:
     async with AsyncClient(live.url, api_key="key-dana") as client:
         chat = await client.chat("bankingAgent")
         res = await chat.send("Transfer $100 to savings.")
-        events = [e async for e in chat.stream_resume(
-            respond=[res.interrupts[0].respond({"approved": True})])]
+        events = [
+            e
+            async for e in chat.stream_resume(
+                respond=[res.interrupts[0].respond({"approved": True})]
+            )
+        ]
     assert events[-1].data["finish_reason"] == "stop"
