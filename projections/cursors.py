@@ -36,10 +36,10 @@ def decode(cursor: str | None, *rest_types: type) -> Key | None:
 def _fits(values: list[Any], types: tuple[type, ...]) -> bool:
     if len(values) != len(types):
         return False
-    for value, kind in zip(values, types, strict=True):
-        if type(value) is not kind or (kind is int and not -(2**63) <= value < 2**63):
-            return False
-    return True
+    return all(
+        type(v) is t and (t is not int or -(2**63) <= v < 2**63)
+        for v, t in zip(values, types, strict=True)
+    )
 
 
 def page_key(row: Any, *fields: str) -> Key:
