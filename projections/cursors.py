@@ -36,11 +36,8 @@ def decode(cursor: str | None, *rest_types: type) -> Key | None:
 def _fits(values: list[Any], types: tuple[type, ...]) -> bool:
     if len(values) != len(types):
         return False
-    return all(
-        type(v) is t and (t is not int or -(2**63) <= v < 2**63)
-        for v, t in zip(values, types, strict=True)
-    )
+    return all(type(v) is t and _in_range(v) for v, t in zip(values, types, strict=True))
 
 
-def page_key(row: Any, *fields: str) -> Key:
-    return tuple(getattr(row, f) for f in fields)
+def _in_range(value: object) -> bool:
+    return not isinstance(value, int) or -(2**63) <= value < 2**63
