@@ -233,6 +233,7 @@ def _model(agent: Agent, resolve: ModelResolver | None) -> Model:
     if resolve is None:
         raise InvalidRequestError(
             f"agent {agent.name} names model {agent.model!r} but no provider resolver is set"
+            " (pip install -e '.[providers]')"
         )
     return resolve(agent.model)
 
