@@ -12,25 +12,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import psycopg
 from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate
 
+from bench.common import scratch_schema
 from domain import Interlock, RespondEntry
 from domain.persistence import store_env
 from examples.banking import AGENTS
-
-PG = os.environ.get(
-    "INTERLOCK_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/interlock_test"
-)
 
 
 class Counter(Aggregate):
@@ -50,14 +44,8 @@ def store_url(kind: str) -> Iterator[str]:
         with tempfile.TemporaryDirectory() as tmp:
             yield f"sqlite:///{tmp}/bench.db"
     else:
-        schema = f"bench_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(PG, autocommit=True) as conn:
-            conn.execute(f'CREATE SCHEMA "{schema}"')
-        try:
-            yield f"{PG}?schema={schema}"
-        finally:
-            with psycopg.connect(PG, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        with scratch_schema() as url:
+            yield url
 
 
 async def cycle(app: Interlock) -> None:

@@ -19,22 +19,18 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import httpx
-import psycopg
 
+from bench.common import scratch_schema
 from domain import Interlock, RespondEntry
 from examples.banking import AGENTS
 from projections import open_read_models
 
-PG = os.environ.get(
-    "INTERLOCK_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/interlock_test"
-)
 TEXT = "Transfer $100 to savings."
 APPROVE = {"approved": True}
 
@@ -54,18 +50,6 @@ class Figures:
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
-
-
-@contextmanager
-def schema() -> Iterator[str]:
-    name = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{name}"')
-    try:
-        yield f"{PG}?schema={name}"
-    finally:
-        with psycopg.connect(PG, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{name}" CASCADE')
 
 
 @contextmanager
@@ -179,10 +163,10 @@ def main() -> None:
     for clients in [int(c) for c in args.clients.split(",")]:
         cycles = max(args.cycles, clients * 8)
         for wait in (False, True):
-            with schema() as store:
+            with scratch_schema() as store:
                 figures, elapsed = run_local(store, clients, cycles, wait)
             print(row("in-process" + ("+wait" if wait else ""), clients, figures, elapsed))
-        with schema() as store, serve(store) as url:
+        with scratch_schema() as store, serve(store) as url:
             figures, elapsed = run_http(url, clients, cycles)
         print(row("http", clients, figures, elapsed), flush=True)
 

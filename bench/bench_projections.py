@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_projections.py [--events 100000] [--decisions 1000000]
 
-Runs in a throwaway schema of INTERLOCK_TEST_POSTGRES (default: the local test database).
+Runs in a throwaway schema of INTERLOCK_BENCH_POSTGRES (default: the local test database).
 """
 
 from __future__ import annotations
@@ -12,35 +12,16 @@ import os
 import statistics
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
-
-import psycopg
-from psycopg import sql
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.common import scratch_schema
 from domain import Chat, Interlock, Message, Part, RespondEntry, ToolRequest
 from examples.banking import banking
 from projections import SqlReadModels, open_views
 from projections.interface import DecisionFilter, InboxFilter
-
-PG_URL = os.environ.get("INTERLOCK_TEST_POSTGRES",
-                        "postgresql://postgres@127.0.0.1:5432/interlock_test")
-
-
-@contextmanager
-def scratch_schema() -> Iterator[str]:
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    try:
-        yield f"{PG_URL}?schema={schema}"
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
 def _chat(i: int) -> Chat:
