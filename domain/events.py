@@ -97,7 +97,6 @@ class UserMessageSent(ChatEvent):
         state.status = "running"
         state.turn += 1
         state.turn_by = self.actor
-        state.turn_start = len(state.messages) - 1
         state.steps = 0
         state.finish_reason = None
         state.error = None

@@ -63,7 +63,6 @@ class ChatState(BaseModel):
     batch_closed: bool = True
     turn: int = 0
     turn_by: str | None = None
-    turn_start: int = 0
     steps: int = 0
     finish_reason: str | None = None
     error: str | None = None
