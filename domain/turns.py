@@ -67,7 +67,6 @@ class TurnRunner:
                 chat.finish_turn("failed", error=str(exc))
                 return
             chat.record_model_reply(message, reply.usage.model_dump() if reply.usage else None)
-            await self._announce_requests(chat, emit)
 
     @staticmethod
     def _request(chat: Chat, agent: Agent) -> ModelRequest:
@@ -85,10 +84,10 @@ class TurnRunner:
         return on_chunk
 
     @staticmethod
-    async def _announce_requests(chat: Chat, emit: Emit | None) -> None:
+    async def _announce(calls: list[ToolCall], emit: Emit | None) -> None:
         if emit is None:
             return
-        for call in chat.runnable_calls():
+        for call in calls:
             await emit(
                 StreamEvent(
                     type="tool_request",
@@ -101,6 +100,7 @@ class TurnRunner:
     ) -> None:
         if any(_has_side_effects(agent, c) for c in calls):
             self.app.commit(chat)  # write-ahead: the request is durable before the tool acts
+        await self._announce(calls, emit)  # after that commit: a lost race streams nothing
         outcomes = await asyncio.gather(*(_run_tool(chat, agent, c) for c in calls))
         for call, (kind, value) in zip(calls, outcomes, strict=True):
             if kind == "completed":
