@@ -28,6 +28,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "invalid_request": 422,
     "idempotency_key_reused": 422,
     "interrupt_not_pending": 409,
+    "stale_interrupt": 409,
     "pending_interrupts": 409,
     "turn_in_progress": 409,
     "concurrent_modification": 409,

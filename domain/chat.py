@@ -9,7 +9,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from eventsourcing.utils import register_topic
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from domain import events as ev
 from domain.canonical import sha256_hex
@@ -23,6 +23,7 @@ from domain.errors import (
     InvalidToolOutputError,
     NothingToRetryError,
     PendingInterruptsError,
+    StaleInterruptError,
     TurnInProgressError,
     UnknownInterruptError,
 )
@@ -30,6 +31,8 @@ from domain.jsonsafe import check_json
 from domain.messages import Message, Part
 from domain.state import ChatState, ToolCall
 from domain.tools import SchemaError, Tool
+
+SHA256_HEX = r"^[0-9a-f]{64}$"
 
 
 class RespondEntry(BaseModel):
@@ -41,6 +44,7 @@ class RespondEntry(BaseModel):
     name: str
     output: Any = None
     metadata: dict[str, Any] | None = None
+    input_sha256: str | None = Field(default=None, pattern=SHA256_HEX)
 
 
 class RestartEntry(BaseModel):
@@ -52,6 +56,7 @@ class RestartEntry(BaseModel):
     name: str
     resumed_metadata: dict[str, Any] | None = None
     replace_input: Any = None
+    input_sha256: str | None = Field(default=None, pattern=SHA256_HEX)
 
 
 _PLAIN_REF = re.compile(r"[\w.:\-]{1,80}")
@@ -207,21 +212,21 @@ class Chat:
                 raise DuplicateRefError(ref)
             seen.add(ref)
 
-    def _pending_call(self, ref: str, name: str, actor: str, tools: Mapping[str, Tool]) -> ToolCall:
-        call = self.state.calls.get(ref)
+    def _pending_call(
+        self, entry: RespondEntry | RestartEntry, actor: str, tools: Mapping[str, Tool]
+    ) -> ToolCall:
+        """The interrupted call an entry decides, checked against what the entry claims."""
+        call = self.state.calls.get(entry.ref)
         if call is None:
-            raise UnknownInterruptError(ref)
+            raise UnknownInterruptError(entry.ref)
         if call.status != "interrupted":
-            raise InterruptNotPendingError(ref, call.decided_by, call.decided_at, call.decision)
-        if call.name != name:
-            raise InterruptNameMismatchError(ref, call.name, name)
-        tool = tools.get(name)
-        if tool is not None and tool.distinct_approver and actor == call.requested_by:
-            raise ForbiddenError(
-                f"{name} needs an approver other than {actor}, who sent the turn",
-                ref=ref,
-                actor=actor,
+            raise InterruptNotPendingError(
+                entry.ref, call.decided_by, call.decided_at, call.decision
             )
+        if call.name != entry.name:
+            raise InterruptNameMismatchError(entry.ref, call.name, entry.name)
+        _check_seen(entry, call)
+        _check_approver(tools.get(entry.name), call, actor)
         return call
 
     def _check_responds(
@@ -229,7 +234,7 @@ class Chat:
     ) -> list[tuple[type[ev.ChatEvent], dict[str, Any]]]:
         out: list[tuple[type[ev.ChatEvent], dict[str, Any]]] = []
         for entry in entries:
-            call = self._pending_call(entry.ref, entry.name, actor, tools)
+            call = self._pending_call(entry, actor, tools)
             tool = tools.get(entry.name)
             output = entry.output
             if tool is not None:
@@ -256,7 +261,7 @@ class Chat:
     ) -> list[tuple[type[ev.ChatEvent], dict[str, Any]]]:
         out: list[tuple[type[ev.ChatEvent], dict[str, Any]]] = []
         for entry in entries:
-            call = self._pending_call(entry.ref, entry.name, actor, tools)
+            call = self._pending_call(entry, actor, tools)
             data: dict[str, Any] = {
                 "ref": entry.ref,
                 "name": entry.name,
@@ -301,6 +306,21 @@ class Chat:
         while f"{stem}-{n}" in used:
             n += 1
         return f"{stem}-{n}"
+
+
+def _check_seen(entry: RespondEntry | RestartEntry, call: ToolCall) -> None:
+    """A decision made on another input than the pending one is stale."""
+    if entry.input_sha256 is not None and entry.input_sha256 != sha256_hex(call.input):
+        raise StaleInterruptError(entry.ref, entry.input_sha256, sha256_hex(call.input))
+
+
+def _check_approver(tool: Tool | None, call: ToolCall, actor: str) -> None:
+    if tool is not None and tool.distinct_approver and actor == call.requested_by:
+        raise ForbiddenError(
+            f"{call.name} needs an approver other than {actor}, who sent the turn",
+            ref=call.ref,
+            actor=actor,
+        )
 
 
 def check_entries(respond: Sequence[RespondEntry], restart: Sequence[RestartEntry]) -> None:

@@ -12,7 +12,8 @@ InterlockError
 │   ├── InterruptNameMismatchError    interrupt_name_mismatch
 │   ├── InvalidToolOutputError        invalid_tool_output
 │   ├── InvalidToolInputError         invalid_tool_input
-│   └── InterruptNotPendingError      interrupt_not_pending
+│   ├── InterruptNotPendingError      interrupt_not_pending
+│   └── StaleInterruptError           stale_interrupt
 ├── ChatStateError
 │   ├── PendingInterruptsError        pending_interrupts
 │   ├── TurnInProgressError           turn_in_progress
@@ -147,6 +148,18 @@ class InterruptNotPendingError(ResumeError):
             decided_by=decided_by,
             decided_at=decided_at.isoformat() if decided_at else None,
             decision=decision,
+        )
+
+
+class StaleInterruptError(ResumeError):
+    code = "stale_interrupt"
+
+    def __init__(self, ref: str, expected: str, actual: str) -> None:
+        super().__init__(
+            f"interrupt {ref!r} now asks about another input than the one decided on; reload it",
+            ref=ref,
+            expected_input_sha256=expected,
+            input_sha256=actual,
         )
 
 

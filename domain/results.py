@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from domain.canonical import sha256_hex
 from domain.chat import Chat
 from domain.messages import Message
 from domain.state import ToolCall
@@ -21,6 +22,7 @@ class Interrupt(BaseModel):
     input: Any = None
     metadata: dict[str, Any] | None = None
     requested_at: datetime
+    input_sha256: str  # echo it in a resume entry to refuse a decision on a changed input
 
     @classmethod
     def of(cls, chat: Chat, call: ToolCall) -> Interrupt:
@@ -29,6 +31,7 @@ class Interrupt(BaseModel):
             ref=call.ref,
             name=call.name,
             input=call.input,
+            input_sha256=sha256_hex(call.input),
             metadata=call.interrupt,
             requested_at=call.interrupted_at or call.requested_at,
         )

@@ -1,10 +1,10 @@
 """Python client for Interlock's HTTP API v1, sync (`Client`) and async (`AsyncClient`).
 
-    client = Client("http://127.0.0.1:8000", api_key="...")
-    chat = client.chat("bankingAgent")
-    res = chat.send("Transfer $500 to savings.")
-    if res.finish_reason == "interrupted":
-        res = chat.resume(respond=[res.interrupts[0].respond({"approved": True})])
+client = Client("http://127.0.0.1:8000", api_key="...")
+chat = client.chat("bankingAgent")
+res = chat.send("Transfer $500 to savings.")
+if res.finish_reason == "interrupted":
+    res = chat.resume(respond=[res.interrupts[0].respond({"approved": True})])
 """
 
 from api.client._async import AsyncChat, AsyncClient
@@ -26,6 +26,7 @@ from api.client._errors import (
     ModelError,
     NothingToRetryError,
     PendingInterruptsError,
+    StaleInterruptError,
     TurnInProgressError,
     UnauthenticatedError,
     UnknownAgentError,
@@ -59,6 +60,7 @@ __all__ = [
     "PendingInterruptsError",
     "Respond",
     "Restart",
+    "StaleInterruptError",
     "StreamEvent",
     "TurnInProgressError",
     "TurnResult",

@@ -26,8 +26,12 @@ class AsyncClient:
     """Talks to one Interlock server with one API key, from asyncio code."""
 
     def __init__(
-        self, base_url: str = "http://127.0.0.1:8000", *, api_key: str | None = None,
-        timeout: float = 30.0, http: httpx.AsyncClient | None = None,
+        self,
+        base_url: str = "http://127.0.0.1:8000",
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        http: httpx.AsyncClient | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = http or httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout)
@@ -52,8 +56,9 @@ class AsyncClient:
     async def stream(
         self, path: str, body: dict[str, Any], headers: dict[str, str]
     ) -> AsyncIterator[StreamEvent]:
-        async with self.http.stream("POST", path, json=body,
-                                    headers={**STREAM, **headers}) as response:
+        async with self.http.stream(
+            "POST", path, json=body, headers={**STREAM, **headers}
+        ) as response:
             if response.is_error:
                 raise from_text(response.status_code, (await response.aread()).decode())
             parser = EventParser(response.status_code)
@@ -85,16 +90,24 @@ class AsyncChat:
         self.path = f"/v1/chats/{chat_id}"
 
     async def send(self, text: str) -> TurnResult:
-        return TurnResult.parse(await self.client.request(
-            "POST", f"{self.path}/messages", json={"text": text}))
+        return TurnResult.parse(
+            await self.client.request("POST", f"{self.path}/messages", json={"text": text})
+        )
 
     async def resume(
-        self, respond: Sequence[Respond] = (), restart: Sequence[Restart] = (),
+        self,
+        respond: Sequence[Respond] = (),
+        restart: Sequence[Restart] = (),
         idempotency_key: str | None = None,
     ) -> TurnResult:
-        return TurnResult.parse(await self.client.request(
-            "POST", f"{self.path}/resume", json=resume_body(list(respond), list(restart)),
-            headers=key_header(idempotency_key)))
+        return TurnResult.parse(
+            await self.client.request(
+                "POST",
+                f"{self.path}/resume",
+                json=resume_body(list(respond), list(restart)),
+                headers=key_header(idempotency_key),
+            )
+        )
 
     async def retry(self) -> TurnResult:
         return TurnResult.parse(await self.client.request("POST", f"{self.path}/retry"))
@@ -103,16 +116,19 @@ class AsyncChat:
         return self.client.stream(f"{self.path}/messages", {"text": text}, {})
 
     def stream_resume(
-        self, respond: Sequence[Respond] = (), restart: Sequence[Restart] = (),
+        self,
+        respond: Sequence[Respond] = (),
+        restart: Sequence[Restart] = (),
         idempotency_key: str | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        return self.client.stream(f"{self.path}/resume",
-                                  resume_body(list(respond), list(restart)),
-                                  key_header(idempotency_key))
+        return self.client.stream(
+            f"{self.path}/resume",
+            resume_body(list(respond), list(restart)),
+            key_header(idempotency_key),
+        )
 
     async def state(self, version: int | None = None) -> dict[str, Any]:
-        return dict(await self.client.request("GET", self.path,
-                                              params=query({"version": version})))
+        return dict(await self.client.request("GET", self.path, params=query({"version": version})))
 
     async def events(self) -> list[dict[str, Any]]:
         return list((await self.client.request("GET", f"{self.path}/events"))["events"])

@@ -66,6 +66,10 @@ class InterruptNotPendingError(ConflictError):
     code = "interrupt_not_pending"
 
 
+class StaleInterruptError(ConflictError):
+    code = "stale_interrupt"
+
+
 class PendingInterruptsError(ConflictError):
     code = "pending_interrupts"
 

@@ -22,10 +22,15 @@ class Respond:
     name: str
     output: Any = None
     metadata: dict[str, Any] | None = None
+    input_sha256: str | None = None
 
     def wire(self) -> dict[str, Any]:
         body = {"ref": self.ref, "name": self.name, "output": self.output}
-        return body if self.metadata is None else {**body, "metadata": self.metadata}
+        if self.metadata is not None:
+            body["metadata"] = self.metadata
+        if self.input_sha256 is not None:
+            body["input_sha256"] = self.input_sha256
+        return body
 
 
 @dataclass(frozen=True)
@@ -36,9 +41,12 @@ class Restart:
     name: str
     resumed_metadata: dict[str, Any] | None = None
     replace_input: Any = UNSET
+    input_sha256: str | None = None
 
     def wire(self) -> dict[str, Any]:
         body: dict[str, Any] = {"ref": self.ref, "name": self.name}
+        if self.input_sha256 is not None:
+            body["input_sha256"] = self.input_sha256
         if self.resumed_metadata is not None:
             body["resumed_metadata"] = self.resumed_metadata
         if self.replace_input is not UNSET:
@@ -56,20 +64,28 @@ class Interrupt:
     input: Any = None
     metadata: dict[str, Any] | None = None
     requested_at: str | None = None
+    input_sha256: str | None = None
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Interrupt:
-        return cls(chat_id=data["chat_id"], ref=data["ref"], name=data["name"],
-                   input=data.get("input"), metadata=data.get("metadata"),
-                   requested_at=data.get("requested_at"))
+        return cls(
+            chat_id=data["chat_id"],
+            ref=data["ref"],
+            name=data["name"],
+            input=data.get("input"),
+            metadata=data.get("metadata"),
+            requested_at=data.get("requested_at"),
+            input_sha256=data.get("input_sha256"),
+        )
 
     def respond(self, output: Any, metadata: dict[str, Any] | None = None) -> Respond:
-        return Respond(self.ref, self.name, output, metadata)
+        """Decide on exactly this input: a changed interrupt refuses it (stale_interrupt)."""
+        return Respond(self.ref, self.name, output, metadata, self.input_sha256)
 
     def restart(
         self, replace_input: Any = UNSET, resumed_metadata: dict[str, Any] | None = None
     ) -> Restart:
-        return Restart(self.ref, self.name, resumed_metadata, replace_input)
+        return Restart(self.ref, self.name, resumed_metadata, replace_input, self.input_sha256)
 
 
 @dataclass(frozen=True)
@@ -88,9 +104,12 @@ class TurnResult:
     @classmethod
     def parse(cls, data: dict[str, Any]) -> TurnResult:
         return cls(
-            chat_id=data["chat_id"], version=data["version"],
-            finish_reason=data["finish_reason"], text=data.get("text", ""),
-            message=data.get("message"), messages=data.get("messages", []),
+            chat_id=data["chat_id"],
+            version=data["version"],
+            finish_reason=data["finish_reason"],
+            text=data.get("text", ""),
+            message=data.get("message"),
+            messages=data.get("messages", []),
             interrupts=[Interrupt.parse(i) for i in data.get("interrupts", [])],
             error=data.get("error"),
         )

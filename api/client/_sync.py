@@ -26,8 +26,12 @@ class Client:
     """Talks to one Interlock server with one API key."""
 
     def __init__(
-        self, base_url: str = "http://127.0.0.1:8000", *, api_key: str | None = None,
-        timeout: float = 30.0, http: httpx.Client | None = None,
+        self,
+        base_url: str = "http://127.0.0.1:8000",
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        http: httpx.Client | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = http or httpx.Client(base_url=base_url, headers=headers, timeout=timeout)
@@ -92,16 +96,24 @@ class Chat:
         self.path = f"/v1/chats/{chat_id}"
 
     def send(self, text: str) -> TurnResult:
-        return TurnResult.parse(self.client.request("POST", f"{self.path}/messages",
-                                                    json={"text": text}))
+        return TurnResult.parse(
+            self.client.request("POST", f"{self.path}/messages", json={"text": text})
+        )
 
     def resume(
-        self, respond: Sequence[Respond] = (), restart: Sequence[Restart] = (),
+        self,
+        respond: Sequence[Respond] = (),
+        restart: Sequence[Restart] = (),
         idempotency_key: str | None = None,
     ) -> TurnResult:
-        return TurnResult.parse(self.client.request(
-            "POST", f"{self.path}/resume", json=resume_body(list(respond), list(restart)),
-            headers=key_header(idempotency_key)))
+        return TurnResult.parse(
+            self.client.request(
+                "POST",
+                f"{self.path}/resume",
+                json=resume_body(list(respond), list(restart)),
+                headers=key_header(idempotency_key),
+            )
+        )
 
     def retry(self) -> TurnResult:
         return TurnResult.parse(self.client.request("POST", f"{self.path}/retry"))
@@ -110,12 +122,16 @@ class Chat:
         return self.client.stream(f"{self.path}/messages", {"text": text}, {})
 
     def stream_resume(
-        self, respond: Sequence[Respond] = (), restart: Sequence[Restart] = (),
+        self,
+        respond: Sequence[Respond] = (),
+        restart: Sequence[Restart] = (),
         idempotency_key: str | None = None,
     ) -> Iterator[StreamEvent]:
-        return self.client.stream(f"{self.path}/resume",
-                                  resume_body(list(respond), list(restart)),
-                                  key_header(idempotency_key))
+        return self.client.stream(
+            f"{self.path}/resume",
+            resume_body(list(respond), list(restart)),
+            key_header(idempotency_key),
+        )
 
     def state(self, version: int | None = None) -> dict[str, Any]:
         return dict(self.client.request("GET", self.path, params=query({"version": version})))

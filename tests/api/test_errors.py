@@ -31,6 +31,7 @@ from api.client import (
     PendingInterruptsError,
     Respond,
     Restart,
+    StaleInterruptError,
     TurnInProgressError,
     UnauthenticatedError,
     UnknownAgentError,
@@ -267,3 +268,17 @@ def test_hostile_json_and_cursors_are_invalid_requests(raw: httpx.Client) -> Non
 def test_restart_builder_keeps_replace_input_absent_unless_given() -> None:
     assert "replace_input" not in Restart("r", "t").wire()
     assert Restart("r", "t", replace_input=None).wire()["replace_input"] is None
+
+
+def test_stale_interrupt(dana: Client) -> None:
+    chat = dana.chat("bankingAgent")
+    [approval] = chat.send("Transfer $2500 to savings.").interrupts
+    [over_limit] = chat.resume(respond=[approval.respond({"approved": True})]).interrupts
+    smaller = over_limit.restart(replace_input={"amount": 2000, "to_account": "savings"})
+    [changed] = chat.resume(restart=[smaller]).interrupts
+    assert changed.ref == over_limit.ref and changed.input_sha256 != over_limit.input_sha256
+    with pytest.raises(StaleInterruptError) as caught:
+        chat.resume(restart=[over_limit.restart(resumed_metadata={"override": True})])
+    assert (caught.value.status, caught.value.details["ref"]) == (409, over_limit.ref)
+    done = chat.resume(restart=[changed.restart(resumed_metadata={"override": True})])
+    assert done.finish_reason == "stop"

@@ -17,6 +17,7 @@ from domain.errors import (
     InvalidToolInputError,
     InvalidToolOutputError,
     PendingInterruptsError,
+    StaleInterruptError,
     TurnInProgressError,
     UnknownInterruptError,
 )
@@ -211,11 +212,75 @@ def test_no_resume_while_a_restarted_tool_runs(store: str) -> None:
     chat = app.start_chat("ops", actor="alice")
     approve, deploy = run(app.send(chat.id, "go", actor="alice")).interrupts
     running = app.get_chat(chat.id)
-    running.resume([], [RestartEntry(ref=deploy.ref, name="deploy", resumed_metadata={"ok": True})],
-                   actor="bob", tools=app.agent("ops").tool_map)
+    running.resume(
+        [],
+        [RestartEntry(ref=deploy.ref, name="deploy", resumed_metadata={"ok": True})],
+        actor="bob",
+        tools=app.agent("ops").tool_map,
+    )
     app.commit(running)  # the write-ahead commit; the deploy is now running elsewhere
     before = len(app.chat_events(chat.id))
     with pytest.raises(TurnInProgressError):
-        run(app.resume(chat.id, actor="carol", respond=[
-            RespondEntry(ref=approve.ref, name="approve", output={"approved": True})]))
+        run(
+            app.resume(
+                chat.id,
+                actor="carol",
+                respond=[RespondEntry(ref=approve.ref, name="approve", output={"approved": True})],
+            )
+        )
     assert len(app.chat_events(chat.id)) == before and effects.deploys == []
+
+
+def test_a_decision_on_an_input_that_changed_is_stale(store: str) -> None:
+    """Approve exactly what you saw: an entry may carry the interrupt's input_sha256."""
+    app, _, _ = make_app(store, APPROVE_AND_DEPLOY)
+    chat = app.start_chat("ops", actor="alice")
+    approve, deploy = run(app.send(chat.id, "go", actor="alice")).interrupts
+    seen = deploy.input_sha256
+    again = run(
+        app.resume(
+            chat.id,
+            actor="bob",
+            restart=[
+                RestartEntry(
+                    ref=deploy.ref, name="deploy", replace_input={"env": "prod", "version": "9.9"}
+                )
+            ],
+        )
+    )
+    [changed] = [i for i in again.interrupts if i.ref == deploy.ref]
+    assert changed.input_sha256 != seen
+    err = assert_refused(
+        app,
+        chat.id,
+        StaleInterruptError,
+        restart=[
+            RestartEntry(
+                ref=deploy.ref, name="deploy", resumed_metadata={"ok": True}, input_sha256=seen
+            )
+        ],
+    )
+    assert err.details["input_sha256"] == changed.input_sha256
+    run(
+        app.resume(
+            chat.id,
+            actor="bob",
+            respond=[
+                RespondEntry(
+                    ref=approve.ref,
+                    name="approve",
+                    output={"approved": True},
+                    input_sha256=approve.input_sha256,
+                )
+            ],
+            restart=[
+                RestartEntry(
+                    ref=deploy.ref,
+                    name="deploy",
+                    resumed_metadata={"ok": True},
+                    input_sha256=changed.input_sha256,
+                )
+            ],
+        )
+    )
+    assert app.get_chat(chat.id).status == "idle"
