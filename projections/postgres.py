@@ -18,7 +18,12 @@ from projections.views import PositionConflictError
 
 # `json`, not `jsonb`: jsonb refuses "\u0000", and a view must accept every recorded event.
 _TYPES = {"json": sql.SQL("json"), "ts": sql.SQL("timestamptz")}
-_LOCK = "SELECT notification_id FROM {tracking} WHERE application_name = %(app)s FOR UPDATE"
+# Rows and position commit together, so a crash that loses a view's commit only rewinds
+# it to an earlier exact state: its transactions need not wait for the WAL flush.
+_LOCK = (
+    "SELECT set_config('synchronous_commit', 'off', true), notification_id FROM {tracking}"
+    " WHERE application_name = %(app)s FOR UPDATE"
+)
 # Compare-and-set: the position moves from `start` to `upto`, or nothing is written.
 _ADVANCE = (
     "INSERT INTO {tracking} AS t VALUES (%(app)s, %(upto)s) ON CONFLICT (application_name)"
@@ -63,9 +68,6 @@ class PostgresView(PostgresTrackingRecorder, SqlView):
     @contextmanager
     def batch(self, start: int, upto: int) -> Iterator[None]:
         with self.datastore.transaction(commit=True) as curs:
-            # Rows and position commit together, so a crash that loses this commit only
-            # rewinds the view to an earlier exact state: no need to wait for the fsync.
-            curs.execute("SET LOCAL synchronous_commit = off")
             found = self._locked_position(curs)
             if found != start:
                 raise PositionConflictError(self.view_name, start, found)

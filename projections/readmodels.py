@@ -55,6 +55,7 @@ class SqlReadModels:
             BatchRunner(app, DecisionsProjection(self.decisions_view), batch_size),
             BatchRunner(app, ChatsProjection(self.chats_view), batch_size),
         ]
+        self._topics = sorted({t for r in self.runners for t in r.projection.topics})
         self._on_close = on_close
         self._live: LiveRunner | None = None
 
@@ -87,9 +88,24 @@ class SqlReadModels:
         return {r.name: r.view.position() for r in self.runners}
 
     def catch_up(self) -> int:
-        """Bring every view up to the log's head now, in this thread; the lowest position."""
+        """Bring every view up to the log's head now, in this thread; the lowest position.
+
+        The views share each read of the log and each decoded event; each view still
+        commits its rows and position in its own transaction.
+        """
         head = self.app.recorder.max_notification_id() or 0
-        return min(r.catch_up(head=head) for r in self.runners)
+        positions = [r.view.position() for r in self.runners]
+        while min(positions) < head:
+            positions = self._shared_step(positions, head)
+        return min(positions)
+
+    def _shared_step(self, positions: list[int], head: int) -> list[int]:
+        start, size = min(positions), self.runners[0].batch_size
+        notes = self.app.recorder.select_notifications(
+            start, size, stop=head, topics=self._topics, inclusive_of_start=False)
+        upto = notes[-1].id if len(notes) == size else head
+        events = [(n.id, n.topic, self.app.mapper.to_domain_event(n)) for n in notes]
+        return [r.apply(events, p, upto) for r, p in zip(self.runners, positions, strict=True)]
 
     def is_current(self) -> bool:
         head = self.app.recorder.max_notification_id() or 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from eventsourcing.application import Application
@@ -12,6 +12,7 @@ from eventsourcing.projection import Projection
 from projections.views import View
 
 Progress = Callable[[str, int, int], None]  # view name, position, head
+Noted = tuple[int, str, Any]  # notification id, topic, decoded event
 
 
 class BatchRunner:
@@ -32,6 +33,23 @@ class BatchRunner:
     @property
     def name(self) -> str:
         return self.view.view_name
+
+    def apply(self, events: Sequence[Noted], start: int, upto: int) -> int:
+        """Apply already-decoded events in (start, upto] as one batch; the new position.
+
+        Lets several views share one read of the log (SqlReadModels.catch_up).
+        """
+        if upto <= start:
+            return start
+        topics = set(self.projection.topics)
+        try:
+            with self.view.batch(start, upto):
+                for note_id, topic, event in events:
+                    if start < note_id <= upto and topic in topics:
+                        self.projection.process_event(event, Tracking(self.app.name, note_id))
+        except IntegrityError:
+            return self.view.position()  # another runner got there first: carry on from it
+        return upto
 
     def step(self, head: int | None = None, start: int | None = None) -> int:
         """Apply one batch; the new position (unchanged when already current)."""
