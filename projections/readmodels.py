@@ -55,7 +55,8 @@ class SqlReadModels:
             BatchRunner(app, DecisionsProjection(self.decisions_view), batch_size),
             BatchRunner(app, ChatsProjection(self.chats_view), batch_size),
         ]
-        self._topics = sorted({t for r in self.runners for t in r.projection.topics})
+        wanted = [r.projection.topics for r in self.runners]
+        self._topics = () if not all(wanted) else sorted({t for ts in wanted for t in ts})
         self._on_close = on_close
         self._live: LiveRunner | None = None
 

@@ -41,11 +41,11 @@ class BatchRunner:
         """
         if upto <= start:
             return start
-        topics = set(self.projection.topics)
+        topics = set(self.projection.topics)  # empty: every event
         try:
             with self.view.batch(start, upto):
                 for note_id, topic, event in events:
-                    if start < note_id <= upto and topic in topics:
+                    if start < note_id <= upto and (not topics or topic in topics):
                         self.projection.process_event(event, Tracking(self.app.name, note_id))
         except IntegrityError:
             return self.view.position()  # another runner got there first: carry on from it
