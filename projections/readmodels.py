@@ -28,6 +28,7 @@ from projections.views import ChatsView, DecisionsView, InboxView, Key
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+COALESCE_SECONDS = 0.005
 Views = tuple[InboxView, DecisionsView, ChatsView]
 
 
@@ -144,6 +145,7 @@ class LiveRunner:
         self.models = models
         self.poll_interval = poll_interval
         self._wake = threading.Event()
+        self._hurry = threading.Event()  # a reader is waiting: no coalescing delay
         self._stopping = threading.Event()
         self._changed = threading.Condition()
         self._seen = 0
@@ -162,6 +164,7 @@ class LiveRunner:
     def _loop(self) -> None:
         while not self._stopping.is_set():
             self._wake.clear()
+            self._hurry.clear()
             try:
                 seen = self.models.catch_up()
             except BaseException as exc:
@@ -171,7 +174,10 @@ class LiveRunner:
                 self._fail(exc)
                 return
             self._publish(seen)
-            self._wake.wait(self.poll_interval)
+            if self._wake.wait(self.poll_interval):
+                # Woken by a commit: let its writer answer first and gather the commits
+                # that follow, unless a reader is waiting for the views.
+                self._hurry.wait(COALESCE_SECONDS)
 
     def _publish(self, seen: int) -> None:
         with self._changed:
@@ -192,6 +198,7 @@ class LiveRunner:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError(f"views have not reached position {position}")
+                self._hurry.set()
                 self._wake.set()
                 self._changed.wait(remaining)
 
@@ -200,5 +207,6 @@ class LiveRunner:
         if listeners is not None and self._on_commit in listeners:
             listeners.remove(self._on_commit)
         self._stopping.set()
+        self._hurry.set()
         self._wake.set()
         self._thread.join()
