@@ -34,16 +34,26 @@ def _default(name: str) -> str:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("serve", help="run the HTTP API",
-                              description="Run HTTP API v1. Flags override INTERLOCK_* variables.")
+    p = subparsers.add_parser(
+        "serve", help="run the HTTP API",
+        description="Run HTTP API v1 with the read models in the same process. Flags override "
+        "INTERLOCK_* variables. Without API keys the server runs in dev mode, loopback only.",
+        epilog="example: interlock serve --store postgresql://app@db/interlock --keys keys.toml "
+        "--host 0.0.0.0",
+    )
     p.add_argument("--agents", default=_default("agents"),
-                   help="module:attribute (INTERLOCK_AGENTS)")
+                   help="module:attribute holding a list of Agent (INTERLOCK_AGENTS; "
+                   "default: %(default)s)")
     p.add_argument("--store", default=_default("store"),
-                   help="memory://, sqlite:///path.db or postgresql://... (INTERLOCK_STORE)")
-    p.add_argument("--host", default=_default("host"), help="bind address (INTERLOCK_HOST)")
-    p.add_argument("--port", type=int, default=_default("port"), help="(INTERLOCK_PORT)")
+                   help="memory://, sqlite:///path.db or postgresql://user@host/db "
+                   "(INTERLOCK_STORE; default: %(default)s)")
+    p.add_argument("--host", default=_default("host"),
+                   help="bind address (INTERLOCK_HOST; default: %(default)s)")
+    p.add_argument("--port", type=int, default=_default("port"),
+                   help="port; 0 picks a free one (INTERLOCK_PORT; default: %(default)s)")
     p.add_argument("--keys", default=_default("keys") or None,
-                   help="API keys file, JSON or TOML (INTERLOCK_KEYS; or INTERLOCK_API_KEYS)")
+                   help="API keys file, JSON or TOML, mapping key -> {id, tenant, roles} "
+                   "(INTERLOCK_KEYS; or JSON in INTERLOCK_API_KEYS)")
     p.set_defaults(run=run)
 
 
