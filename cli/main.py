@@ -7,6 +7,10 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from eventsourcing.persistence import PersistenceError
+
+from domain.errors import InterlockError
+
 # Each module adds its subcommands with `register(subparsers)`.
 COMMAND_MODULES = ("cli.demo", "cli.serve", "cli.audit")
 
@@ -30,7 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.run(args) or 0)
+    try:
+        return int(args.run(args) or 0)
+    except (InterlockError, PersistenceError) as exc:
+        print(f"interlock {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,0 +1,34 @@
+"""The `interlock` command: the demo drives the real service; bad settings are one clear line."""
+
+from __future__ import annotations
+
+import pytest
+
+from cli.main import main
+
+
+def test_demo_plays_the_seed_flow_unattended(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["demo", "--store", "memory://", "--say", "Transfer $2500 to savings."])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "interrupt userApproval-1: userApproval" in out
+    assert "interrupt transferMoney-2: transferMoney" in out  # over the limit: restarted
+    assert "Done. Your checking balance is now" in out and out.rstrip().endswith(
+        "[stop, version 15]"
+    )
+
+
+def test_a_bad_store_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--store", "bogus://x", "--say", "hi"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "interlock demo: unknown store 'bogus://x': use memory://, sqlite:///path.db or "
+        "postgresql://..."
+    )
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("demo", "serve", "projections", "replay", "verify", "audit"):
+        assert command in out
