@@ -2,7 +2,8 @@
 
 from domain.agent import Agent
 from domain.application import Interlock
-from domain.chat import Chat, RespondEntry, RestartEntry
+from domain.chat import Chat
+from domain.decisions import RespondEntry, RestartEntry
 from domain.messages import Message, Part, ToolRequest, ToolResponse
 from domain.models import FunctionModel, ModelRequest, ModelResponse, ToolDefinition, Usage
 from domain.results import Interrupt, StreamEvent, TurnResult

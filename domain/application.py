@@ -14,7 +14,8 @@ from eventsourcing.persistence import IntegrityError, Mapper, Recording, Transco
 
 from domain.agent import Agent
 from domain.canonical import sha256_hex
-from domain.chat import Chat, RespondEntry, RestartEntry, check_entries
+from domain.chat import Chat
+from domain.decisions import RespondEntry, RestartEntry, check_entries
 from domain.errors import (
     ChatNotFoundError,
     ConcurrencyError,

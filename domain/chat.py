@@ -9,55 +9,23 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from eventsourcing.utils import register_topic
-from pydantic import BaseModel, ConfigDict, Field
 
 from domain import events as ev
-from domain.canonical import sha256_hex
-from domain.errors import (
-    DuplicateRefError,
-    EmptyResumeError,
-    ForbiddenError,
-    InterruptNameMismatchError,
-    InterruptNotPendingError,
-    InvalidToolInputError,
-    InvalidToolOutputError,
-    NothingToRetryError,
-    PendingInterruptsError,
-    StaleInterruptError,
-    TurnInProgressError,
-    UnknownInterruptError,
+from domain.decisions import (
+    Entry,
+    RespondEntry,
+    RestartEntry,
+    check_batch,
+    check_entries,
+    pending_call,
+    respond_decision,
+    restart_decision,
 )
+from domain.errors import NothingToRetryError, PendingInterruptsError, TurnInProgressError
 from domain.jsonsafe import check_json
 from domain.messages import Message, Part
 from domain.state import ChatState, ToolCall
-from domain.tools import SchemaError, Tool
-
-SHA256_HEX = r"^[0-9a-f]{64}$"
-
-
-class RespondEntry(BaseModel):
-    """The client supplies the tool's output; the tool is not run."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    ref: str
-    name: str
-    output: Any = None
-    metadata: dict[str, Any] | None = None
-    input_sha256: str | None = Field(default=None, pattern=SHA256_HEX)
-
-
-class RestartEntry(BaseModel):
-    """The server runs the tool again, with its original or a replaced input."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    ref: str
-    name: str
-    resumed_metadata: dict[str, Any] | None = None
-    replace_input: Any = None
-    input_sha256: str | None = Field(default=None, pattern=SHA256_HEX)
-
+from domain.tools import Tool
 
 _PLAIN_REF = re.compile(r"[\w.:\-]{1,80}")
 Signer = Callable[[str | None, ev.ChatEvent], str]
@@ -166,10 +134,16 @@ class Chat:
         check_entries(respond, restart)
         if self.state.status == "running":
             raise TurnInProgressError()  # a restarted tool may be running: it must not run twice
-        self._check_batch([e.ref for e in respond] + [e.ref for e in restart])
+        check_batch([e.ref for e in respond] + [e.ref for e in restart])
         decisions = [
-            *self._check_responds(respond, tools, actor),
-            *self._check_restarts(restart, tools, actor),
+            *(
+                respond_decision(e, self._pending(e, actor, tools), tools.get(e.name))
+                for e in respond
+            ),
+            *(
+                restart_decision(e, self._pending(e, actor, tools), tools.get(e.name))
+                for e in restart
+            ),
         ]
         keyed = {"request_key": request_key, "request_sha256": request_sha256}
         for event_class, data in decisions:
@@ -202,88 +176,8 @@ class Chat:
         if self.state.status == "interrupted":
             raise PendingInterruptsError([c.ref for c in self.pending_interrupts()])
 
-    @staticmethod
-    def _check_batch(refs: list[str]) -> None:
-        if not refs:
-            raise EmptyResumeError()
-        seen: set[str] = set()
-        for ref in refs:
-            if ref in seen:
-                raise DuplicateRefError(ref)
-            seen.add(ref)
-
-    def _pending_call(
-        self, entry: RespondEntry | RestartEntry, actor: str, tools: Mapping[str, Tool]
-    ) -> ToolCall:
-        """The interrupted call an entry decides, checked against what the entry claims."""
-        call = self.state.calls.get(entry.ref)
-        if call is None:
-            raise UnknownInterruptError(entry.ref)
-        if call.status != "interrupted":
-            raise InterruptNotPendingError(
-                entry.ref, call.decided_by, call.decided_at, call.decision
-            )
-        if call.name != entry.name:
-            raise InterruptNameMismatchError(entry.ref, call.name, entry.name)
-        _check_seen(entry, call)
-        _check_approver(tools.get(entry.name), call, actor)
-        return call
-
-    def _check_responds(
-        self, entries: Sequence[RespondEntry], tools: Mapping[str, Tool], actor: str
-    ) -> list[tuple[type[ev.ChatEvent], dict[str, Any]]]:
-        out: list[tuple[type[ev.ChatEvent], dict[str, Any]]] = []
-        for entry in entries:
-            call = self._pending_call(entry, actor, tools)
-            tool = tools.get(entry.name)
-            output = entry.output
-            if tool is not None:
-                try:
-                    output = tool.validate_output(entry.output)
-                except SchemaError as exc:
-                    raise InvalidToolOutputError(entry.ref, entry.name, exc.errors) from None
-            out.append(
-                (
-                    ev.Responded,
-                    {
-                        "ref": entry.ref,
-                        "name": entry.name,
-                        "output": output,
-                        "metadata": entry.metadata,
-                        "input_sha256": sha256_hex(call.input),
-                    },
-                )
-            )
-        return out
-
-    def _check_restarts(
-        self, entries: Sequence[RestartEntry], tools: Mapping[str, Tool], actor: str
-    ) -> list[tuple[type[ev.ChatEvent], dict[str, Any]]]:
-        out: list[tuple[type[ev.ChatEvent], dict[str, Any]]] = []
-        for entry in entries:
-            call = self._pending_call(entry, actor, tools)
-            data: dict[str, Any] = {
-                "ref": entry.ref,
-                "name": entry.name,
-                "resumed_metadata": entry.resumed_metadata,
-                "original_input": call.input,
-                "input_sha256": sha256_hex(call.input),
-            }
-            if "replace_input" in entry.model_fields_set:
-                data["replace_input"] = self._replaced_input(entry, tools)
-                data["replaced_input_sha256"] = sha256_hex(data["replace_input"])
-            out.append((ev.Restarted, data))
-        return out
-
-    @staticmethod
-    def _replaced_input(entry: RestartEntry, tools: Mapping[str, Tool]) -> Any:
-        tool = tools.get(entry.name)
-        if tool is None:
-            return entry.replace_input
-        try:
-            return tool.validate_input(entry.replace_input).model_dump(mode="json")
-        except SchemaError as exc:
-            raise InvalidToolInputError(entry.ref, entry.name, exc.errors) from None
+    def _pending(self, entry: Entry, actor: str, tools: Mapping[str, Tool]) -> ToolCall:
+        return pending_call(self.state.calls, entry, actor, tools)
 
     def _with_unique_refs(self, message: Message) -> Message:
         """Keep the model's refs when new, unique and plain; otherwise assign `name-N`."""
@@ -306,28 +200,6 @@ class Chat:
         while f"{stem}-{n}" in used:
             n += 1
         return f"{stem}-{n}"
-
-
-def _check_seen(entry: RespondEntry | RestartEntry, call: ToolCall) -> None:
-    """A decision made on another input than the pending one is stale."""
-    if entry.input_sha256 is not None and entry.input_sha256 != sha256_hex(call.input):
-        raise StaleInterruptError(entry.ref, entry.input_sha256, sha256_hex(call.input))
-
-
-def _check_approver(tool: Tool | None, call: ToolCall, actor: str) -> None:
-    if tool is not None and tool.distinct_approver and actor == call.requested_by:
-        raise ForbiddenError(
-            f"{call.name} needs an approver other than {actor}, who sent the turn",
-            ref=call.ref,
-            actor=actor,
-        )
-
-
-def check_entries(respond: Sequence[RespondEntry], restart: Sequence[RestartEntry]) -> None:
-    """Every value of a resume must be recordable as given (see domain.jsonsafe)."""
-    for kind, entries in (("respond", respond), ("restart", restart)):
-        for i, entry in enumerate(entries):
-            check_json(dict(entry), f"{kind}[{i}]")
 
 
 def _usable_ref(ref: str | None) -> bool:
