@@ -90,7 +90,10 @@ async def _run(app: Interlock, n: int) -> None:
 
 
 def bench_baseline(url: str, saves: int) -> float:
-    app = Baseline(store_env(url) | {"APPLICATION_RECORDER_TOPIC": ""})
+    env = store_env(url)
+    if "POSTGRES_DBNAME" in env:
+        env["PERSISTENCE_MODULE"] = "eventsourcing.postgres"  # the library's own recorder
+    app = Baseline(env)
     for _ in range(50):
         app.save(Counter())
     started = time.perf_counter()

@@ -93,8 +93,7 @@ def store_env(url: str) -> dict[str, str]:
     if parts.scheme in ("postgresql", "postgres"):
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         return {
-            "PERSISTENCE_MODULE": "eventsourcing.postgres",
-            "APPLICATION_RECORDER_TOPIC": "stores.postgres:InterlockPostgresRecorder",
+            "PERSISTENCE_MODULE": "stores.postgres:InterlockPostgresFactory",
             "POSTGRES_DBNAME": parts.path.removeprefix("/") or "postgres",
             "POSTGRES_HOST": parts.hostname or "127.0.0.1",
             "POSTGRES_PORT": str(parts.port or 5432),

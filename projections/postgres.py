@@ -15,6 +15,7 @@ from psycopg.types.json import Json
 from domain.errors import InvalidRequestError
 from projections.sqlviews import Row, SqlChatsView, SqlDecisionsView, SqlInboxView, SqlView
 from projections.views import PositionConflictError
+from stores.postgres import schema_lock
 
 # `json`, not `jsonb`: jsonb refuses "\u0000", and a view must accept every recorded event.
 _TYPES = {"json": sql.SQL("json"), "ts": sql.SQL("timestamptz")}
@@ -60,7 +61,8 @@ class PostgresView(PostgresTrackingRecorder, SqlView):
         return composed
 
     def setup(self) -> None:
-        self.create_table()
+        with schema_lock(self.datastore):
+            self.create_table()
 
     def position(self) -> int:
         return self.max_tracking_id(self.application_name) or 0

@@ -8,13 +8,25 @@ subscribers) and is called in autocommit with four plain arrays.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.persistence import (
+    AggregateRecorder,
+    ApplicationRecorder,
+    InterfaceError,
+    OperationalError,
+    StoredEvent,
+)
+from eventsourcing.postgres import (
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+    PostgresFactory,
+    TPostgresTrackingRecorder,
+)
 from eventsourcing.utils import retry
-from psycopg.sql import SQL, Identifier, Literal
+from psycopg.sql import SQL, Identifier
 
 
 class InterlockPostgresRecorder(PostgresApplicationRecorder):
@@ -31,13 +43,6 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
             "channel": Identifier(self.channel_name),
             "id_type": Identifier(self.datastore.originator_id_type),
         }
-        # Serialise concurrent start-ups: CREATE OR REPLACE FUNCTION races otherwise.
-        self.sql_create_statements.insert(
-            0,
-            SQL("SELECT pg_advisory_xact_lock(hashtext({0}))").format(
-                Literal(f"{self.datastore.schema}.{function}")
-            ),
-        )
         self.sql_create_statements.append(
             SQL(
                 "CREATE OR REPLACE FUNCTION {schema}.{fn}("
@@ -66,3 +71,39 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self.append_statement, params, prepare=True)
             return [row[next(iter(row))] for row in curs.fetchall()]
+
+
+@contextmanager
+def schema_lock(datastore: PostgresDatastore) -> Iterator[None]:
+    """Hold a session advisory lock while tables, types and functions are created.
+
+    Processes starting together on a fresh schema otherwise race on CREATE TYPE and
+    CREATE TABLE (a unique violation in pg_type) and on CREATE OR REPLACE FUNCTION.
+    """
+    key = f"interlock-ddl:{datastore.schema}"
+    with datastore.get_connection() as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+
+
+class InterlockPostgresFactory(PostgresFactory):
+    """The library's factory with the one-round-trip recorder and serialised DDL."""
+
+    application_recorder_class = InterlockPostgresRecorder
+
+    def application_recorder(self) -> ApplicationRecorder:
+        with schema_lock(self.datastore):
+            return super().application_recorder()
+
+    def aggregate_recorder(self, purpose: str = "events") -> AggregateRecorder:
+        with schema_lock(self.datastore):
+            return super().aggregate_recorder(purpose)
+
+    def tracking_recorder(
+        self, tracking_recorder_class: type[TPostgresTrackingRecorder] | None = None
+    ) -> TPostgresTrackingRecorder:
+        with schema_lock(self.datastore):
+            return super().tracking_recorder(tracking_recorder_class)
