@@ -104,28 +104,25 @@ class InterruptNameMismatchError(ResumeError):
         )
 
 
-class InvalidToolOutputError(ResumeError):
+class _SchemaRefusal(ResumeError):
+    """A value the client gave fails a tool's schema; `errors` lists where and why."""
+
+    template: ClassVar[str]
+
+    def __init__(self, ref: str, tool: str, errors: list[dict[str, Any]]) -> None:
+        super().__init__(
+            self.template.format(tool=tool, ref=ref), ref=ref, tool=tool, errors=errors
+        )
+
+
+class InvalidToolOutputError(_SchemaRefusal):
     code = "invalid_tool_output"
-
-    def __init__(self, ref: str, tool: str, errors: list[dict[str, Any]]) -> None:
-        super().__init__(
-            f"output for {tool!r} (ref {ref!r}) fails its output schema",
-            ref=ref,
-            tool=tool,
-            errors=errors,
-        )
+    template = "output for {tool!r} (ref {ref!r}) fails its output schema"
 
 
-class InvalidToolInputError(ResumeError):
+class InvalidToolInputError(_SchemaRefusal):
     code = "invalid_tool_input"
-
-    def __init__(self, ref: str, tool: str, errors: list[dict[str, Any]]) -> None:
-        super().__init__(
-            f"replace_input for {tool!r} (ref {ref!r}) fails its input schema",
-            ref=ref,
-            tool=tool,
-            errors=errors,
-        )
+    template = "replace_input for {tool!r} (ref {ref!r}) fails its input schema"
 
 
 class InterruptNotPendingError(ResumeError):
