@@ -135,4 +135,10 @@ class ReadModels(Protocol):
     def is_current(self) -> bool:
         """True when every view has processed the last recorded event."""
 
+    def lag(self) -> int:
+        """How many recorded events some view has not processed yet."""
+
+    def stopped(self) -> bool:
+        """True when the views stopped on an event they could not apply."""
+
     def close(self) -> None: ...

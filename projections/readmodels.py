@@ -110,8 +110,14 @@ class SqlReadModels:
         return [r.apply(events, p, upto) for r, p in zip(self.runners, positions, strict=True)]
 
     def is_current(self) -> bool:
+        return self.lag() == 0
+
+    def lag(self) -> int:
         head = self.app.recorder.max_notification_id() or 0
-        return min(self.positions().values()) >= head
+        return max(0, head - min(self.positions().values()))
+
+    def stopped(self) -> bool:
+        return self._live is not None and self._live.error is not None
 
     def wait(self, position: int | None, timeout: float = 5.0) -> None:
         if position is None:
@@ -178,6 +184,10 @@ class LiveRunner:
                 # Woken by a commit: let its writer answer first and gather the commits
                 # that follow, unless a reader is waiting for the views.
                 self._hurry.wait(COALESCE_SECONDS)
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
 
     def _publish(self, seen: int) -> None:
         with self._changed:

@@ -1,4 +1,4 @@
-"""Liveness (`/healthz`) and readiness (`/readyz`: store reachable, views current)."""
+"""Liveness (`/healthz`) and readiness (`/readyz`: store reachable, views running and close)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from api.deps import ReadModelsDep, ServiceDep
 from api.schemas import Health
 from domain import Interlock
 from projections.interface import ReadModels
+
+# Views a few events behind a busy writer are still serving (lists wait for them);
+# a server catching up a backlog, or whose views stopped, is not.
+READY_LAG = 1000
 
 router = APIRouter(tags=["health"])
 
@@ -37,6 +41,6 @@ def _probe(service: Interlock, views: ReadModels) -> tuple[bool, bool]:
     except PersistenceError:
         return False, False
     try:
-        return True, views.is_current()
+        return True, not views.stopped() and views.lag() <= READY_LAG
     except PersistenceError:
         return True, False

@@ -6,7 +6,7 @@ import pytest
 
 from domain import Interlock, RespondEntry
 from domain.errors import InvalidRequestError
-from projections import open_read_models
+from projections import open_read_models, open_views
 from projections.interface import DecisionFilter, InboxFilter
 from tests.kit import call, make_app, run, say
 
@@ -53,4 +53,18 @@ def test_a_nul_in_a_filter_is_refused(store: str) -> None:
             assert read.decisions(DecisionFilter(actor="x\x00")).items == []
     finally:
         read.close()
+        app.close()
+
+
+def test_lag_counts_what_the_views_have_not_seen(store: str) -> None:
+    app, _, _ = make_app(store, [say("hi")])
+    views = open_views(app, store)  # no runner: nothing is applied until asked
+    try:
+        chat = app.start_chat("ops", actor="alice")
+        run(app.send(chat.id, "hello", actor="alice"))
+        assert views.lag() == 4 and not views.is_current() and not views.stopped()
+        views.catch_up()
+        assert views.lag() == 0 and views.is_current()
+    finally:
+        views.close()
         app.close()
