@@ -24,7 +24,7 @@ from domain.errors import (
     TurnInProgressError,
     UnknownAgentError,
 )
-from domain.events import ChatEvent, TurnFinished, now
+from domain.events import ChatEvent, ChatStarted, TurnFinished, now
 from domain.models import Model
 from domain.persistence import PydanticMapper, Sealer, store_env
 from domain.results import TurnResult
@@ -89,8 +89,6 @@ class Interlock(Application[UUID]):
         tenant: str | None = None,
         emit: Emit | None = None,
     ) -> TurnResult:
-        if not text.strip():
-            raise InvalidRequestError("message text is empty")
         chat = self.get_chat(chat_id, tenant=tenant)
         since = len(chat.state.messages)
         chat.send_message(text, actor=actor)
@@ -111,16 +109,13 @@ class Interlock(Application[UUID]):
 
         With `idempotency_key`, a repeat of the same body answers the first result.
         """
-        check_entries(respond, restart)  # before hashing: the body must be encodable
         chat = self.get_chat(chat_id, tenant=tenant)
-        body_sha = sha256_hex(
-            {
-                "respond": [e.model_dump(mode="json") for e in respond],
-                "restart": [e.model_dump(mode="json") for e in restart],
-            }
-        )
-        if idempotency_key is not None and idempotency_key in chat.state.resume_keys:
-            return self._first_answer(chat, idempotency_key, body_sha)
+        body_sha = None
+        if idempotency_key is not None:
+            check_entries(respond, restart)  # before hashing: the body must be encodable
+            body_sha = _body_sha256(respond, restart)
+            if idempotency_key in chat.state.resume_keys:
+                return self._first_answer(chat, idempotency_key, body_sha)
         since = len(chat.state.messages)
         chat.resume(
             respond,
@@ -182,13 +177,18 @@ class Interlock(Application[UUID]):
         if version is not None and chat.version < version:
             raise InvalidRequestError(
                 f"chat {chat_id} has {chat.version} events; there is no version {version}",
-                version=version, latest=chat.version,
+                version=version,
+                latest=chat.version,
             )
         return chat
 
     def chat_events(self, chat_id: UUID, *, tenant: str | None = None) -> list[ChatEvent]:
-        self.get_chat(chat_id, version=1, tenant=tenant)
-        return list(self.events.get(chat_id))  # type: ignore[arg-type]
+        """The chat's log, read once; its first event says whose chat it is."""
+        events: list[ChatEvent] = list(self.events.get(chat_id))  # type: ignore[arg-type]
+        started = events[0] if events else None
+        if not isinstance(started, ChatStarted) or tenant not in (None, started.tenant):
+            raise ChatNotFoundError(chat_id)
+        return events
 
     # -- persistence -------------------------------------------------------------------------
 
@@ -214,11 +214,22 @@ class Interlock(Application[UUID]):
         return recordings[-1].notification.id if recordings else None
 
 
+def _body_sha256(respond: Sequence[RespondEntry], restart: Sequence[RestartEntry]) -> str:
+    return sha256_hex(
+        {
+            "respond": [e.model_dump(mode="json") for e in respond],
+            "restart": [e.model_dump(mode="json") for e in restart],
+        }
+    )
+
+
 def _secret(given: bytes | None, store: str) -> bytes:
     secret = given or os.environ.get("INTERLOCK_SECRET", "").encode()
     if not secret and not store.startswith("memory"):
-        log.warning("INTERLOCK_SECRET is not set: the event chain is keyed with the public "
-                    "dev secret, so it proves nothing against someone who can write the store")
+        log.warning(
+            "INTERLOCK_SECRET is not set: the event chain is keyed with the public "
+            "dev secret, so it proves nothing against someone who can write the store"
+        )
     return secret or DEV_SECRET
 
 

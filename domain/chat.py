@@ -21,7 +21,12 @@ from domain.decisions import (
     respond_decision,
     restart_decision,
 )
-from domain.errors import NothingToRetryError, PendingInterruptsError, TurnInProgressError
+from domain.errors import (
+    InvalidRequestError,
+    NothingToRetryError,
+    PendingInterruptsError,
+    TurnInProgressError,
+)
 from domain.jsonsafe import check_json
 from domain.messages import Message, Part
 from domain.state import ChatState, ToolCall
@@ -89,6 +94,8 @@ class Chat:
         return chat
 
     def send_message(self, text: str, *, actor: str) -> None:
+        if not text.strip():
+            raise InvalidRequestError("message text is empty")
         check_json(text, "text")
         self._check_accepts_message()
         self._trigger(ev.UserMessageSent, text=text, actor=actor)
