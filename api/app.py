@@ -8,13 +8,13 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api import errors
-from api.auth import AuthConfig
-from api.limits import BodyLimit
-from api.routers import agents, chats, decisions, health, interrupts
-from api.streaming import TurnStreams
-from domain import Interlock
-from projections.interface import ReadModels
+from interlock.api import errors
+from interlock.api.auth import AuthConfig
+from interlock.api.limits import BodyLimit
+from interlock.api.routers import agents, chats, decisions, health, interrupts
+from interlock.api.streaming import TurnStreams
+from interlock.domain import Interlock
+from interlock.projections.interface import ReadModels
 
 log = logging.getLogger("interlock.api")
 MAX_BODY = 1 << 20

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from domain.errors import ForbiddenError, InvalidRequestError, UnauthenticatedError
+from interlock.domain.errors import ForbiddenError, InvalidRequestError, UnauthenticatedError
 
 Role = Literal["requester", "approver", "auditor", "admin"]
 ALL_ROLES: frozenset[Role] = frozenset({"requester", "approver", "auditor", "admin"})

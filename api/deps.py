@@ -8,11 +8,11 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from api.auth import AuthConfig, Principal, Role
-from api.errors import ViewsBehindError
-from api.streaming import TurnStreams
-from domain import Interlock
-from projections.interface import ReadModels
+from interlock.api.auth import AuthConfig, Principal, Role
+from interlock.api.errors import ViewsBehindError
+from interlock.api.streaming import TurnStreams
+from interlock.domain import Interlock
+from interlock.projections.interface import ReadModels
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`")
 

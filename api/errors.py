@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from domain.errors import InterlockError, InvalidRequestError
+from interlock.domain.errors import InterlockError, InvalidRequestError
 
 log = logging.getLogger("interlock.api")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import PayloadTooLargeError, error_response
+from interlock.api.errors import PayloadTooLargeError, error_response
 
 
 class BodyLimit:

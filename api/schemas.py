@@ -7,8 +7,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
 
-from domain import Agent, Chat, Interrupt, Message, RespondEntry, RestartEntry, Tool, TurnResult
-from domain.events import ChatEvent
+from interlock.domain import (
+    Agent,
+    Chat,
+    Interrupt,
+    Message,
+    RespondEntry,
+    RestartEntry,
+    Tool,
+    TurnResult,
+)
+from interlock.domain.events import ChatEvent
 
 MAX_TEXT = 100_000
 MAX_ENTRIES = 100

@@ -10,9 +10,9 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from api.errors import describe
-from domain import StreamEvent, TurnResult
-from domain.turns import Emit
+from interlock.api.errors import describe
+from interlock.domain import StreamEvent, TurnResult
+from interlock.domain.turns import Emit
 
 log = logging.getLogger("interlock.api")
 Turn = Callable[[Emit | None], Coroutine[Any, Any, TurnResult]]

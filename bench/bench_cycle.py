@@ -22,9 +22,9 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate
 
 from bench.common import scratch_schema
-from domain import Interlock, RespondEntry
-from domain.persistence import store_env
-from examples.banking import AGENTS
+from interlock.domain import Interlock, RespondEntry
+from interlock.domain.persistence import store_env
+from interlock.examples.banking import AGENTS
 
 
 class Counter(Aggregate):

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 import httpx
 
 from bench.common import scratch_schema
-from domain import Interlock, RespondEntry
-from examples.banking import AGENTS
-from projections import open_read_models
+from interlock.domain import Interlock, RespondEntry
+from interlock.examples.banking import AGENTS
+from interlock.projections import open_read_models
 
 TEXT = "Transfer $100 to savings."
 APPROVE = {"approved": True}
@@ -55,7 +55,7 @@ def pct(values: list[float], q: float) -> float:
 @contextmanager
 def serve(store: str) -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve", "--port", "0", "--store", store],
+        [sys.executable, "-m", "interlock.cli.main", "serve", "--port", "0", "--store", store],
         env={**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_KEYS": ""},
         stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None

@@ -18,10 +18,10 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import scratch_schema
-from domain import Chat, Interlock, Message, Part, RespondEntry, ToolRequest
-from examples.banking import banking
-from projections import SqlReadModels, open_views
-from projections.interface import DecisionFilter, InboxFilter
+from interlock.domain import Chat, Interlock, Message, Part, RespondEntry, ToolRequest
+from interlock.examples.banking import banking
+from interlock.projections import SqlReadModels, open_views
+from interlock.projections.interface import DecisionFilter, InboxFilter
 
 
 def _chat(i: int) -> Chat:

@@ -16,8 +16,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_projections import make_log, scratch_schema
 
-from domain import Interlock
-from domain.integrity import Verifier
+from interlock.domain import Interlock
+from interlock.domain.integrity import Verifier
 
 
 def bench(store: str, events: int) -> None:

@@ -1,13 +1,19 @@
 """Interlock's domain: the Chat aggregate, the turn loop and the authoring API."""
 
-from domain.agent import Agent
-from domain.application import Interlock
-from domain.chat import Chat
-from domain.decisions import RespondEntry, RestartEntry
-from domain.messages import Message, Part, ToolRequest, ToolResponse
-from domain.models import FunctionModel, ModelRequest, ModelResponse, ToolDefinition, Usage
-from domain.results import Interrupt, StreamEvent, TurnResult
-from domain.tools import Tool, ToolContext, tool
+from interlock.domain.agent import Agent
+from interlock.domain.application import Interlock
+from interlock.domain.chat import Chat
+from interlock.domain.decisions import RespondEntry, RestartEntry
+from interlock.domain.messages import Message, Part, ToolRequest, ToolResponse
+from interlock.domain.models import (
+    FunctionModel,
+    ModelRequest,
+    ModelResponse,
+    ToolDefinition,
+    Usage,
+)
+from interlock.domain.results import Interrupt, StreamEvent, TurnResult
+from interlock.domain.tools import Tool, ToolContext, tool
 
 __all__ = [
     "Agent",

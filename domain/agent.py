@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from domain.models import Model, ToolDefinition
-from domain.tools import Tool
+from interlock.domain.models import Model, ToolDefinition
+from interlock.domain.tools import Tool
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, Mapper, Recording, Transcoder
 
-from domain.agent import Agent
-from domain.canonical import sha256_hex
-from domain.chat import Chat
-from domain.decisions import RespondEntry, RestartEntry, check_entries
-from domain.errors import (
+from interlock.domain.agent import Agent
+from interlock.domain.canonical import sha256_hex
+from interlock.domain.chat import Chat
+from interlock.domain.decisions import RespondEntry, RestartEntry, check_entries
+from interlock.domain.errors import (
     ChatNotFoundError,
     ConcurrencyError,
     IdempotencyKeyReusedError,
@@ -24,11 +24,11 @@ from domain.errors import (
     TurnInProgressError,
     UnknownAgentError,
 )
-from domain.events import ChatEvent, ChatStarted, TurnFinished, now
-from domain.models import Model
-from domain.persistence import PydanticMapper, Sealer, store_env
-from domain.results import TurnResult
-from domain.turns import Emit, TurnRunner
+from interlock.domain.events import ChatEvent, ChatStarted, TurnFinished, now
+from interlock.domain.models import Model
+from interlock.domain.persistence import PydanticMapper, Sealer, store_env
+from interlock.domain.results import TurnResult
+from interlock.domain.turns import Emit, TurnRunner
 
 DEV_SECRET = b"interlock-dev-secret-change-me"
 log = logging.getLogger("interlock")

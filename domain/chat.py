@@ -10,8 +10,8 @@ from uuid import UUID, uuid4
 
 from eventsourcing.utils import register_topic
 
-from domain import events as ev
-from domain.decisions import (
+from interlock.domain import events as ev
+from interlock.domain.decisions import (
     Entry,
     RespondEntry,
     RestartEntry,
@@ -21,16 +21,16 @@ from domain.decisions import (
     respond_decision,
     restart_decision,
 )
-from domain.errors import (
+from interlock.domain.errors import (
     InvalidRequestError,
     NothingToRetryError,
     PendingInterruptsError,
     TurnInProgressError,
 )
-from domain.jsonsafe import check_json
-from domain.messages import Message, Part
-from domain.state import ChatState, ToolCall
-from domain.tools import Tool
+from interlock.domain.jsonsafe import check_json
+from interlock.domain.messages import Message, Part
+from interlock.domain.state import ChatState, ToolCall
+from interlock.domain.tools import Tool
 
 _PLAIN_REF = re.compile(r"[\w.:\-]{1,80}")
 Signer = Callable[[str | None, ev.ChatEvent], str]

@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from domain import events as ev
-from domain.canonical import sha256_hex
-from domain.errors import (
+from interlock.domain import events as ev
+from interlock.domain.canonical import sha256_hex
+from interlock.domain.errors import (
     DuplicateRefError,
     EmptyResumeError,
     ForbiddenError,
@@ -20,9 +20,9 @@ from domain.errors import (
     StaleInterruptError,
     UnknownInterruptError,
 )
-from domain.jsonsafe import check_json
-from domain.state import ToolCall
-from domain.tools import SchemaError, Tool
+from interlock.domain.jsonsafe import check_json
+from interlock.domain.state import ToolCall
+from interlock.domain.tools import SchemaError, Tool
 
 SHA256_HEX = r"^[0-9a-f]{64}$"
 Decision = tuple[type[ev.ChatEvent], dict[str, Any]]

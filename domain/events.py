@@ -16,11 +16,11 @@ from eventsourcing.domain import OriginatorVersionError
 from eventsourcing.utils import register_topic
 from pydantic import BaseModel, ConfigDict
 
-from domain.messages import Message, text_message
-from domain.state import ChatState, ChatStatus, ToolCall
+from interlock.domain.messages import Message, text_message
+from interlock.domain.state import ChatState, ChatStatus, ToolCall
 
 if TYPE_CHECKING:
-    from domain.chat import Chat
+    from interlock.domain.chat import Chat
 
 FinishReason = Literal["stop", "interrupted", "max_turns", "failed"]
 _STATUS_AFTER: dict[str, ChatStatus] = {
@@ -74,7 +74,7 @@ class ChatStarted(ChatEvent):
     metadata: dict[str, Any] = {}
 
     def mutate(self, chat: Chat | None) -> Chat:
-        from domain.chat import Chat  # the aggregate module imports this one
+        from interlock.domain.chat import Chat  # the aggregate module imports this one
 
         state = ChatState(
             agent=self.agent,
@@ -249,7 +249,7 @@ class ChatSnapshot(BaseModel):
         )
 
     def mutate(self, _: Chat | None) -> Chat:
-        from domain.chat import Chat
+        from interlock.domain.chat import Chat
 
         return Chat(self.originator_id, self.originator_version, self.state)
 

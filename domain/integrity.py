@@ -17,7 +17,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification, StoredEvent
 
-from domain.persistence import Sealer
+from interlock.domain.persistence import Sealer
 
 _PAGE = 2000
 

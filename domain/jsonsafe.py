@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from domain.errors import InvalidRequestError
+from interlock.domain.errors import InvalidRequestError
 
 MAX_DEPTH = 64
 

@@ -8,8 +8,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from domain.errors import ModelError
-from domain.messages import Message
+from interlock.domain.errors import ModelError
+from interlock.domain.messages import Message
 
 
 class ToolDefinition(BaseModel):

@@ -12,9 +12,9 @@ from uuid import UUID
 from eventsourcing.persistence import Mapper, StoredEvent
 from eventsourcing.utils import resolve_topic
 
-from domain.canonical import canonical_json
-from domain.errors import InvalidRequestError
-from domain.events import ChatEvent
+from interlock.domain.canonical import canonical_json
+from interlock.domain.errors import InvalidRequestError
+from interlock.domain.events import ChatEvent
 
 
 class PydanticMapper(Mapper[UUID]):
@@ -93,7 +93,7 @@ def store_env(url: str) -> dict[str, str]:
     if parts.scheme in ("postgresql", "postgres"):
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         return {
-            "PERSISTENCE_MODULE": "stores.postgres:InterlockPostgresFactory",
+            "PERSISTENCE_MODULE": "interlock.stores.postgres:InterlockPostgresFactory",
             "POSTGRES_DBNAME": parts.path.removeprefix("/") or "postgres",
             "POSTGRES_HOST": parts.hostname or "127.0.0.1",
             "POSTGRES_PORT": str(parts.port or 5432),

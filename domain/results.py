@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from domain.canonical import sha256_hex
-from domain.chat import Chat
-from domain.messages import Message
-from domain.state import ToolCall
+from interlock.domain.canonical import sha256_hex
+from interlock.domain.chat import Chat
+from interlock.domain.messages import Message
+from interlock.domain.state import ToolCall
 
 
 class Interrupt(BaseModel):

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from domain.messages import Message, Part, ToolResponse
+from interlock.domain.messages import Message, Part, ToolResponse
 
 ChatStatus = Literal["idle", "running", "interrupted", "failed"]
 CallStatus = Literal["requested", "completed", "failed", "interrupted", "responded", "restarted"]

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from domain.models import ToolDefinition
+from interlock.domain.models import ToolDefinition
 
 
 class ToolInterrupt(Exception):

@@ -6,18 +6,18 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from domain.agent import Agent
-from domain.chat import Chat
-from domain.errors import ModelError
-from domain.jsonsafe import UnsafeJsonError, check_json
-from domain.messages import Message, text_message
-from domain.models import Model, ModelChunk, ModelRequest
-from domain.results import StreamEvent, TurnResult
-from domain.state import ToolCall
-from domain.tools import SchemaError, ToolContext, ToolInterrupt
+from interlock.domain.agent import Agent
+from interlock.domain.chat import Chat
+from interlock.domain.errors import ModelError
+from interlock.domain.jsonsafe import UnsafeJsonError, check_json
+from interlock.domain.messages import Message, text_message
+from interlock.domain.models import Model, ModelChunk, ModelRequest
+from interlock.domain.results import StreamEvent, TurnResult
+from interlock.domain.state import ToolCall
+from interlock.domain.tools import SchemaError, ToolContext, ToolInterrupt
 
 if TYPE_CHECKING:
-    from domain.application import Interlock
+    from interlock.domain.application import Interlock
 
 Emit = Callable[[StreamEvent], Awaitable[None]]
 Outcome = tuple[Literal["completed", "failed", "interrupted"], Any]

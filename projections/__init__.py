@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from domain.persistence import store_env
-from projections.interface import ReadModels
-from projections.readmodels import SqlReadModels, Views
+from interlock.domain.persistence import store_env
+from interlock.projections.interface import ReadModels
+from interlock.projections.readmodels import SqlReadModels, Views
 
 if TYPE_CHECKING:
-    from domain import Interlock
+    from interlock.domain import Interlock
 
 __all__ = ["ReadModels", "SqlReadModels", "open_read_models", "open_views"]
 
@@ -19,11 +19,11 @@ def open_views(app: Interlock, store: str) -> SqlReadModels:
     """The views of `app`'s store (created if missing), not yet kept current."""
     scheme = urlsplit(store).scheme
     if scheme in ("postgresql", "postgres"):
-        from projections.postgres import postgres_views
+        from interlock.projections.postgres import postgres_views
 
         views: Views = postgres_views(app.recorder.datastore, app.name)  # type: ignore[attr-defined]
         return SqlReadModels(app, views)
-    from projections.sqlite import SQLiteDb, sqlite_views
+    from interlock.projections.sqlite import SQLiteDb, sqlite_views
 
     path = ":memory:" if scheme == "memory" else store_env(store)["SQLITE_DBNAME"]
     db = SQLiteDb(path)

@@ -8,8 +8,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from domain.errors import InvalidRequestError
-from projections.views import Key
+from interlock.domain.errors import InvalidRequestError
+from interlock.projections.views import Key
 
 
 def encode(key: Key) -> str:

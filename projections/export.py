@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Literal
 
-from projections.interface import DecisionRow, Page
+from interlock.projections.interface import DecisionRow, Page
 
 FIELDS = tuple(DecisionRow.model_fields)
 _JSON_FIELDS = frozenset({"original_input", "replaced_input", "output", "resumed_metadata"})

@@ -12,10 +12,16 @@ from psycopg import Cursor, sql
 from psycopg.rows import DictRow
 from psycopg.types.json import Json
 
-from domain.errors import InvalidRequestError
-from projections.sqlviews import Row, SqlChatsView, SqlDecisionsView, SqlInboxView, SqlView
-from projections.views import PositionConflictError
-from stores.postgres import schema_lock
+from interlock.domain.errors import InvalidRequestError
+from interlock.projections.sqlviews import (
+    Row,
+    SqlChatsView,
+    SqlDecisionsView,
+    SqlInboxView,
+    SqlView,
+)
+from interlock.projections.views import PositionConflictError
+from interlock.stores.postgres import schema_lock
 
 # `json`, not `jsonb`: jsonb refuses "\u0000", and a view must accept every recorded event.
 _TYPES = {"json": sql.SQL("json"), "ts": sql.SQL("timestamptz")}

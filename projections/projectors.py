@@ -12,7 +12,7 @@ from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
-from domain.events import (
+from interlock.domain.events import (
     ChatEvent,
     ChatStarted,
     Interrupted,
@@ -23,7 +23,7 @@ from domain.events import (
     TurnRetried,
     UserMessageSent,
 )
-from projections.views import ChatsView, Decided, DecisionsView, InboxView
+from interlock.projections.views import ChatsView, Decided, DecisionsView, InboxView
 
 _STATUS_AFTER = {"stop": "idle", "max_turns": "idle", "interrupted": "interrupted",
                  "failed": "failed"}

@@ -11,8 +11,8 @@ from typing import Any, Literal, TypeVar
 from eventsourcing.application import Application
 from eventsourcing.persistence import Recording
 
-from projections import cursors, export
-from projections.interface import (
+from interlock.projections import cursors, export
+from interlock.projections.interface import (
     ChatFilter,
     ChatSummary,
     DecisionFilter,
@@ -22,9 +22,9 @@ from projections.interface import (
     InboxRow,
     Page,
 )
-from projections.projectors import ChatsProjection, DecisionsProjection, InboxProjection
-from projections.runner import BatchRunner
-from projections.views import ChatsView, DecisionsView, InboxView, Key
+from interlock.projections.projectors import ChatsProjection, DecisionsProjection, InboxProjection
+from interlock.projections.runner import BatchRunner
+from interlock.projections.views import ChatsView, DecisionsView, InboxView, Key
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

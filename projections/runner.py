@@ -9,7 +9,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.projection import Projection
 
-from projections.views import View
+from interlock.projections.views import View
 
 Progress = Callable[[str, int, int], None]  # view name, position, head
 Noted = tuple[int, str, Any]  # notification id, topic, decoded event

@@ -13,9 +13,15 @@ from typing import Any
 
 from eventsourcing.persistence import Tracking
 
-from projections.sqlviews import Row, SqlChatsView, SqlDecisionsView, SqlInboxView, SqlView
-from projections.stats import percentile
-from projections.views import PositionConflictError
+from interlock.projections.sqlviews import (
+    Row,
+    SqlChatsView,
+    SqlDecisionsView,
+    SqlInboxView,
+    SqlView,
+)
+from interlock.projections.stats import percentile
+from interlock.projections.views import PositionConflictError
 
 _PARAM = re.compile(r"%\((\w+)\)s")
 _TYPES = {"json": "text", "ts": "text"}

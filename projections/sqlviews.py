@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
-from projections.interface import (
+from interlock.projections.interface import (
     ChatFilter,
     ChatSummary,
     DecisionFilter,
@@ -21,7 +21,7 @@ from projections.interface import (
     InboxFilter,
     InboxRow,
 )
-from projections.views import ChatsView, Decided, DecisionsView, InboxView, Key, View
+from interlock.projections.views import ChatsView, Decided, DecisionsView, InboxView, Key, View
 
 Row = Mapping[str, Any]
 

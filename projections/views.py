@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 
 from eventsourcing.persistence import IntegrityError, TrackingRecorder
 
-from projections.interface import (
+from interlock.projections.interface import (
     ChatFilter,
     ChatSummary,
     DecisionFilter,

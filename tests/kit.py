@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from domain import (
+from interlock.domain import (
     Agent,
     FunctionModel,
     Interlock,
@@ -21,7 +21,7 @@ from domain import (
     ToolRequest,
     tool,
 )
-from domain.errors import ModelError
+from interlock.domain.errors import ModelError
 
 Step = ModelResponse | Callable[[ModelRequest], ModelResponse] | Exception
 

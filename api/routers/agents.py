@@ -6,10 +6,10 @@ from functools import cache
 
 from fastapi import APIRouter
 
-from api.deps import Reader, ServiceDep
-from api.routers.common import errors
-from api.schemas import AgentList, AgentPublic
-from domain import Interlock
+from interlock.api.deps import Reader, ServiceDep
+from interlock.api.routers.common import errors
+from interlock.api.schemas import AgentList, AgentPublic
+from interlock.domain import Interlock
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 

@@ -8,9 +8,9 @@ from uuid import UUID
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from api.deps import Approver, CurrentViews, Reader, Requester, ServiceDep, StreamsDep
-from api.routers.common import STREAMED, answer_turn, errors
-from api.schemas import (
+from interlock.api.deps import Approver, CurrentViews, Reader, Requester, ServiceDep, StreamsDep
+from interlock.api.routers.common import STREAMED, answer_turn, errors
+from interlock.api.schemas import (
     MAX_LIMIT,
     ChatCreate,
     ChatEvents,
@@ -20,7 +20,7 @@ from api.schemas import (
     ResumeRequest,
     TurnPublic,
 )
-from projections.interface import ChatFilter, ChatSummary, Page
+from interlock.projections.interface import ChatFilter, ChatSummary, Page
 
 router = APIRouter(prefix="/v1/chats", tags=["chats"])
 ChatId = Annotated[UUID, "the chat's id"]

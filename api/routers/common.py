@@ -7,9 +7,9 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from api.schemas import ErrorBody, TurnPublic
-from api.streaming import Turn, TurnStreams
-from domain.errors import ModelError
+from interlock.api.schemas import ErrorBody, TurnPublic
+from interlock.api.streaming import Turn, TurnStreams
+from interlock.domain.errors import ModelError
 
 Responses = dict[int | str, dict[str, Any]]
 

@@ -7,10 +7,10 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query
 
-from api.deps import CurrentViews, Reader
-from api.routers.common import errors
-from api.schemas import MAX_LIMIT, Instant
-from projections.interface import InboxFilter, InboxRow, Page
+from interlock.api.deps import CurrentViews, Reader
+from interlock.api.routers.common import errors
+from interlock.api.schemas import MAX_LIMIT, Instant
+from interlock.projections.interface import InboxFilter, InboxRow, Page
 
 router = APIRouter(prefix="/v1/interrupts", tags=["interrupts"])
 

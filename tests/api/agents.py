@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from domain import (
+from interlock.domain import (
     Agent,
     FunctionModel,
     Message,
@@ -19,7 +19,7 @@ from domain import (
     ToolRequest,
     tool,
 )
-from examples.banking import AGENTS as BANKING
+from interlock.examples.banking import AGENTS as BANKING
 
 
 @dataclass

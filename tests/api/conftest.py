@@ -6,11 +6,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from api.app import create_app
-from api.auth import AuthConfig
-from api.client import Client
-from domain import Interlock
-from projections import open_read_models
+from interlock.api.app import create_app
+from interlock.api.auth import AuthConfig
+from interlock.client import Client
+from interlock.domain import Interlock
+from interlock.projections import open_read_models
 from tests.api.agents import AGENTS
 from tests.api.server import ThreadServer
 

@@ -55,11 +55,11 @@ class ThreadServer:
 
 
 class ServeProcess:
-    """`python -m cli.main serve --port 0 ...`; the URL is read from uvicorn's start line."""
+    """`python -m interlock.cli.main serve --port 0 ...`; the URL is in uvicorn's first line."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve", "--port", "0", *args],
+            [sys.executable, "-m", "interlock.cli.main", "serve", "--port", "0", *args],
             cwd=ROOT, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True,
         )
         assert self.proc.stderr is not None

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from api.auth import AuthConfig, load_auth
-from api.client import ChatNotFoundError, Client, ForbiddenError
-from domain import errors as domain_errors
+from interlock.api.auth import AuthConfig, load_auth
+from interlock.client import ChatNotFoundError, Client, ForbiddenError
+from interlock.domain import errors as domain_errors
 from tests.api.conftest import KEYS, ClientFor
 from tests.api.server import ServeProcess
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from api.client import (
+from interlock.client import (
     Chat,
     ChatNotFoundError,
     Client,

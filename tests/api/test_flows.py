@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.client import AsyncClient, Client, StreamEvent
+from interlock.client import AsyncClient, Client, StreamEvent
 from tests.api.conftest import ClientFor, Live
 
 

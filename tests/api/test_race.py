@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from api.client import Chat, Client, ConflictError, Respond, TurnResult
+from interlock.client import Chat, Client, ConflictError, Respond, TurnResult
 from tests.api.conftest import KEYS
 from tests.api.server import ServeProcess
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from eventsourcing.persistence import Recording
 
-from api.client import Client
+from interlock.client import Client
 from tests.api.agents import GATES, Gate
 from tests.api.conftest import ClientFor, Live
 

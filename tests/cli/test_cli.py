@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli.main import main
+from interlock.cli.main import main
 
 
 def test_demo_plays_the_seed_flow_unattended(capsys: pytest.CaptureFixture[str]) -> None:

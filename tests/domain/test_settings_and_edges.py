@@ -7,9 +7,9 @@ from uuid import uuid4
 
 import pytest
 
-from domain import FunctionModel, ModelRequest
-from domain.errors import ChatNotFoundError, InvalidRequestError, ModelError
-from domain.persistence import store_env
+from interlock.domain import FunctionModel, ModelRequest
+from interlock.domain.errors import ChatNotFoundError, InvalidRequestError, ModelError
+from interlock.domain.persistence import store_env
 from tests.kit import make_app, run, say
 
 

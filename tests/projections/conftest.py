@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from domain import Interlock
-from projections import SqlReadModels, open_read_models
+from interlock.domain import Interlock
+from interlock.projections import SqlReadModels, open_read_models
 from tests.projections.flows import app_for
 
 

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from domain import (
+from interlock.domain import (
     Agent,
     FunctionModel,
     Interlock,
@@ -21,9 +21,9 @@ from domain import (
     ToolRequest,
     tool,
 )
-from domain.events import Responded, Restarted
-from examples.banking import banking
-from projections.interface import ChatSummary, DecisionRow, InboxRow
+from interlock.domain.events import Responded, Restarted
+from interlock.examples.banking import banking
+from interlock.projections.interface import ChatSummary, DecisionRow, InboxRow
 
 
 class DeployInput(BaseModel):

@@ -13,7 +13,7 @@ from uuid import UUID
 import psycopg
 from psycopg import sql
 
-from domain.persistence import Sealer
+from interlock.domain.persistence import Sealer
 from tests.conftest import PG_URL
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from domain import Interlock, RespondEntry
-from domain.errors import InvalidRequestError
-from projections import open_read_models, open_views
-from projections.interface import DecisionFilter, InboxFilter
+from interlock.domain import Interlock, RespondEntry
+from interlock.domain.errors import InvalidRequestError
+from interlock.projections import open_read_models, open_views
+from interlock.projections.interface import DecisionFilter, InboxFilter
 from tests.kit import call, make_app, run, say
 
 

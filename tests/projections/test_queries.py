@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from domain import Interlock
-from domain.errors import InvalidRequestError
-from projections import SqlReadModels, export
-from projections.interface import ChatFilter, DecisionFilter, DecisionRow, InboxFilter
+from interlock.domain import Interlock
+from interlock.domain.errors import InvalidRequestError
+from interlock.projections import SqlReadModels, export
+from interlock.projections.interface import ChatFilter, DecisionFilter, DecisionRow, InboxFilter
 from tests.projections.flows import seed
 
 pytestmark = pytest.mark.anyio

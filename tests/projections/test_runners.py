@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from domain import Interlock
-from projections import SqlReadModels, open_views
-from projections.views import PositionConflictError
+from interlock.domain import Interlock
+from interlock.projections import SqlReadModels, open_views
+from interlock.projections.views import PositionConflictError
 from tests.projections.conftest import dumps
 from tests.projections.flows import banking_flows, seed
 
@@ -56,7 +56,7 @@ async def test_two_runners_of_one_view_cannot_both_write(app: Interlock, store: 
 
 
 def _cli(store: str, *args: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "cli.main", "projections", *args, "--store", store]
+    cmd = [sys.executable, "-m", "interlock.cli.main", "projections", *args, "--store", store]
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
 

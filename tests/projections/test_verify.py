@@ -7,8 +7,8 @@ from uuid import UUID
 
 import pytest
 
-from cli.main import main
-from domain import Interlock
+from interlock.cli.main import main
+from interlock.domain import Interlock
 from tests.projections.flows import banking_flows
 from tests.projections.tamper import EventsTable
 

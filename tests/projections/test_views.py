@@ -6,10 +6,10 @@ from uuid import UUID
 
 import pytest
 
-from domain import Interlock, RespondEntry, RestartEntry
-from domain.errors import InterlockError
-from projections import SqlReadModels
-from projections.interface import ChatFilter, DecisionFilter, InboxFilter
+from interlock.domain import Interlock, RespondEntry, RestartEntry
+from interlock.domain.errors import InterlockError
+from interlock.projections import SqlReadModels
+from interlock.projections.interface import ChatFilter, DecisionFilter, InboxFilter
 from tests.projections.conftest import dumps
 from tests.projections.flows import (
     expected_chats,

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from domain import Agent, Interlock
-from examples.banking import banking
-from providers import AnthropicModel, OpenAIModel, RetryPolicy
+from interlock.domain import Agent, Interlock
+from interlock.examples.banking import banking
+from interlock.providers import AnthropicModel, OpenAIModel, RetryPolicy
 from tests.providers.fake_anthropic import FakeAnthropic
 from tests.providers.fake_openai import FakeOpenAI
 from tests.providers.fakes import FakeProvider

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, TypeVar
 from uuid import UUID
 
-from domain import Interlock, StreamEvent
-from domain.events import ChatEvent
+from interlock.domain import Interlock, StreamEvent
+from interlock.domain.events import ChatEvent
 
 E = TypeVar("E", bound=ChatEvent)
 

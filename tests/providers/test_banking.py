@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from domain import RespondEntry
-from domain.events import ModelResponded
-from examples.banking import LEDGER, TransferInput, UserApprovalInput, banking
+from interlock.domain import RespondEntry
+from interlock.domain.events import ModelResponded
+from interlock.examples.banking import LEDGER, TransferInput, UserApprovalInput, banking
 from tests.providers.conftest import Wire
 from tests.providers.fakes import Call, Reply
 from tests.providers.helpers import Collected, events_of

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from domain import StreamEvent
-from domain.errors import ModelError
-from domain.events import ModelResponded
-from domain.messages import text_message
-from domain.models import ChunkSink, ModelChunk, ModelRequest
-from examples.banking import LEDGER, banking
-from providers import RetryPolicy
+from interlock.domain import StreamEvent
+from interlock.domain.errors import ModelError
+from interlock.domain.events import ModelResponded
+from interlock.domain.messages import text_message
+from interlock.domain.models import ChunkSink, ModelChunk, ModelRequest
+from interlock.examples.banking import LEDGER, banking
+from interlock.providers import RetryPolicy
 from tests.providers.conftest import Wire, make_model
 from tests.providers.fakes import Broken, Call, Failure, Reply, Slow
 from tests.providers.helpers import Collected, event_types, events_of

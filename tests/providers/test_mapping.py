@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.messages import Message, Part, ToolRequest, ToolResponse, text_message
-from domain.models import ToolDefinition
-from providers import anthropic_wire, openai_wire
-from providers.wire import INVALID_JSON, parse_arguments, split_system
+from interlock.domain.messages import Message, Part, ToolRequest, ToolResponse, text_message
+from interlock.domain.models import ToolDefinition
+from interlock.providers import anthropic_wire, openai_wire
+from interlock.providers.wire import INVALID_JSON, parse_arguments, split_system
 
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"amount": {"type": "number"}},
                           "required": ["amount"]}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from domain import Agent, Interlock
-from domain.models import Model
-from examples.banking import banking
-from providers import (
+from interlock.domain import Agent, Interlock
+from interlock.domain.models import Model
+from interlock.examples.banking import banking
+from interlock.providers import (
     OLLAMA_BASE_URL,
     AnthropicModel,
     OpenAIModel,

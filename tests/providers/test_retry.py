@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from domain.errors import ModelError
-from providers.retry import Fault, RetryPolicy, call_with_retries, retry_after, status_fault
+from interlock.domain.errors import ModelError
+from interlock.providers.retry import (
+    Fault,
+    RetryPolicy,
+    call_with_retries,
+    retry_after,
+    status_fault,
+)
 
 pytestmark = pytest.mark.anyio
 INSTANT = RetryPolicy(attempts=3, base_delay=0.0, max_delay=0.0)

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from domain import RestartEntry
-from domain.events import ToolFailed, ToolRequested
-from examples.banking import LEDGER, banking
-from providers.wire import INVALID_JSON
+from interlock.domain import RestartEntry
+from interlock.domain.events import ToolFailed, ToolRequested
+from interlock.examples.banking import LEDGER, banking
+from interlock.providers.wire import INVALID_JSON
 from tests.providers.conftest import Wire, make_model
 from tests.providers.fake_openai import FakeOpenAI
 from tests.providers.fakes import Call, Reply

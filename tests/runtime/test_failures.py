@@ -7,8 +7,8 @@ from uuid import UUID
 
 import pytest
 
-from domain import Agent, FunctionModel, Interlock, RespondEntry, ToolContext, tool
-from domain.errors import IdempotencyKeyReusedError, NothingToRetryError
+from interlock.domain import Agent, FunctionModel, Interlock, RespondEntry, ToolContext, tool
+from interlock.domain.errors import IdempotencyKeyReusedError, NothingToRetryError
 from tests.kit import LookupInput, Script, call, make_app, run, say
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from domain import Interlock, RespondEntry, RestartEntry
-from examples.banking import AGENTS, LEDGER
+from interlock.domain import Interlock, RespondEntry, RestartEntry
+from interlock.examples.banking import AGENTS, LEDGER
 from tests.kit import call, make_app, run, say
 
 

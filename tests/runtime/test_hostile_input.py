@@ -6,8 +6,16 @@ from typing import Any
 
 import pytest
 
-from domain import Agent, FunctionModel, Interlock, RespondEntry, RestartEntry, ToolContext, tool
-from domain.errors import InvalidRequestError
+from interlock.domain import (
+    Agent,
+    FunctionModel,
+    Interlock,
+    RespondEntry,
+    RestartEntry,
+    ToolContext,
+    tool,
+)
+from interlock.domain.errors import InvalidRequestError
 from tests.kit import LookupInput, Script, call, make_app, run, say
 
 

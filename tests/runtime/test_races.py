@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from domain import Interlock, ModelRequest, ModelResponse, RespondEntry
-from domain.errors import ConcurrencyError, InterlockError
+from interlock.domain import Interlock, ModelRequest, ModelResponse, RespondEntry
+from interlock.domain.errors import ConcurrencyError, InterlockError
 from tests.kit import call, make_app, run, say
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from domain import Interlock, RespondEntry, RestartEntry
-from domain.errors import (
+from interlock.domain import Interlock, RespondEntry, RestartEntry
+from interlock.domain.errors import (
     DuplicateRefError,
     EmptyResumeError,
     ForbiddenError,
@@ -21,7 +21,7 @@ from domain.errors import (
     TurnInProgressError,
     UnknownInterruptError,
 )
-from domain.results import Interrupt
+from interlock.domain.results import Interrupt
 from tests.kit import call, make_app, run, say
 
 APPROVE_AND_DEPLOY = [call(("approve", {"action": "x"}), ("deploy", {"env": "prod"})), say("done")]

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from eventsourcing.application import Repository
 
-from domain import Chat, Interlock, RespondEntry, RestartEntry
-from domain.chat import Chat as ChatClass
+from interlock.domain import Chat, Interlock, RespondEntry, RestartEntry
+from interlock.domain.chat import Chat as ChatClass
 from tests.kit import call, make_app, run, say
 
 VOLATILE = {"chain_tip"}

@@ -7,9 +7,9 @@ import threading
 import pytest
 from eventsourcing.persistence import IntegrityError
 
-from domain import Chat, Interlock
-from projections import open_views
-from stores.postgres import InterlockPostgresRecorder
+from interlock.domain import Chat, Interlock
+from interlock.projections import open_views
+from interlock.stores.postgres import InterlockPostgresRecorder
 
 
 def test_appends_return_ascending_ids_and_conflicts_write_nothing(pg_store: str) -> None:

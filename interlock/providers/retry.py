@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from domain.errors import ModelError
+from interlock.domain.errors import ModelError
 
 T = TypeVar("T")
 

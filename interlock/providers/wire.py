@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from domain.messages import Message, ToolResponse
-from domain.models import ChunkSink, ModelChunk, ToolDefinition
+from interlock.domain.messages import Message, ToolResponse
+from interlock.domain.models import ChunkSink, ModelChunk, ToolDefinition
 
 INVALID_JSON = "__invalid_json__"
 

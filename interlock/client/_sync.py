@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from api.client._errors import from_text
-from api.client._models import (
+from interlock.client._errors import from_text
+from interlock.client._models import (
     STREAM,
     Respond,
     Restart,
@@ -19,7 +19,7 @@ from api.client._models import (
     query,
     resume_body,
 )
-from api.client._sse import EventParser
+from interlock.client._sse import EventParser
 
 
 class Client:

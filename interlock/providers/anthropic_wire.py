@@ -7,9 +7,9 @@ from typing import Any, cast
 from anthropic.types import Message as AnthropicMessage
 from anthropic.types import MessageParam, TextBlock, ToolParam, ToolUseBlock
 
-from domain.messages import Message, Part, ToolRequest
-from domain.models import ToolDefinition, Usage
-from providers.wire import described, is_error, output_text, parse_arguments
+from interlock.domain.messages import Message, Part, ToolRequest
+from interlock.domain.models import ToolDefinition, Usage
+from interlock.providers.wire import described, is_error, output_text, parse_arguments
 
 Block = dict[str, Any]
 

@@ -7,8 +7,8 @@ if res.finish_reason == "interrupted":
     res = chat.resume(respond=[res.interrupts[0].respond({"approved": True})])
 """
 
-from api.client._async import AsyncChat, AsyncClient
-from api.client._errors import (
+from interlock.client._async import AsyncChat, AsyncClient
+from interlock.client._errors import (
     ChatNotFoundError,
     ConcurrentModificationError,
     ConflictError,
@@ -32,8 +32,8 @@ from api.client._errors import (
     UnknownAgentError,
     UnknownInterruptError,
 )
-from api.client._models import Interrupt, Respond, Restart, StreamEvent, TurnResult
-from api.client._sync import Chat, Client
+from interlock.client._models import Interrupt, Respond, Restart, StreamEvent, TurnResult
+from interlock.client._sync import Chat, Client
 
 __all__ = [
     "AsyncChat",

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from domain.errors import InvalidRequestError
-from domain.models import Model
-from providers.anthropic import AnthropicModel
-from providers.openai import OpenAIModel
-from providers.retry import RetryPolicy
+from interlock.domain.errors import InvalidRequestError
+from interlock.domain.models import Model
+from interlock.providers.anthropic import AnthropicModel
+from interlock.providers.openai import OpenAIModel
+from interlock.providers.retry import RetryPolicy
 
 OLLAMA_BASE_URL = "http://localhost:11434/v1"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from api.client._errors import from_body
-from api.client._models import StreamEvent
+from interlock.client._errors import from_body
+from interlock.client._models import StreamEvent
 
 
 class EventParser:

@@ -1,14 +1,14 @@
 """The seed's banking agent on a real model: `INTERLOCK_MODEL`, by default `ollama:llama3.1`.
 
-    interlock serve --agents providers.banking_demo:AGENTS
+    interlock serve --agents interlock.providers.banking_demo:AGENTS
 """
 
 from __future__ import annotations
 
 import os
 
-from domain import Agent
-from examples.banking import banking
+from interlock.domain import Agent
+from interlock.examples.banking import banking
 
 DEFAULT_MODEL = "ollama:llama3.1"
 

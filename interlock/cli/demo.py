@@ -9,10 +9,10 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from cli.serve import load_agents, model_resolver
-from domain import Interlock, RespondEntry, RestartEntry, TurnResult
-from domain.errors import InterlockError
-from domain.results import Interrupt
+from interlock.cli.serve import load_agents, model_resolver
+from interlock.domain import Interlock, RespondEntry, RestartEntry, TurnResult
+from interlock.domain.errors import InterlockError
+from interlock.domain.results import Interrupt
 
 Ask = Callable[[str], str]
 
@@ -27,7 +27,7 @@ def register(commands: Any) -> None:
     )
     parser.add_argument(
         "--agents",
-        default=os.environ.get("INTERLOCK_AGENTS", "examples.banking:AGENTS"),
+        default=os.environ.get("INTERLOCK_AGENTS", "interlock.examples.banking:AGENTS"),
         help="module:attribute holding a list of Agent (default: %(default)s)",
     )
     parser.add_argument("--agent", default=None, help="agent name (default: the first one)")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from domain import (
+from interlock.domain import (
     Agent,
     FunctionModel,
     Message,
@@ -22,7 +22,7 @@ from domain import (
     ToolContext,
     tool,
 )
-from domain import ToolRequest as Request
+from interlock.domain import ToolRequest as Request
 
 LIMIT = 1000.0
 _TRANSFER = re.compile(r"transfer\s+\$?([0-9]+(?:\.[0-9]+)?)\s+to\s+(\w+)", re.IGNORECASE)

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 from eventsourcing.persistence import PersistenceError
 
-from domain.errors import InterlockError
+from interlock.domain.errors import InterlockError
 
 # Each module adds its subcommands with `register(subparsers)`.
-COMMAND_MODULES = ("cli.demo", "cli.serve", "cli.audit")
+COMMAND_MODULES = ("interlock.cli.demo", "interlock.cli.serve", "interlock.cli.audit")
 
 
 def build_parser() -> argparse.ArgumentParser:

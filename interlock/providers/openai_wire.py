@@ -12,9 +12,9 @@ from openai.types.chat import (
     ChatCompletionToolParam,
 )
 
-from domain.messages import Message, Part, ToolRequest
-from domain.models import ToolDefinition, Usage
-from providers.wire import described, dump_json, output_text, parse_arguments
+from interlock.domain.messages import Message, Part, ToolRequest
+from interlock.domain.models import ToolDefinition, Usage
+from interlock.providers.wire import described, dump_json, output_text, parse_arguments
 
 
 def to_messages(messages: list[Message]) -> list[ChatCompletionMessageParam]:

@@ -6,10 +6,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from domain.models import ChunkSink, ModelRequest, ModelResponse
-from providers.loops import PerLoop
-from providers.retry import Fault, RetryPolicy, always, call_with_retries
-from providers.wire import ChunkTap
+from interlock.domain.models import ChunkSink, ModelRequest, ModelResponse
+from interlock.providers.loops import PerLoop
+from interlock.providers.retry import Fault, RetryPolicy, always, call_with_retries
+from interlock.providers.wire import ChunkTap
 
 
 class Closable(Protocol):

@@ -19,14 +19,14 @@ from anthropic.types import (
     ToolUseBlock,
 )
 
-from domain.messages import Message, Part
-from domain.models import ModelRequest, ModelResponse, Usage
-from providers.anthropic_wire import from_message, to_messages, to_tools, tool_part
-from providers.loops import PerLoop
-from providers.retry import Fault, RetryPolicy, status_fault
-from providers.sdk import SdkModel
-from providers.transport import TimeoutException, TransportError
-from providers.wire import ChunkTap, split_system
+from interlock.domain.messages import Message, Part
+from interlock.domain.models import ModelRequest, ModelResponse, Usage
+from interlock.providers.anthropic_wire import from_message, to_messages, to_tools, tool_part
+from interlock.providers.loops import PerLoop
+from interlock.providers.retry import Fault, RetryPolicy, status_fault
+from interlock.providers.sdk import SdkModel
+from interlock.providers.transport import TimeoutException, TransportError
+from interlock.providers.wire import ChunkTap, split_system
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_TOKENS = 4096

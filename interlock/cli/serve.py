@@ -12,15 +12,15 @@ from typing import Any
 
 import uvicorn
 
-from api.app import create_app
-from api.auth import AuthConfig, is_loopback, load_auth
-from domain import Agent, Interlock
-from domain.errors import InvalidRequestError
-from domain.models import Model
-from projections import open_read_models
+from interlock.api.app import create_app
+from interlock.api.auth import AuthConfig, is_loopback, load_auth
+from interlock.domain import Agent, Interlock
+from interlock.domain.errors import InvalidRequestError
+from interlock.domain.models import Model
+from interlock.projections import open_read_models
 
 DEFAULTS = {
-    "agents": ("INTERLOCK_AGENTS", "examples.banking:AGENTS"),
+    "agents": ("INTERLOCK_AGENTS", "interlock.examples.banking:AGENTS"),
     "store": ("INTERLOCK_STORE", "sqlite:///interlock.db"),
     "host": ("INTERLOCK_HOST", "127.0.0.1"),
     "port": ("INTERLOCK_PORT", "8000"),
@@ -72,7 +72,7 @@ def load_agents(spec: str) -> list[Agent]:
 def model_resolver() -> Callable[[str], Model] | None:
     """Provider strings ("openai:gpt-4.1-mini") resolve when the providers package is present."""
     try:
-        from providers import resolve_model
+        from interlock.providers import resolve_model
     except ImportError:
         return None
     return resolve_model

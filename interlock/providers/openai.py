@@ -9,13 +9,19 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletionChunk
 
-from domain.messages import Message
-from domain.models import ModelRequest, ModelResponse, Usage
-from providers.loops import PerLoop
-from providers.openai_wire import from_completion, model_message, to_messages, to_tools, to_usage
-from providers.retry import Fault, RetryPolicy, status_fault
-from providers.sdk import SdkModel
-from providers.wire import ChunkTap
+from interlock.domain.messages import Message
+from interlock.domain.models import ModelRequest, ModelResponse, Usage
+from interlock.providers.loops import PerLoop
+from interlock.providers.openai_wire import (
+    from_completion,
+    model_message,
+    to_messages,
+    to_tools,
+    to_usage,
+)
+from interlock.providers.retry import Fault, RetryPolicy, status_fault
+from interlock.providers.sdk import SdkModel
+from interlock.providers.wire import ChunkTap
 
 DEFAULT_TIMEOUT = 60.0
 

@@ -11,13 +11,13 @@ from datetime import datetime
 from typing import Any, TextIO
 from uuid import UUID
 
-from domain import Interlock
-from domain.errors import ChatNotFoundError
-from domain.events import ChatEvent
-from domain.integrity import ChainBreak, Verifier
-from projections import open_views
-from projections.interface import DecisionFilter
-from projections.readmodels import SqlReadModels
+from interlock.domain import Interlock
+from interlock.domain.errors import ChatNotFoundError
+from interlock.domain.events import ChatEvent
+from interlock.domain.integrity import ChainBreak, Verifier
+from interlock.projections import open_views
+from interlock.projections.interface import DecisionFilter
+from interlock.projections.readmodels import SqlReadModels
 
 VIEWS = ("inbox", "decisions", "chats")
 _ESSENTIALS = ("text", "ref", "name", "input", "metadata", "output", "error", "reason",

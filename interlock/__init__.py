@@ -1,0 +1,20 @@
+"""Interlock: an event-sourced agent service whose tools may pause for a human's yes.
+
+The authoring API lives here; the client is `interlock.client`, the service `interlock.domain`.
+"""
+
+from interlock.domain.agent import Agent
+from interlock.domain.messages import Message, Part
+from interlock.domain.models import FunctionModel, ModelRequest, ModelResponse
+from interlock.domain.tools import ToolContext, tool
+
+__all__ = [
+    "Agent",
+    "FunctionModel",
+    "Message",
+    "ModelRequest",
+    "ModelResponse",
+    "Part",
+    "ToolContext",
+    "tool",
+]
