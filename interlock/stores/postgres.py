@@ -36,9 +36,9 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
     """Appends concurrent chats' events together with one call to `<table>_append_groups`.
 
     The function takes the table lock (so notification ids commit in order), finds the
-    groups (one per caller) that would conflict with a stored event, inserts the others and
-    returns `(group, notification_id)` rows; a conflicting group comes back with a NULL id
-    and nothing of it is written. One transaction, one fsync, many chats.
+    groups (one per caller) that would conflict with a stored event and inserts the others;
+    it returns the refused groups, then the new notification ids in the order of the events
+    given. Nothing of a refused group is written. One transaction, one fsync, many chats.
     """
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
@@ -76,20 +76,13 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self.append_statement, params, prepare=True)
             rows = curs.fetchall()
-        ids: dict[int, list[int]] = {n: [] for n in range(len(batch))}
-        refused: set[int] = set()
-        for row in rows:
-            group, notification_id = row["grp"], row["nid"]
-            if notification_id is None:
-                refused.add(group)
-            else:
-                ids[group].append(notification_id)
-        for n, append in enumerate(batch):
+        refused = {row["grp"] for row in rows if row["nid"] is None}
+        inserted = iter(row["nid"] for row in rows if row["nid"] is not None)
+        for n, append in enumerate(batch):  # ids come in the order the events were given
             if n in refused:
                 append.error = conflict(append)
             else:
-                append.ids = ids[n]
-
+                append.ids = [next(inserted) for _ in append.events]
 
 APPEND_GROUPS = """
 CREATE OR REPLACE FUNCTION {schema}.{fn}(
@@ -109,12 +102,8 @@ BEGIN
           FROM unnest(ids, versions, topics, states, groups) WITH ORDINALITY AS u(i, v, t, s, g, n)
          WHERE NOT u.g = ANY(refused)
          ORDER BY u.n
-        RETURNING originator_id, originator_version, notification_id
-    )
-    SELECT u.g, ins.notification_id
-      FROM ins JOIN unnest(ids, versions, groups) AS u(i, v, g)
-        ON u.i = ins.originator_id AND u.v = ins.originator_version
-     ORDER BY ins.notification_id;
+        RETURNING notification_id
+    ) SELECT NULL::int, ins.notification_id FROM ins ORDER BY 2;
 END $$
 """
 
