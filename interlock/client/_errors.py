@@ -137,7 +137,9 @@ def _subclasses(cls: type[InterlockAPIError]) -> list[type[InterlockAPIError]]:
     return [s for c in cls.__subclasses__() for s in (c, *_subclasses(c))]
 
 
-BY_CODE: dict[str, type[InterlockAPIError]] = {c.code: c for c in _subclasses(InterlockAPIError)}
+BY_CODE: dict[str, type[InterlockAPIError]] = {
+    c.code: c for c in _subclasses(InterlockAPIError) if "code" in vars(c)  # categories have none
+}
 
 
 def from_body(status: int, body: Any) -> InterlockAPIError:
