@@ -66,7 +66,10 @@ def build_app(settings: Settings) -> FastAPI:
 def check_serving(settings: Settings) -> None:
     """Refuse, before any process starts, what would make every worker fail or be unsafe."""
     store_env(settings.store)
-    load_agents(settings.agents)
+    resolve = model_resolver()
+    for agent in load_agents(settings.agents):
+        if isinstance(agent.model, str) and resolve is not None:
+            resolve(agent.model)  # builds a client, calls nothing: a missing key shows here
     check_exposure(settings.host, auth_from(settings))
 
 

@@ -149,3 +149,17 @@ def test_serve_help_names_each_variable_and_default(capsys: pytest.CaptureFixtur
     ]:
         assert flag in text and f"({variable}; default: {default})" in text
     assert "INTERLOCK_SECRETS_DIR" in text
+
+
+def test_serve_refuses_a_model_no_provider_can_build(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "remote_agents.py").write_text(
+        "from interlock import Agent\n"
+        "AGENTS = [Agent(name='a', system='', tools=[], model='nosuch:model')]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["serve", "--store", "memory://", "--agents", "remote_agents:AGENTS"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "interlock serve: unknown model provider 'nosuch' in 'nosuch:model'"
+    )
