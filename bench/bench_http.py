@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from bench.common import scratch_schema
+from interlock.bootstrap import build_service
 from interlock.domain import Interlock, RespondEntry
 from interlock.examples.banking import AGENTS
 from interlock.projections import open_read_models
@@ -56,7 +57,7 @@ def pct(values: list[float], q: float) -> float:
 def serve(store: str) -> Iterator[str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "interlock.cli.main", "serve", "--port", "0", "--store", store],
-        env={**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_KEYS": ""},
+        env={**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_API_KEYS_FILE": ""},
         stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     url = None
@@ -124,8 +125,8 @@ async def local_cycle(
 
 def run_local(store: str, clients: int, cycles: int, wait: bool) -> tuple[Figures, float]:
     """The views run beside the service, as in `interlock serve`; `wait` also waits for them."""
-    app = Interlock(AGENTS, store=store)
-    models = open_read_models(app, store)
+    app = build_service(store, AGENTS)
+    models = open_read_models(app)
     settle: Callable[[int | None], None] = models.wait if wait else (lambda _: None)
 
     async def worker(n: int, figures: Figures) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import scratch_schema
+from interlock.bootstrap import build_service
 from interlock.domain import Chat, Interlock, Message, Part, RespondEntry, ToolRequest
 from interlock.examples.banking import banking
 from interlock.projections import SqlReadModels, open_views
@@ -153,11 +154,11 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=100_000)
     args = parser.parse_args()
     with scratch_schema() as store:
-        app = Interlock(store=store)
+        app = build_service(store)
         started = time.perf_counter()
         head = make_log(app, args.events)
         print(f"log: {head} events in {time.perf_counter() - started:.1f}s", flush=True)
-        models = open_views(app, store)
+        models = open_views(app)
         bench_catch_up(models, head)
         for runner in models.runners:
             runner.view.drop()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import logging
-import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, ClassVar
 from uuid import UUID
@@ -19,6 +17,7 @@ from interlock.domain.decisions import RespondEntry, RestartEntry, check_entries
 from interlock.domain.errors import (
     ChatNotFoundError,
     ConcurrencyError,
+    ConfigurationError,
     IdempotencyKeyReusedError,
     InvalidRequestError,
     TurnInProgressError,
@@ -26,12 +25,12 @@ from interlock.domain.errors import (
 )
 from interlock.domain.events import ChatEvent, ChatStarted, TurnFinished, now
 from interlock.domain.models import Model
-from interlock.domain.persistence import PydanticMapper, Sealer, store_env
+from interlock.domain.persistence import PydanticMapper, Sealer
 from interlock.domain.results import TurnResult
 from interlock.domain.turns import Emit, TurnRunner
 
 DEV_SECRET = b"interlock-dev-secret-change-me"
-log = logging.getLogger("interlock")
+IN_MEMORY = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
 ABANDONED_AFTER = timedelta(minutes=2)
 ModelResolver = Callable[[str], Model]
 
@@ -46,15 +45,17 @@ class Interlock(Application[UUID]):
         self,
         agents: Sequence[Agent] = (),
         *,
-        store: str | None = None,
-        env: dict[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
         secret: bytes | None = None,
         resolve_model: ModelResolver | None = None,
     ) -> None:
-        settings = store_env(store or os.environ.get("INTERLOCK_STORE", "memory://"))
-        super().__init__({**settings, **(env or {})})
+        """`env` is eventsourcing's (the edge builds it from a store URL; memory if none).
+
+        Without `secret` the event chain is keyed with the public DEV_SECRET.
+        """
+        super().__init__(dict(env or IN_MEMORY))
         self.agents = {a.name: a for a in agents}
-        self.sealer = Sealer(_secret(secret, store or os.environ.get("INTERLOCK_STORE", "")))
+        self.sealer = Sealer(secret or DEV_SECRET)
         self.runner = TurnRunner(self, {a.name: _model(a, resolve_model) for a in agents})
         self.commit_listeners: list[Callable[[list[Recording[UUID]]], None]] = []
 
@@ -223,16 +224,6 @@ def _body_sha256(respond: Sequence[RespondEntry], restart: Sequence[RestartEntry
     )
 
 
-def _secret(given: bytes | None, store: str) -> bytes:
-    secret = given or os.environ.get("INTERLOCK_SECRET", "").encode()
-    if not secret and not store.startswith("memory"):
-        log.warning(
-            "INTERLOCK_SECRET is not set: the event chain is keyed with the public "
-            "dev secret, so it proves nothing against someone who can write the store"
-        )
-    return secret or DEV_SECRET
-
-
 def _replay(chat: Chat | None, events: Iterable[Any]) -> Chat | None:
     for event in events:
         chat = event.mutate(chat)
@@ -243,7 +234,7 @@ def _model(agent: Agent, resolve: ModelResolver | None) -> Model:
     if not isinstance(agent.model, str):
         return agent.model
     if resolve is None:
-        raise InvalidRequestError(
+        raise ConfigurationError(
             f"agent {agent.name} names model {agent.model!r} but no provider resolver is set"
             " (pip install -e '.[providers]')"
         )

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from interlock.bootstrap import build_service
 from interlock.domain import (
     Agent,
     FunctionModel,
@@ -123,7 +124,7 @@ def make_app(
         model=FunctionModel(script),
         max_turns=max_turns,
     )
-    return Interlock([agent], store=store), script, effects
+    return build_service(store, [agent]), script, effects
 
 
 def run(coro: Any) -> Any:

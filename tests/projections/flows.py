@@ -7,6 +7,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
+from interlock.bootstrap import build_service
 from interlock.domain import (
     Agent,
     FunctionModel,
@@ -52,7 +53,7 @@ AGENTS = [banking, ops]
 
 
 def app_for(store: str) -> Interlock:
-    return Interlock(AGENTS, store=store)
+    return build_service(store, AGENTS)
 
 
 async def banking_flows(app: Interlock) -> tuple[list[UUID], int]:

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.anyio
 
 
 def rebuilt(app: Interlock, store: str) -> list[list[dict[str, object]]]:
-    fresh = open_views(app, store)
+    fresh = open_views(app)
     try:
         for runner in fresh.runners:
             runner.view.drop()
@@ -42,7 +42,7 @@ async def test_rebuild_gives_identical_rows(
 
 async def test_two_runners_of_one_view_cannot_both_write(app: Interlock, store: str) -> None:
     await seed(app)
-    first, second = open_views(app, store), open_views(app, store)
+    first, second = open_views(app), open_views(app)
     try:
         head = app.recorder.max_notification_id() or 0
         with first.inbox_view.batch(0, head):
@@ -74,7 +74,7 @@ async def test_a_runner_killed_mid_catch_up_resumes_exactly_once(
     worker.wait()
     worker.stdout.close()
     assert first.startswith("inbox: ")
-    killed = open_views(app, store)
+    killed = open_views(app)
     try:
         assert min(killed.positions().values()) < head
     finally:
@@ -82,7 +82,7 @@ async def test_a_runner_killed_mid_catch_up_resumes_exactly_once(
     restarted = _cli(store, "run", "--once")
     restarted.communicate()
     assert restarted.returncode == 0
-    views = open_views(app, store)
+    views = open_views(app)
     try:
         assert min(views.positions().values()) == head
         assert dumps(views) == rebuilt(app, store)

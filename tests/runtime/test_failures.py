@@ -7,6 +7,7 @@ from uuid import UUID
 
 import pytest
 
+from interlock.bootstrap import build_service
 from interlock.domain import Agent, FunctionModel, Interlock, RespondEntry, ToolContext, tool
 from interlock.domain.errors import IdempotencyKeyReusedError, NothingToRetryError
 from tests.kit import LookupInput, Script, call, make_app, run, say
@@ -95,7 +96,7 @@ def test_a_side_effect_tool_runs_only_after_its_request_is_committed(store: str)
     seen: dict[str, bool] = {}
 
     def committed(ctx: ToolContext) -> bool:
-        reader = Interlock(store=store)
+        reader = build_service(store)
         events = reader.chat_events(UUID(ctx.chat_id))
         reader.close()
         return any(
@@ -115,7 +116,7 @@ def test_a_side_effect_tool_runs_only_after_its_request_is_committed(store: str)
 
     script = Script([call(("peek", {"key": "a"})), call(("charge", {"key": "b"})), say("done")])
     agent = Agent(name="pay", system="", tools=[charge, peek], model=FunctionModel(script))
-    app = Interlock([agent], store=store)
+    app = build_service(store, [agent])
     chat = app.start_chat("pay", actor="alice")
     assert run(app.send(chat.id, "pay", actor="alice")).finish_reason == "stop"
     assert seen == {"peek": False, "charge": True}
