@@ -216,6 +216,10 @@ class Restarted(ChatEvent):
     request_key: str | None = None
     request_sha256: str | None = None
 
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["resume_metadata"] = None
+
     def apply(self, state: ChatState) -> None:
         state.remember_key(self.request_key, self.request_sha256, self.originator_version)
         call = state.calls[self.ref]
