@@ -13,7 +13,7 @@ from interlock.client._errors import InterlockAPIError
 from interlock.domain import Agent, FunctionModel, Interlock, ToolContext, interrupt, tool
 from interlock.projections import open_read_models
 from tests.api.server import ThreadServer
-from tests.kit import ApprovalInput, LookupInput, Script, call, say
+from tests.kit import ApprovalInput, LookupInput, Script, call
 
 KEYS = {"key-a": {"id": "alice", "tenant": "t", "roles": ["requester", "approver"]}}
 
@@ -35,14 +35,14 @@ async def lookup(input: LookupInput, ctx: ToolContext) -> str:
 
 
 CONFIRM = interrupt("confirm", "Ask first.", input=ApprovalInput, output=bool)
-SCRIPT = Script([call(("lookup", {"key": str(i)})) for i in range(2)]
-                + [call(("deploy", {"key": "x"}))] + [call(("lookup", {"key": "y"}))] * 3)
 
 
 @pytest.fixture
 def client(sqlite_store: str) -> Iterator[Client]:
+    script = Script([call(("lookup", {"key": str(i)})) for i in range(2)]
+                    + [call(("deploy", {"key": "x"}))] + [call(("lookup", {"key": "y"}))] * 3)
     agent = Agent(name="g", system="", tools=[deploy, lookup, CONFIRM],
-                  model=FunctionModel(SCRIPT), max_turns=5)
+                  model=FunctionModel(script), max_turns=5)
     service = Interlock([agent], store=sqlite_store)
     views = open_read_models(service, sqlite_store)
     server = ThreadServer(create_app(service, views, AuthConfig.from_mapping(KEYS)))
