@@ -31,7 +31,7 @@ class InboxRow(BaseModel):
     ref: str
     tool: str
     input: Any = None
-    metadata: dict[str, Any] | None = None
+    metadata: Any = None  # the interrupt payload: any JSON value
     requested_at: datetime
     requested_by: str | None = None
 

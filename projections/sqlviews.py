@@ -112,7 +112,7 @@ class SqlInboxView(SqlView, InboxView):
                   {"c": chat_id, "r": ref, "n": name, "i": self._json(input)})
 
     def interrupted(
-        self, chat_id: str, ref: str, metadata: dict[str, Any] | None, at: datetime
+        self, chat_id: str, ref: str, metadata: Any, at: datetime
     ) -> None:
         self._run(
             "INSERT INTO {inbox} SELECT c.chat_id, c.ref, h.tenant, h.agent, c.name, c.input,"

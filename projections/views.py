@@ -76,7 +76,7 @@ class InboxView(View):
 
     @abstractmethod
     def interrupted(
-        self, chat_id: str, ref: str, metadata: dict[str, Any] | None, at: datetime
+        self, chat_id: str, ref: str, metadata: Any, at: datetime
     ) -> None: ...
 
     @abstractmethod

@@ -31,7 +31,8 @@ class DeployInput(BaseModel):
     service: str
 
 
-@tool(name="deploy", description="Deploy a service after a human says yes.", side_effects=False)
+@tool(name="deploy", description="Deploy a service after a human says yes.", side_effects=False,
+      interrupts=True)
 async def deploy(input: DeployInput, ctx: ToolContext) -> dict[str, Any]:
     if not (ctx.resumed or {}).get("ok"):
         ctx.interrupt({"service": input.service})
