@@ -8,8 +8,9 @@ and adds an `upcast_vN_vN+1(state)` static method.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 from uuid import UUID
 
 from eventsourcing.domain import OriginatorVersionError
@@ -22,8 +23,9 @@ from interlock.domain.state import ChatState, ChatStatus, FinishReason, ToolCall
 if TYPE_CHECKING:
     from interlock.domain.chat import Chat
 
-__all__ = ["FinishReason"]  # re-exported: it was defined here before state.py
-_STATUS_AFTER: dict[str, ChatStatus] = {
+__all__ = ["STATUS_AFTER", "FinishReason"]  # FinishReason was defined here before state.py
+# The chat's status once a turn finishes for each reason; the read side applies it too.
+STATUS_AFTER: Final[Mapping[FinishReason, ChatStatus]] = {
     "stop": "idle",
     "max_turns": "idle",
     "interrupted": "interrupted",
@@ -236,7 +238,7 @@ class TurnFinished(ChatEvent):
     error: str | None = None
 
     def apply(self, state: ChatState) -> None:
-        state.status = _STATUS_AFTER[self.reason]
+        state.status = STATUS_AFTER[self.reason]
         state.finish_reason = self.reason
         state.error = self.error
 

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from eventsourcing.postgres import PostgresFactory
 from eventsourcing.sqlite import SQLiteFactory
 
 from interlock.projections.interface import ReadModels
-from interlock.projections.readmodels import SqlReadModels, Views
+from interlock.projections.readmodels import SqlReadModels
+from interlock.projections.registry import READ_MODELS
+from interlock.projections.sql import ReadModel
 
 if TYPE_CHECKING:
     from interlock.domain import Interlock
 
-__all__ = ["ReadModels", "SqlReadModels", "open_read_models", "open_views"]
+__all__ = ["READ_MODELS", "ReadModel", "ReadModels", "SqlReadModels", "open_read_models",
+           "open_views"]
 
 
-def open_views(app: Interlock) -> SqlReadModels:
+def open_views(app: Interlock, *, read_models: Iterable[ReadModel] = READ_MODELS) -> SqlReadModels:
     """The views in `app`'s own store (created if missing), not yet kept current.
 
     The store is the one the app was built on: PostgreSQL views share its datastore,
@@ -25,26 +29,29 @@ def open_views(app: Interlock) -> SqlReadModels:
     if isinstance(app.factory, PostgresFactory):
         from interlock.projections.postgres import postgres_views
 
-        views: Views = postgres_views(app.factory.datastore, app.name)
-        return SqlReadModels(app, views)
+        return SqlReadModels(app, postgres_views(app.factory.datastore, app.name, read_models))
     from interlock.projections.sqlite import SQLiteDb, sqlite_views
 
     path = ":memory:"
     if isinstance(app.factory, SQLiteFactory):
         path = app.factory.env.get(SQLiteFactory.SQLITE_DBNAME) or path
     db = SQLiteDb(path)
-    return SqlReadModels(app, sqlite_views(db, app.name), on_close=db.close)
+    return SqlReadModels(app, sqlite_views(db, app.name, read_models), on_close=db.close)
 
 
 def open_read_models(
-    app: Interlock, *, run: bool = True, poll_interval: float = 0.5
+    app: Interlock,
+    *,
+    run: bool = True,
+    poll_interval: float = 0.5,
+    read_models: Iterable[ReadModel] = READ_MODELS,
 ) -> SqlReadModels:
     """The read side of `app`, kept current by a thread of this process unless `run=False`.
 
     `wait(position)` blocks until every view has applied the event at `position`
     (the value `Interlock.commit()` and `TurnResult.position` return).
     """
-    models = open_views(app)
+    models = open_views(app, read_models=read_models)
     if run:
         models.start(poll_interval)
     return models

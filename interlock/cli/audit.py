@@ -15,13 +15,13 @@ from interlock.domain import Interlock
 from interlock.domain.errors import ChatNotFoundError
 from interlock.domain.events import ChatEvent
 from interlock.domain.integrity import ChainBreak, Verifier
-from interlock.projections import open_views
+from interlock.projections import READ_MODELS, open_views
 from interlock.projections.interface import DecisionFilter
 from interlock.projections.readmodels import SqlReadModels
 from interlock.settings import flag_help as _help
 from interlock.settings import load_settings
 
-VIEWS = ("inbox", "decisions", "chats")
+VIEWS = tuple(m.name for m in READ_MODELS)
 _ESSENTIALS = ("text", "ref", "name", "input", "metadata", "output", "error", "reason",
                "replace_input", "resumed_metadata", "agent", "tenant")
 
@@ -139,9 +139,7 @@ def _rebuild(args: argparse.Namespace) -> int:
         for runner in models.runners:
             if args.name in ("all", runner.name):
                 started = time.perf_counter()
-                runner.view.drop()
-                runner.view.setup()
-                position = runner.catch_up(_progress)
+                position = runner.rebuild(_progress)
                 print(f"{runner.name}: rebuilt to {position} in "
                       f"{time.perf_counter() - started:.1f}s", flush=True)
     finally:

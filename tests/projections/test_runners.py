@@ -11,7 +11,8 @@ import pytest
 
 from interlock.domain import Interlock
 from interlock.projections import SqlReadModels, open_views
-from interlock.projections.views import PositionConflictError
+from interlock.projections.inbox import InboxView
+from interlock.projections.sql import PositionConflictError
 from tests.projections.conftest import dumps
 from tests.projections.flows import banking_flows, seed
 
@@ -22,9 +23,7 @@ def rebuilt(app: Interlock, store: str) -> list[list[dict[str, object]]]:
     fresh = open_views(app)
     try:
         for runner in fresh.runners:
-            runner.view.drop()
-            runner.view.setup()
-        fresh.catch_up()
+            runner.rebuild()
         return dumps(fresh)
     finally:
         fresh.close()
@@ -45,9 +44,9 @@ async def test_two_runners_of_one_view_cannot_both_write(app: Interlock, store: 
     first, second = open_views(app), open_views(app)
     try:
         head = app.recorder.max_notification_id() or 0
-        with first.inbox_view.batch(0, head):
+        with first.view(InboxView).batch(0, head):
             pass
-        with pytest.raises(PositionConflictError), second.inbox_view.batch(0, head):
+        with pytest.raises(PositionConflictError), second.view(InboxView).batch(0, head):
             pass
         assert second.runners[0].catch_up() == head  # the loser rereads and finds it done
     finally:
