@@ -1,9 +1,9 @@
-"""`create_app`: HTTP API v1 over an `Interlock` service and its read models."""
+"""HTTP API v1: `make_app` over a given service, `create_app` built from the settings."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -22,7 +22,8 @@ DEV_BANNER = (
     "!" * 72,
     "DEV MODE: no API keys configured. Every loopback caller is principal 'dev'",
     "with every role (requester, approver, auditor, admin) in tenant 'default'.",
-    "Do not expose this server; configure keys with --keys or INTERLOCK_API_KEYS.",
+    "Do not expose this server; configure keys with --keys, INTERLOCK_API_KEYS_FILE",
+    "or INTERLOCK_API_KEYS.",
     "!" * 72,
 )
 
@@ -32,8 +33,20 @@ Errors answer `{"error": {"code", "message", "details"}}`; see docs/http.md for 
 `messages`, `resume` and `retry` stream Server-Sent Events with `Accept: text/event-stream`."""
 
 
-def create_app(
-    service: Interlock, read_models: ReadModels, auth: AuthConfig | None = None
+def create_app() -> FastAPI:
+    """The API as the INTERLOCK_* settings describe it (`uvicorn --factory` calls this)."""
+    from interlock.bootstrap import build_app  # bootstrap imports this module
+    from interlock.settings import load_settings
+
+    return build_app(load_settings())
+
+
+def make_app(
+    service: Interlock,
+    read_models: ReadModels,
+    auth: AuthConfig | None = None,
+    *,
+    on_shutdown: Callable[[], None] | None = None,
 ) -> FastAPI:
     """The API; without `auth` keys it runs in dev mode (loopback clients only)."""
     auth = auth or AuthConfig(None)
@@ -46,6 +59,8 @@ def create_app(
                 log.warning(line)
         yield
         await streams.drain()
+        if on_shutdown is not None:
+            on_shutdown()
 
     app = FastAPI(title="Interlock", version="1.0.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.service, app.state.read_models = service, read_models

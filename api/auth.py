@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import tomllib
 from dataclasses import dataclass
 from ipaddress import ip_address
@@ -14,11 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from interlock.domain.errors import ForbiddenError, InvalidRequestError, UnauthenticatedError
+from interlock.domain.errors import ConfigurationError, ForbiddenError, UnauthenticatedError
 
 Role = Literal["requester", "approver", "auditor", "admin"]
 ALL_ROLES: frozenset[Role] = frozenset({"requester", "approver", "auditor", "admin"})
-KEYS_ENV = "INTERLOCK_API_KEYS"
 log = logging.getLogger("interlock.auth")
 
 
@@ -59,9 +57,9 @@ class AuthConfig:
         try:
             keys = {_digest(k): Principal.model_validate(v) for k, v in raw.items()}
         except ValidationError as exc:
-            raise InvalidRequestError(f"bad API key entry: {exc}") from None
+            raise ConfigurationError(f"bad API key entry: {exc}") from None
         if not keys:
-            raise InvalidRequestError("the API key set is empty")
+            raise ConfigurationError("the API key set is empty")
         return cls(keys)
 
     def authenticate(self, authorization: str | None, client_host: str | None) -> Principal:
@@ -91,18 +89,20 @@ def _parse(text: str, toml: bool) -> dict[str, Any]:
     try:
         data = tomllib.loads(text) if toml else json.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as exc:
-        raise InvalidRequestError(f"cannot parse API keys: {exc}") from None
+        raise ConfigurationError(f"cannot parse API keys: {exc}") from None
     if not isinstance(data, dict):
-        raise InvalidRequestError("API keys must map each key to {id, tenant, roles}")
+        raise ConfigurationError("API keys must map each key to {id, tenant, roles}")
     return data
 
 
-def load_auth(keys_file: str | None = None, env: dict[str, str] | None = None) -> AuthConfig:
-    """Keys from a JSON or TOML file, else from $INTERLOCK_API_KEYS (JSON), else dev mode."""
-    environ = os.environ if env is None else env
-    if keys_file:
-        path = Path(keys_file)
-        return AuthConfig.from_mapping(_parse(path.read_text(), path.suffix == ".toml"))
-    if environ.get(KEYS_ENV):
-        return AuthConfig.from_mapping(_parse(environ[KEYS_ENV], toml=False))
+def load_auth(keys_file: Path | None = None, keys_json: str | None = None) -> AuthConfig:
+    """Keys from a JSON or TOML file, else from JSON text, else dev mode (no keys)."""
+    if keys_file is not None:
+        try:
+            text = keys_file.read_text()
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read API keys file {keys_file}: {exc}") from None
+        return AuthConfig.from_mapping(_parse(text, keys_file.suffix == ".toml"))
+    if keys_json:
+        return AuthConfig.from_mapping(_parse(keys_json, toml=False))
     return AuthConfig(None)

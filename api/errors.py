@@ -1,4 +1,5 @@
-"""The one error→HTTP table: every error body is `{"error": {"code", "message", "details"}}`."""
+"""Errors to HTTP in one place: each error class carries its status; the body is
+`{"error": {"code", "message", "details"}}`."""
 
 from __future__ import annotations
 
@@ -11,62 +12,48 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from interlock.domain.errors import InterlockError, InvalidRequestError
+from interlock.domain.errors import (
+    InterlockError,
+    InvalidRequestError,
+    NotFoundError,
+    UnauthenticatedError,
+)
 
 log = logging.getLogger("interlock.api")
-
-STATUS_BY_CODE: dict[str, int] = {
-    "chat_not_found": 404,
-    "not_found": 404,
-    "unknown_agent": 422,
-    "unknown_interrupt": 422,
-    "interrupt_name_mismatch": 422,
-    "duplicate_ref": 422,
-    "empty_resume": 422,
-    "invalid_tool_output": 422,
-    "invalid_tool_input": 422,
-    "invalid_request": 422,
-    "idempotency_key_reused": 422,
-    "interrupt_not_pending": 409,
-    "stale_interrupt": 409,
-    "pending_interrupts": 409,
-    "turn_in_progress": 409,
-    "concurrent_modification": 409,
-    "nothing_to_retry": 409,
-    "unauthenticated": 401,
-    "forbidden": 403,
-    "method_not_allowed": 405,
-    "payload_too_large": 413,
-    "views_behind": 503,
-    "model_error": 502,
-    "internal_error": 500,
-}
 
 
 class PayloadTooLargeError(InvalidRequestError):
     code = "payload_too_large"
+    status = 413
 
     def __init__(self, limit: int) -> None:
         super().__init__(f"request body exceeds {limit} bytes", limit=limit)
 
 
 class ViewsBehindError(InterlockError):
+    """The read models did not catch up in time: retry shortly."""
+
     code = "views_behind"
+    status = 503
 
     def __init__(self) -> None:
         super().__init__("the read models are behind the event log; retry shortly")
 
 
 class InternalError(InterlockError):
+    """A bug, answered in the error shape; nothing a client sends should cause one."""
+
     code = "internal_error"
+    status = 500
 
 
-class RouteNotFoundError(InterlockError):
+class RouteNotFoundError(NotFoundError):
     code = "not_found"
 
 
 class MethodNotAllowedError(InterlockError):
     code = "method_not_allowed"
+    status = 405
 
 
 def error_body(code: str, message: str, details: dict[str, Any]) -> dict[str, Any]:
@@ -74,11 +61,10 @@ def error_body(code: str, message: str, details: dict[str, Any]) -> dict[str, An
 
 
 def error_response(exc: InterlockError, headers: Mapping[str, str] | None = None) -> JSONResponse:
-    """The HTTP answer for a typed error; a code missing from the table is a 500."""
-    status = STATUS_BY_CODE.get(exc.code, 500)
-    if exc.code == "unauthenticated":
+    """The HTTP answer for a typed error: the status its class carries."""
+    if isinstance(exc, UnauthenticatedError):
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
-    return JSONResponse(error_body(exc.code, exc.message, exc.details), status, headers=headers)
+    return JSONResponse(error_body(exc.code, exc.message, exc.details), exc.status, headers=headers)
 
 
 def _validation_details(exc: RequestValidationError) -> dict[str, Any]:

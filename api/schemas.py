@@ -22,6 +22,9 @@ from interlock.domain.events import ChatEvent
 MAX_TEXT = 100_000
 MAX_ENTRIES = 100
 MAX_LIMIT = 500
+MAX_TURNS = 100
+MaxTurns = Annotated[int | None, Field(default=None, ge=1, le=MAX_TURNS,
+                                       description="this call's tool-round budget")]
 
 
 
@@ -60,6 +63,7 @@ class ChatCreate(_Body):
 
 class MessageCreate(_Body):
     text: str = Field(min_length=1, max_length=MAX_TEXT)
+    max_turns: MaxTurns = None
 
     model_config = ConfigDict(json_schema_extra={
         "examples": [{"text": "Transfer $500 to savings."}]})
@@ -68,12 +72,16 @@ class MessageCreate(_Body):
 class ResumeRequest(_Body):
     respond: list[RespondEntry] = Field(default=[], max_length=MAX_ENTRIES)
     restart: list[RestartEntry] = Field(default=[], max_length=MAX_ENTRIES)
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="the resume's own metadata: on each decision, seen by restarts")
+    max_turns: MaxTurns = None
 
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"respond": [{"ref": "userApproval-1", "name": "userApproval",
                       "output": {"approved": True, "feedback": "Looks good!"}}]},
         {"restart": [{"ref": "transferMoney-2", "name": "transferMoney",
-                      "resumed_metadata": {"override": True}}]},
+                      "resumed_metadata": {"override": True}}],
+         "metadata": {"ticket": "OPS-7"}, "max_turns": 3},
         {"restart": [{"ref": "transferMoney-2", "name": "transferMoney",
                       "replace_input": {"amount": 900, "to_account": "savings"}}]},
     ]})

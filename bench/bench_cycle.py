@@ -22,9 +22,10 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate
 
 from bench.common import scratch_schema
+from interlock.bootstrap import build_service
 from interlock.domain import Interlock, RespondEntry
-from interlock.domain.persistence import store_env
 from interlock.examples.banking import AGENTS
+from interlock.stores.urls import store_env
 
 
 class Counter(Aggregate):
@@ -74,7 +75,7 @@ def count_commits(app: Interlock) -> dict[str, int]:
 
 
 def bench_cycles(url: str, cycles: int) -> tuple[float, float, float]:
-    app = Interlock(AGENTS, store=url)
+    app = build_service(url, AGENTS)
     asyncio.run(_run(app, max(20, cycles // 10)))  # warm up: tables, prepared statements
     counts = count_commits(app)
     started = time.perf_counter()

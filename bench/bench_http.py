@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import os
 import re
 import subprocess
@@ -33,6 +32,7 @@ import psycopg
 from psycopg import sql
 
 from bench.common import scratch_schema
+from interlock.bootstrap import build_service, load_agents
 from interlock.domain import Interlock, RespondEntry
 from interlock.projections import open_read_models
 
@@ -83,7 +83,7 @@ def serve(store: str, agents: str) -> Iterator[str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "interlock.cli.main", "serve", "--port", "0", "--store", store,
          "--agents", agents],
-        env={**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_KEYS": ""},
+        env={**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_API_KEYS_FILE": ""},
         stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     url = None
@@ -153,9 +153,8 @@ def run_local(
     store: str, agents: str, clients: int, cycles: int, wait: bool
 ) -> tuple[Figures, float]:
     """The views run beside the service, as in `interlock serve`; `wait` also waits for them."""
-    module, _, attr = agents.partition(":")
-    app = Interlock(getattr(importlib.import_module(module), attr), store=store)
-    models = open_read_models(app, store)
+    app = build_service(store, load_agents(agents))
+    models = open_read_models(app)
     settle: Callable[[int | None], None] = models.wait if wait else (lambda _: None)
 
     async def worker(n: int, figures: Figures) -> None:

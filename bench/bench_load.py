@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from bench.common import scratch_schema
+from interlock.bootstrap import build_service
 from interlock.domain import Chat, Interlock
 from interlock.domain.messages import text_message
 
@@ -57,7 +58,7 @@ def main() -> None:
     print(f"{'store':<10}{'events':>8} {'load p50':>9} {'load p95':>9}   (ms)")
     for kind in args.stores.split(","):
         with store_url(kind) as url:
-            app = Interlock(store=url)
+            app = build_service(url)
             chat = long_chat(app, args.events)
             times = timed_loads(app, chat, args.loads)
             p50, p95 = times[len(times) // 2], times[int(len(times) * 0.95)]

@@ -16,12 +16,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_projections import make_log, scratch_schema
 
-from interlock.domain import Interlock
+from interlock.bootstrap import build_service
 from interlock.domain.integrity import Verifier
 
 
 def bench(store: str, events: int) -> None:
-    app = Interlock(store=store)
+    app = build_service(store)
     head = make_log(app, events)
     verifier = Verifier(app.recorder, app.mapper, app.sealer)
     started = time.perf_counter()

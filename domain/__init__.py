@@ -13,7 +13,7 @@ from interlock.domain.models import (
     Usage,
 )
 from interlock.domain.results import Interrupt, StreamEvent, TurnResult
-from interlock.domain.tools import Tool, ToolContext, tool
+from interlock.domain.tools import Tool, ToolContext, interrupt, tool
 
 __all__ = [
     "Agent",
@@ -35,5 +35,6 @@ __all__ = [
     "ToolResponse",
     "TurnResult",
     "Usage",
+    "interrupt",
     "tool",
 ]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import logging
-import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, ClassVar
 from uuid import UUID
@@ -19,6 +17,7 @@ from interlock.domain.decisions import RespondEntry, RestartEntry, check_entries
 from interlock.domain.errors import (
     ChatNotFoundError,
     ConcurrencyError,
+    ConfigurationError,
     IdempotencyKeyReusedError,
     InvalidRequestError,
     TurnInProgressError,
@@ -26,12 +25,12 @@ from interlock.domain.errors import (
 )
 from interlock.domain.events import ChatEvent, ChatStarted, TurnFinished, now
 from interlock.domain.models import Model
-from interlock.domain.persistence import PydanticMapper, Sealer, store_env
+from interlock.domain.persistence import PydanticMapper, Sealer
 from interlock.domain.results import TurnResult
-from interlock.domain.turns import Emit, TurnRunner
+from interlock.domain.turns import Emit, TurnLoop
 
 DEV_SECRET = b"interlock-dev-secret-change-me"
-log = logging.getLogger("interlock")
+IN_MEMORY = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
 ABANDONED_AFTER = timedelta(minutes=2)
 ModelResolver = Callable[[str], Model]
 
@@ -46,16 +45,18 @@ class Interlock(Application[UUID]):
         self,
         agents: Sequence[Agent] = (),
         *,
-        store: str | None = None,
-        env: dict[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
         secret: bytes | None = None,
         resolve_model: ModelResolver | None = None,
     ) -> None:
-        settings = store_env(store or os.environ.get("INTERLOCK_STORE", "memory://"))
-        super().__init__({**settings, **(env or {})})
+        """`env` is eventsourcing's (the edge builds it from a store URL; memory if none).
+
+        Without `secret` the event chain is keyed with the public DEV_SECRET.
+        """
+        super().__init__(dict(env or IN_MEMORY))
         self.agents = {a.name: a for a in agents}
-        self.sealer = Sealer(_secret(secret, store or os.environ.get("INTERLOCK_STORE", "")))
-        self.runner = TurnRunner(self, {a.name: _model(a, resolve_model) for a in agents})
+        self.sealer = Sealer(secret or DEV_SECRET)
+        self.models = {a.name: _model(a, resolve_model) for a in agents}
         self.commit_listeners: list[Callable[[list[Recording[UUID]]], None]] = []
 
     def construct_mapper(self) -> Mapper[UUID]:
@@ -88,11 +89,14 @@ class Interlock(Application[UUID]):
         actor: str,
         tenant: str | None = None,
         emit: Emit | None = None,
+        max_turns: int | None = None,
     ) -> TurnResult:
+        """Send a user message and run the turn; `max_turns` overrides the agent's budget."""
         chat = self.get_chat(chat_id, tenant=tenant)
+        loop = self._loop(chat, max_turns)
         since = len(chat.state.messages)
         chat.send_message(text, actor=actor)
-        return await self.runner.run(chat, since, emit)
+        return await loop.run(chat, since, emit)
 
     async def resume(
         self,
@@ -104,16 +108,20 @@ class Interlock(Application[UUID]):
         tenant: str | None = None,
         emit: Emit | None = None,
         idempotency_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        max_turns: int | None = None,
     ) -> TurnResult:
-        """Decide pending interrupts and continue the turn.
+        """Decide pending interrupts and continue the turn with a fresh tool budget.
 
         With `idempotency_key`, a repeat of the same body answers the first result.
+        `metadata` is the resume's own (recorded on each decision, seen by restarted tools).
         """
         chat = self.get_chat(chat_id, tenant=tenant)
+        loop = self._loop(chat, max_turns)
         body_sha = None
         if idempotency_key is not None:
-            check_entries(respond, restart)  # before hashing: the body must be encodable
-            body_sha = _body_sha256(respond, restart)
+            check_entries(respond, restart, metadata)  # before hashing: must be encodable
+            body_sha = _body_sha256(respond, restart, metadata, max_turns)
             if idempotency_key in chat.state.resume_keys:
                 return self._first_answer(chat, idempotency_key, body_sha)
         since = len(chat.state.messages)
@@ -124,8 +132,9 @@ class Interlock(Application[UUID]):
             tools=self.agent(chat.state.agent).tool_map,
             request_key=idempotency_key,
             request_sha256=body_sha,
+            metadata=metadata,
         )
-        return await self.runner.run(chat, since, emit)
+        return await loop.run(chat, since, emit)
 
     def _first_answer(self, chat: Chat, key: str, body_sha: str) -> TurnResult:
         use = chat.state.resume_keys[key]
@@ -145,6 +154,7 @@ class Interlock(Application[UUID]):
         tenant: str | None = None,
         emit: Emit | None = None,
         stale_after: timedelta = ABANDONED_AFTER,
+        max_turns: int | None = None,
     ) -> TurnResult:
         """Continue from the last recorded step; completed tools never run again.
 
@@ -152,9 +162,23 @@ class Interlock(Application[UUID]):
         requested tools run again with the same idempotency key.
         """
         chat = self.get_chat(chat_id, tenant=tenant)
+        loop = self._loop(chat, max_turns)
         since = len(chat.state.messages)
         chat.retry(actor=actor, now=now(), stale_after=stale_after)
-        return await self.runner.run(chat, since, emit)
+        return await loop.run(chat, since, emit)
+
+    def _loop(self, chat: Chat, max_turns: int | None) -> TurnLoop:
+        """The turn loop for this chat's agent, with this call's tool budget."""
+        agent = self.agent(chat.state.agent)
+        if max_turns is not None and max_turns < 1:
+            raise InvalidRequestError("max_turns must be at least 1", max_turns=max_turns)
+        return TurnLoop(
+            agent, self.models[agent.name], self._commit_turn, max_turns or agent.max_turns
+        )
+
+    async def _commit_turn(self, chat: Chat) -> int | None:
+        """The loop's commit; async so that commits may later move off the event loop."""
+        return self.commit(chat)
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -201,36 +225,38 @@ class Interlock(Application[UUID]):
         """Seal and append the chat's new events at the expected version; the position."""
         if not chat.pending_events:
             return None
+        tip = chat.state.chain_tip
         chat.seal(self.sealer.sign)
+        events = chat.collect_events()
         processing: ProcessingEvent[UUID] = ProcessingEvent()
-        processing.events.extend(chat.collect_events())  # the library's save() does costly
+        processing.events.extend(events)  # the library's save() does costly
         processing.aggregates[chat.id] = chat  # runtime Protocol checks; the steps are the same
         try:
             recordings = self._record(processing)
         except IntegrityError:
             raise ConcurrencyError(chat.id) from None
+        except BaseException:
+            # nothing was written: keep the events pending so the turn can still record its end
+            chat.pending_events, chat.state.chain_tip = events + chat.pending_events, tip
+            raise
         self._take_snapshots(processing)
         self._notify(recordings)
         return recordings[-1].notification.id if recordings else None
 
 
-def _body_sha256(respond: Sequence[RespondEntry], restart: Sequence[RestartEntry]) -> str:
-    return sha256_hex(
-        {
-            "respond": [e.model_dump(mode="json") for e in respond],
-            "restart": [e.model_dump(mode="json") for e in restart],
-        }
-    )
-
-
-def _secret(given: bytes | None, store: str) -> bytes:
-    secret = given or os.environ.get("INTERLOCK_SECRET", "").encode()
-    if not secret and not store.startswith("memory"):
-        log.warning(
-            "INTERLOCK_SECRET is not set: the event chain is keyed with the public "
-            "dev secret, so it proves nothing against someone who can write the store"
-        )
-    return secret or DEV_SECRET
+def _body_sha256(
+    respond: Sequence[RespondEntry],
+    restart: Sequence[RestartEntry],
+    metadata: dict[str, Any] | None,
+    max_turns: int | None,
+) -> str:
+    body: dict[str, Any] = {
+        "respond": [e.model_dump(mode="json") for e in respond],
+        "restart": [e.model_dump(mode="json") for e in restart],
+    }
+    if metadata is not None or max_turns is not None:  # old keys keep their old hashes
+        body.update(metadata=metadata, max_turns=max_turns)
+    return sha256_hex(body)
 
 
 def _replay(chat: Chat | None, events: Iterable[Any]) -> Chat | None:
@@ -243,7 +269,7 @@ def _model(agent: Agent, resolve: ModelResolver | None) -> Model:
     if not isinstance(agent.model, str):
         return agent.model
     if resolve is None:
-        raise InvalidRequestError(
+        raise ConfigurationError(
             f"agent {agent.name} names model {agent.model!r} but no provider resolver is set"
             " (pip install -e '.[providers]')"
         )

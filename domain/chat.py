@@ -29,7 +29,7 @@ from interlock.domain.errors import (
 )
 from interlock.domain.jsonsafe import check_json
 from interlock.domain.messages import Message, Part
-from interlock.domain.state import ChatState, ToolCall
+from interlock.domain.state import ChatState, ChatStatus, ToolCall
 from interlock.domain.tools import Tool
 
 _PLAIN_REF = re.compile(r"[\w.:\-]{1,80}")
@@ -121,7 +121,7 @@ class Chat:
     def record_failed(self, ref: str, error: str) -> None:
         self._trigger(ev.ToolFailed, ref=ref, error=error)
 
-    def record_interrupted(self, ref: str, metadata: dict[str, Any] | None) -> None:
+    def record_interrupted(self, ref: str, metadata: Any) -> None:
         self._trigger(ev.Interrupted, ref=ref, metadata=metadata)
 
     def finish_turn(self, reason: ev.FinishReason, error: str | None = None) -> None:
@@ -136,9 +136,14 @@ class Chat:
         tools: Mapping[str, Tool],
         request_key: str | None = None,
         request_sha256: str | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
-        """Validate the whole batch, then record one decision event per entry."""
-        check_entries(respond, restart)
+        """Validate the whole batch, then record one decision event per entry.
+
+        `metadata` belongs to the resume as a whole (Genkit's `resume.metadata`): it is
+        recorded on each decision event and given to restarted tools.
+        """
+        check_entries(respond, restart, metadata)
         if self.state.status == "running":
             raise TurnInProgressError()  # a restarted tool may be running: it must not run twice
         check_batch([e.ref for e in respond] + [e.ref for e in restart])
@@ -152,14 +157,18 @@ class Chat:
                 for e in restart
             ),
         ]
-        keyed = {"request_key": request_key, "request_sha256": request_sha256}
+        keyed = {
+            "request_key": request_key,
+            "request_sha256": request_sha256,
+            "resume_metadata": metadata,
+        }
         for event_class, data in decisions:
             self._trigger(event_class, actor=actor, **keyed, **data)
 
     # -- queries ----------------------------------------------------------------------------------
 
     @property
-    def status(self) -> str:
+    def status(self) -> ChatStatus:
         return self.state.status
 
     def pending_interrupts(self) -> list[ToolCall]:

@@ -55,11 +55,16 @@ class RestartEntry(BaseModel):
 Entry = RespondEntry | RestartEntry
 
 
-def check_entries(respond: Sequence[RespondEntry], restart: Sequence[RestartEntry]) -> None:
+def check_entries(
+    respond: Sequence[RespondEntry],
+    restart: Sequence[RestartEntry],
+    metadata: dict[str, Any] | None = None,
+) -> None:
     """Every value of a resume must be recordable as given (see domain.jsonsafe)."""
     for kind, entries in (("respond", respond), ("restart", restart)):
         for i, entry in enumerate(entries):
             check_json(dict(entry), f"{kind}[{i}]")
+    check_json(metadata, "metadata")
 
 
 def check_batch(refs: list[str]) -> None:
@@ -123,7 +128,7 @@ def _replaced_input(entry: RestartEntry, tool: Tool | None) -> Any:
     if tool is None:
         return entry.replace_input
     try:
-        return tool.validate_input(entry.replace_input).model_dump(mode="json")
+        return tool.input_json(entry.replace_input)
     except SchemaError as exc:
         raise InvalidToolInputError(entry.ref, entry.name, exc.errors) from None
 

@@ -1,28 +1,37 @@
-"""Typed domain errors; the HTTP layer maps them to status codes by `code`.
+"""Typed domain errors: each has a `code`, and each category says the `status` it answers.
 
-InterlockError
-├── ChatNotFoundError                 chat_not_found
-├── UnknownAgentError                 unknown_agent
-├── InvalidRequestError               invalid_request
+The status is a plain number on the category (what kind of refusal it is); the HTTP
+layer reads it and nothing else, so an error without one fails the contract test.
+
+InterlockError                        (a client's error: every subclass has code and status)
+├── NotFoundError                 404
+│   └── ChatNotFoundError             chat_not_found
+├── InvalidRequestError           422 invalid_request
+│   ├── UnknownAgentError             unknown_agent
 │   └── IdempotencyKeyReusedError     idempotency_key_reused
-├── ResumeError
+├── ResumeError                   422
 │   ├── EmptyResumeError              empty_resume
 │   ├── DuplicateRefError             duplicate_ref
 │   ├── UnknownInterruptError         unknown_interrupt
 │   ├── InterruptNameMismatchError    interrupt_name_mismatch
 │   ├── InvalidToolOutputError        invalid_tool_output
 │   ├── InvalidToolInputError         invalid_tool_input
-│   ├── InterruptNotPendingError      interrupt_not_pending
-│   └── StaleInterruptError           stale_interrupt
-├── ChatStateError
-│   ├── PendingInterruptsError        pending_interrupts
-│   ├── TurnInProgressError           turn_in_progress
-│   └── NothingToRetryError           nothing_to_retry
-├── ConcurrencyError                  concurrent_modification
-├── AuthError
-│   ├── UnauthenticatedError          unauthenticated
+│   ├── InterruptNotPendingError  409 interrupt_not_pending
+│   └── StaleInterruptError       409 stale_interrupt
+├── ConflictError                 409
+│   ├── ChatStateError
+│   │   ├── PendingInterruptsError    pending_interrupts
+│   │   ├── TurnInProgressError       turn_in_progress
+│   │   └── NothingToRetryError       nothing_to_retry
+│   └── ConcurrencyError              concurrent_modification
+├── AuthError                     403
+│   ├── UnauthenticatedError      401 unauthenticated
 │   └── ForbiddenError                forbidden
-└── ModelError                        model_error
+└── ModelError                    502 model_error
+
+ConfigurationError (not an InterlockError): whoever configures the service made a mistake
+(an unknown store URL, a model string no resolver can build, bad settings). It never reaches
+a client as a 4xx: the CLI prints it and exits 2, a server refuses to start.
 """
 
 from __future__ import annotations
@@ -34,7 +43,8 @@ from typing import Any, ClassVar
 class InterlockError(Exception):
     """Base of every error a client can cause or observe."""
 
-    code: ClassVar[str] = "interlock_error"
+    code: ClassVar[str]  # set by each concrete error; unique across the tree
+    status: ClassVar[int]  # set by each category; a concrete error may narrow it
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -42,22 +52,35 @@ class InterlockError(Exception):
         self.details: dict[str, Any] = details
 
 
-class ChatNotFoundError(InterlockError):
+class ConfigurationError(Exception):
+    """A mistake of whoever configures the service, not of a client."""
+
+
+class NotFoundError(InterlockError):
+    """The thing the request names does not exist (or is not the caller's to see)."""
+
+    status = 404
+
+
+class ChatNotFoundError(NotFoundError):
     code = "chat_not_found"
 
     def __init__(self, chat_id: object) -> None:
         super().__init__(f"chat {chat_id} not found", chat_id=str(chat_id))
 
 
-class UnknownAgentError(InterlockError):
+class InvalidRequestError(InterlockError):
+    """The request itself is malformed or names something that cannot be."""
+
+    code = "invalid_request"
+    status = 422
+
+
+class UnknownAgentError(InvalidRequestError):
     code = "unknown_agent"
 
     def __init__(self, agent: str) -> None:
         super().__init__(f"no agent named {agent!r}", agent=agent)
-
-
-class InvalidRequestError(InterlockError):
-    code = "invalid_request"
 
 
 class IdempotencyKeyReusedError(InvalidRequestError):
@@ -69,6 +92,8 @@ class IdempotencyKeyReusedError(InvalidRequestError):
 
 class ResumeError(InterlockError):
     """A resume batch was refused; nothing was recorded."""
+
+    status = 422
 
 
 class EmptyResumeError(ResumeError):
@@ -127,6 +152,7 @@ class InvalidToolInputError(_SchemaRefusal):
 
 class InterruptNotPendingError(ResumeError):
     code = "interrupt_not_pending"
+    status = 409  # well-formed, but someone else decided first: a conflict
 
     def __init__(
         self,
@@ -150,6 +176,7 @@ class InterruptNotPendingError(ResumeError):
 
 class StaleInterruptError(ResumeError):
     code = "stale_interrupt"
+    status = 409  # the interrupt changed under the decision: a conflict
 
     def __init__(self, ref: str, expected: str, actual: str) -> None:
         super().__init__(
@@ -160,7 +187,13 @@ class StaleInterruptError(ResumeError):
         )
 
 
-class ChatStateError(InterlockError):
+class ConflictError(InterlockError):
+    """The command is well-formed but the chat's current state refuses it."""
+
+    status = 409
+
+
+class ChatStateError(ConflictError):
     """The chat's status does not allow the command."""
 
 
@@ -187,7 +220,7 @@ class NothingToRetryError(ChatStateError):
         )
 
 
-class ConcurrencyError(InterlockError):
+class ConcurrencyError(ConflictError):
     code = "concurrent_modification"
 
     def __init__(self, chat_id: object) -> None:
@@ -200,9 +233,12 @@ class ConcurrencyError(InterlockError):
 class AuthError(InterlockError):
     """Authentication or authorization refused."""
 
+    status = 403
+
 
 class UnauthenticatedError(AuthError):
     code = "unauthenticated"
+    status = 401
 
 
 class ForbiddenError(AuthError):
@@ -210,4 +246,7 @@ class ForbiddenError(AuthError):
 
 
 class ModelError(InterlockError):
+    """The model upstream failed; the turn is recorded as failed and may be retried."""
+
     code = "model_error"
+    status = 502

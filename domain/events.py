@@ -8,8 +8,9 @@ and adds an `upcast_vN_vN+1(state)` static method.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 from uuid import UUID
 
 from eventsourcing.domain import OriginatorVersionError
@@ -17,13 +18,14 @@ from eventsourcing.utils import register_topic
 from pydantic import BaseModel, ConfigDict
 
 from interlock.domain.messages import Message, text_message
-from interlock.domain.state import ChatState, ChatStatus, ToolCall
+from interlock.domain.state import ChatState, ChatStatus, FinishReason, ToolCall
 
 if TYPE_CHECKING:
     from interlock.domain.chat import Chat
 
-FinishReason = Literal["stop", "interrupted", "max_turns", "failed"]
-_STATUS_AFTER: dict[str, ChatStatus] = {
+__all__ = ["STATUS_AFTER", "FinishReason"]  # FinishReason was defined here before state.py
+# The chat's status once a turn finishes for each reason; the read side applies it too.
+STATUS_AFTER: Final[Mapping[FinishReason, ChatStatus]] = {
     "stop": "idle",
     "max_turns": "idle",
     "interrupted": "interrupted",
@@ -97,7 +99,6 @@ class UserMessageSent(ChatEvent):
         state.status = "running"
         state.turn += 1
         state.turn_by = self.actor
-        state.steps = 0
         state.finish_reason = None
         state.error = None
 
@@ -116,7 +117,6 @@ class ModelResponded(ChatEvent):
 
     def apply(self, state: ChatState) -> None:
         state.messages.append(self.message)
-        state.steps += 1
         state.batch = []
         state.batch_closed = False
 
@@ -159,8 +159,10 @@ class ToolFailed(ChatEvent):
 
 
 class Interrupted(ChatEvent):
+    """`metadata` is the interrupt's payload: any JSON value (an object before, so still v1)."""
+
     ref: str
-    metadata: dict[str, Any] | None = None
+    metadata: Any = None
 
     def apply(self, state: ChatState) -> None:
         call = state.calls[self.ref]
@@ -172,14 +174,23 @@ class Interrupted(ChatEvent):
 
 
 class Responded(ChatEvent):
+    """v2 adds `resume_metadata`, the metadata of the whole resume this entry came in."""
+
+    class_version: ClassVar[int] = 2
+
     ref: str
     name: str
     output: Any = None
     metadata: dict[str, Any] | None = None
+    resume_metadata: dict[str, Any] | None = None
     actor: str
     input_sha256: str
     request_key: str | None = None
     request_sha256: str | None = None
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["resume_metadata"] = None
 
     def apply(self, state: ChatState) -> None:
         state.remember_key(self.request_key, self.request_sha256, self.originator_version)
@@ -191,9 +202,14 @@ class Responded(ChatEvent):
 
 
 class Restarted(ChatEvent):
+    """v2 adds `resume_metadata`, the metadata of the whole resume this entry came in."""
+
+    class_version: ClassVar[int] = 2
+
     ref: str
     name: str
     resumed_metadata: dict[str, Any] | None = None
+    resume_metadata: dict[str, Any] | None = None
     original_input: Any = None
     replace_input: Any = None
     actor: str
@@ -202,14 +218,15 @@ class Restarted(ChatEvent):
     request_key: str | None = None
     request_sha256: str | None = None
 
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["resume_metadata"] = None
+
     def apply(self, state: ChatState) -> None:
         state.remember_key(self.request_key, self.request_sha256, self.originator_version)
         call = state.calls[self.ref]
-        call.status, call.attempt, call.resumed = (
-            "restarted",
-            call.attempt + 1,
-            self.resumed_metadata,
-        )
+        call.status, call.attempt = "restarted", call.attempt + 1
+        call.resumed, call.resume_metadata = self.resumed_metadata or {}, self.resume_metadata
         call.decision, call.decided_by, call.decided_at = "restart", self.actor, self.timestamp
         if self.replaced_input_sha256 is not None:
             call.original_input, call.input = self.original_input, self.replace_input
@@ -221,7 +238,7 @@ class TurnFinished(ChatEvent):
     error: str | None = None
 
     def apply(self, state: ChatState) -> None:
-        state.status = _STATUS_AFTER[self.reason]
+        state.status = STATUS_AFTER[self.reason]
         state.finish_reason = self.reason
         state.error = self.error
 

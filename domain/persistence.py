@@ -1,4 +1,4 @@
-"""How chats are stored: the pydantic mapper, the HMAC event chain, store URLs."""
+"""How chats are stored: the pydantic mapper and the HMAC event chain."""
 
 from __future__ import annotations
 
@@ -6,14 +6,12 @@ import hashlib
 import hmac
 import json
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import UUID
 
 from eventsourcing.persistence import Mapper, StoredEvent
 from eventsourcing.utils import resolve_topic
 
 from interlock.domain.canonical import canonical_json
-from interlock.domain.errors import InvalidRequestError
 from interlock.domain.events import ChatEvent
 
 
@@ -74,35 +72,3 @@ class Sealer:
 
     def sign(self, prev: str | None, event: ChatEvent) -> str:
         return self.digest(prev, event.model_dump(mode="json", exclude={"chain"}))
-
-
-def store_env(url: str) -> dict[str, str]:
-    """Map a store URL (memory://, sqlite:///file.db, postgresql://...) to eventsourcing env."""
-    parts = urlsplit(url)
-    if parts.scheme == "memory":
-        return {"PERSISTENCE_MODULE": "eventsourcing.popo"}
-    if parts.scheme == "sqlite":
-        path = unquote(parts.path.removeprefix("/")) if parts.netloc == "" else ""
-        if not path:
-            raise InvalidRequestError(f"sqlite store needs a file: sqlite:///path.db, not {url!r}")
-        return {
-            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-            "SQLITE_DBNAME": path,
-            "SQLITE_LOCK_TIMEOUT": "10",
-        }
-    if parts.scheme in ("postgresql", "postgres"):
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        return {
-            "PERSISTENCE_MODULE": "interlock.stores.postgres:InterlockPostgresFactory",
-            "POSTGRES_DBNAME": parts.path.removeprefix("/") or "postgres",
-            "POSTGRES_HOST": parts.hostname or "127.0.0.1",
-            "POSTGRES_PORT": str(parts.port or 5432),
-            "POSTGRES_USER": unquote(parts.username or "postgres"),
-            "POSTGRES_PASSWORD": unquote(parts.password or ""),
-            "POSTGRES_SCHEMA": query.get("schema", "public"),
-            "POSTGRES_POOL_SIZE": query.get("pool_size", "5"),
-            "POSTGRES_MAX_OVERFLOW": query.get("max_overflow", "10"),
-        }
-    raise InvalidRequestError(
-        f"unknown store {url!r}: use memory://, sqlite:///path.db or postgresql://..."
-    )

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from interlock.domain.canonical import sha256_hex
 from interlock.domain.chat import Chat
 from interlock.domain.messages import Message
-from interlock.domain.state import ToolCall
+from interlock.domain.state import FinishReason, ToolCall
 
 
 class Interrupt(BaseModel):
@@ -20,7 +20,7 @@ class Interrupt(BaseModel):
     ref: str
     name: str
     input: Any = None
-    metadata: dict[str, Any] | None = None
+    metadata: Any = None  # the interrupt's payload: any JSON value
     requested_at: datetime
     input_sha256: str  # echo it in a resume entry to refuse a decision on a changed input
 
@@ -42,7 +42,7 @@ class TurnResult(BaseModel):
 
     chat_id: str
     version: int
-    finish_reason: str
+    finish_reason: FinishReason
     text: str
     message: Message | None
     messages: list[Message]

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from interlock.domain.messages import Message, Part, ToolResponse
 
 ChatStatus = Literal["idle", "running", "interrupted", "failed"]
+FinishReason = Literal["stop", "interrupted", "max_turns", "failed"]
 CallStatus = Literal["requested", "completed", "failed", "interrupted", "responded", "restarted"]
 RESOLVED: frozenset[str] = frozenset({"completed", "failed", "responded"})
 
@@ -27,18 +28,27 @@ class ToolCall(BaseModel):
     attempt: int = 1
     output: Any = None
     error: str | None = None
-    interrupt: dict[str, Any] | None = None
+    interrupt: Any = None  # the interrupt's payload: any JSON value
     interrupted_at: datetime | None = None
     decision: Literal["respond", "restart"] | None = None
     decided_by: str | None = None
     decided_at: datetime | None = None
-    resumed: dict[str, Any] | None = None
+    resumed: dict[str, Any] | None = None  # a restart's own metadata ({} for a bare one)
+    resume_metadata: dict[str, Any] | None = None  # the metadata of the resume that restarted it
     original_input: Any = None
 
     def response_output(self) -> Any:
+        """What the model is told: the output, or `{"error": ...}` for a failed call."""
         if self.status == "failed":
             return {"error": self.error}
         return self.output
+
+    def response_part(self) -> Part:
+        """The tool response part; a failure is flagged in its metadata, never by its shape."""
+        return Part(
+            tool_response=ToolResponse(ref=self.ref, name=self.name, output=self.response_output()),
+            metadata={"failed": True} if self.status == "failed" else None,
+        )
 
 
 class KeyUse(BaseModel):
@@ -63,8 +73,7 @@ class ChatState(BaseModel):
     batch_closed: bool = True
     turn: int = 0
     turn_by: str | None = None
-    steps: int = 0
-    finish_reason: str | None = None
+    finish_reason: FinishReason | None = None
     error: str | None = None
     chain_tip: str | None = None
     resume_keys: dict[str, KeyUse] = {}
@@ -81,16 +90,4 @@ class ChatState(BaseModel):
         if self.batch_closed or not all(c.status in RESOLVED for c in calls):
             return
         self.batch_closed = True
-        self.messages.append(
-            Message(
-                role="tool",
-                content=[
-                    Part(
-                        tool_response=ToolResponse(
-                            ref=c.ref, name=c.name, output=c.response_output()
-                        )
-                    )
-                    for c in calls
-                ],
-            )
-        )
+        self.messages.append(Message(role="tool", content=[c.response_part() for c in calls]))

@@ -1,24 +1,24 @@
-"""The tool authoring API: `@tool`, `Tool`, `ToolContext` and the interrupt signal."""
+"""The tool authoring API: `@tool`, `interrupt`, `Tool`, `ToolContext` and the interrupt signal."""
 
 from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NoReturn
 
-from pydantic import BaseModel, ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from interlock.domain.models import ToolDefinition
 
 
 class ToolInterrupt(Exception):
-    """Raised by `ToolContext.interrupt`; pauses the turn."""
+    """Raised by `ToolContext.interrupt`; pauses the turn with any JSON value as its payload."""
 
-    def __init__(self, metadata: dict[str, Any] | None) -> None:
+    def __init__(self, metadata: Any) -> None:
         super().__init__("tool interrupted")
         self.metadata = metadata
 
@@ -31,23 +31,41 @@ class SchemaError(ValueError):
         self.errors = errors
 
 
+class Resumed(dict[str, Any]):
+    """A restart's metadata: always truthy, even empty (a bare restart), as in Genkit JS."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
 @dataclass(frozen=True)
 class ToolContext:
-    """What a running tool knows about its call."""
+    """What a running tool knows about its call.
+
+    On a restart, `resumed` is the entry's `resumed_metadata` (truthy even when empty),
+    `interrupt_metadata` the payload of the interrupt being answered and `resume_metadata`
+    the metadata of the whole resume; on a first run all three are None.
+    """
 
     chat_id: str
     ref: str
     attempt: int
     idempotency_key: str
-    resumed: dict[str, Any] | None = None
+    resumed: Mapping[str, Any] | None = None
     original_input: Any = None
+    interrupt_metadata: Any = None
+    resume_metadata: Mapping[str, Any] | None = None
 
     @property
     def is_restart(self) -> bool:
         return self.attempt > 1
 
-    def interrupt(self, metadata: dict[str, Any] | None = None) -> NoReturn:
-        """Pause the turn and hand this tool request back to the client."""
+    def interrupt(self, metadata: Any = None) -> NoReturn:
+        """Pause the turn and hand this tool request back to the client.
+
+        `metadata` is any JSON value or pydantic model; only a tool declared
+        `interrupts=True` may call this (an undeclared one fails the call).
+        """
         raise ToolInterrupt(metadata)
 
 
@@ -61,61 +79,89 @@ def _errors(exc: ValidationError) -> list[dict[str, Any]]:
     ]
 
 
+def jsonable(value: Any) -> Any:
+    """A value (pydantic models included) as JSON data; SchemaError when it has no JSON form."""
+    try:
+        return to_jsonable_python(value)
+    except PydanticSerializationError as exc:
+        raise SchemaError([{"loc": [], "msg": str(exc), "type": "not_json"}]) from None
+
+
 @dataclass(frozen=True)
 class Tool:
-    """A typed tool; input and (optional) output are pydantic models."""
+    """A typed tool; input and (optional) output are any types pydantic can validate."""
 
     name: str
     description: str
     fn: ToolFunction
-    input_model: type[BaseModel]
-    output_model: type[BaseModel] | None = None
+    input_type: Any
+    output_type: Any = None  # None: the output is not checked, only made JSON
     side_effects: bool = True
     interrupts: bool = False
     distinct_approver: bool = False
 
-    def validate_input(self, raw: Any) -> BaseModel:
+    @cached_property
+    def _input(self) -> TypeAdapter[Any]:
+        return TypeAdapter(self.input_type)
+
+    @cached_property
+    def _output(self) -> TypeAdapter[Any] | None:
+        return None if self.output_type is None else TypeAdapter(self.output_type)
+
+    def validate_input(self, raw: Any) -> Any:
+        """The input as the tool's first parameter expects it."""
         try:
-            return self.input_model.model_validate(raw)
+            return self._input.validate_python(raw)
         except ValidationError as exc:
             raise SchemaError(_errors(exc)) from None
 
+    def input_json(self, raw: Any) -> Any:
+        """Check an input and return it as JSON data (defaults filled in)."""
+        return self._input.dump_python(self.validate_input(raw), mode="json")
+
     def validate_output(self, raw: Any) -> Any:
         """Check a client-supplied or returned output; return it as JSON data."""
-        if self.output_model is None:
-            try:
-                return to_jsonable_python(raw)
-            except PydanticSerializationError as exc:
-                raise SchemaError([{"loc": [], "msg": str(exc), "type": "not_json"}]) from None
+        if self._output is None:
+            return jsonable(raw)
         try:
-            value = self.output_model.model_validate(raw)
+            value = self._output.validate_python(raw)
         except ValidationError as exc:
             raise SchemaError(_errors(exc)) from None
-        return value.model_dump(mode="json")
+        return self._output.dump_python(value, mode="json")
 
     @cached_property
     def definition(self) -> ToolDefinition:
         return ToolDefinition(
             name=self.name,
             description=self.description,
-            input_schema=self.input_model.model_json_schema(),
-            output_schema=self.output_model.model_json_schema() if self.output_model else None,
+            input_schema=self._input.json_schema(),
+            output_schema=self._output.json_schema() if self._output else None,
         )
 
-    async def __call__(self, input: BaseModel, ctx: ToolContext) -> Any:
+    async def __call__(self, input: Any, ctx: ToolContext) -> Any:
         return await self.fn(input, ctx)
 
 
-def _signature_models(fn: Callable[..., Any]) -> tuple[type[BaseModel], type[BaseModel] | None]:
+def _signature_types(fn: Callable[..., Any]) -> tuple[Any, Any]:
+    """The first parameter's type (required) and the return type (None when unannotated)."""
     hints = typing.get_type_hints(fn)
     params = list(inspect.signature(fn).parameters)
-    if not params or not (
-        isinstance(hints.get(params[0]), type) and issubclass(hints[params[0]], BaseModel)
-    ):
-        raise TypeError(f"tool {fn.__name__}: the first parameter must be a pydantic model")
+    if not params or params[0] not in hints:
+        raise TypeError(f"tool {fn.__name__}: annotate the first parameter with the input type")
     output = hints.get("return")
-    out_model = output if isinstance(output, type) and issubclass(output, BaseModel) else None
-    return hints[params[0]], out_model
+    if output in (Any, NoReturn, typing.Never):
+        output = None  # unchecked: the output is only made JSON
+    for kind, annotation in (("input", hints[params[0]]), ("output", output)):
+        if annotation is not None:
+            _check_schema(fn.__name__, kind, annotation)
+    return hints[params[0]], output
+
+
+def _check_schema(name: str, kind: str, annotation: Any) -> None:
+    try:
+        TypeAdapter(annotation).json_schema()
+    except Exception as exc:  # noqa: BLE001 - pydantic raises several kinds for a bad type
+        raise TypeError(f"tool {name}: its {kind} type has no JSON schema: {exc}") from None
 
 
 def tool(
@@ -123,28 +169,69 @@ def tool(
     description: str | None = None,
     *,
     side_effects: bool = True,
-    interrupts: bool | None = None,
+    interrupts: bool = False,
     distinct_approver: bool = False,
 ) -> Callable[[ToolFunction], Tool]:
-    """Make an async function `(input: Model, ctx: ToolContext) -> output` a tool.
+    """Make an async function `(input: T, ctx: ToolContext) -> output` a tool.
 
     `side_effects=False` lets the runtime run it without committing its request first;
-    `distinct_approver=True` refuses a resume by the principal who sent the turn.
+    `interrupts=True` declares that it may call `ctx.interrupt` (an undeclared interrupt
+    fails the call); `distinct_approver=True` refuses a resume by the principal who sent
+    the turn.
     """
 
     def wrap(fn: ToolFunction) -> Tool:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"tool {fn.__name__} must be an async function")
-        input_model, output_model = _signature_models(fn)
+        input_type, output_type = _signature_types(fn)
         return Tool(
             name=name or fn.__name__,
             description=description or (inspect.getdoc(fn) or "").strip(),
             fn=fn,
-            input_model=input_model,
-            output_model=output_model,
+            input_type=input_type,
+            output_type=output_type,
             side_effects=side_effects,
-            interrupts="interrupt" in fn.__code__.co_names if interrupts is None else interrupts,
+            interrupts=interrupts,
             distinct_approver=distinct_approver,
         )
 
     return wrap
+
+
+RequestMetadata = Any  # a JSON value or model, or a function of the input returning one
+
+
+def interrupt(
+    name: str,
+    description: str,
+    *,
+    input: Any,
+    output: Any = None,
+    metadata: RequestMetadata = None,
+    distinct_approver: bool = False,
+) -> Tool:
+    """A tool with no body that always interrupts (Genkit's `defineInterrupt`).
+
+    The client answers it with `respond` (checked against `output`); `metadata` is the
+    interrupt's payload, or a function of the validated input that returns it.
+    """
+
+    async def ask(value: Any, ctx: ToolContext) -> NoReturn:
+        payload = metadata(value) if callable(metadata) else metadata
+        if inspect.isawaitable(payload):
+            payload = await payload
+        ctx.interrupt(payload)
+
+    for kind, annotation in (("input", input), ("output", output)):
+        if annotation is not None:
+            _check_schema(name, kind, annotation)
+    return Tool(
+        name=name,
+        description=description,
+        fn=ask,
+        input_type=input,
+        output_type=output,
+        side_effects=False,
+        interrupts=True,
+        distinct_approver=distinct_approver,
+    )

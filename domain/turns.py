@@ -1,107 +1,119 @@
-"""The turn loop: call the model, record its reply, run tools, pause on interrupts."""
+"""The turn loop: call the model, record its reply, run tools, pause on interrupts.
+
+It is given what it needs (an agent, its model, a commit function and a tool budget), so
+it knows nothing of the application service that builds it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from interlock.domain.agent import Agent
 from interlock.domain.chat import Chat
-from interlock.domain.errors import ModelError
+from interlock.domain.errors import ConcurrencyError, ModelError
 from interlock.domain.jsonsafe import UnsafeJsonError, check_json
 from interlock.domain.messages import Message, text_message
 from interlock.domain.models import Model, ModelChunk, ModelRequest
 from interlock.domain.results import StreamEvent, TurnResult
 from interlock.domain.state import ToolCall
-from interlock.domain.tools import SchemaError, ToolContext, ToolInterrupt
-
-if TYPE_CHECKING:
-    from interlock.domain.application import Interlock
+from interlock.domain.tools import Resumed, SchemaError, ToolContext, ToolInterrupt, jsonable
 
 Emit = Callable[[StreamEvent], Awaitable[None]]
+Commit = Callable[[Chat], Awaitable[int | None]]
 Outcome = tuple[Literal["completed", "failed", "interrupted"], Any]
 
 
-class TurnRunner:
-    """Drives a chat from its last recorded step to the end of the turn."""
+@dataclass(frozen=True)
+class TurnLoop:
+    """Drives one chat from its last recorded step to the end of the turn.
 
-    def __init__(self, app: Interlock, models: dict[str, Model]) -> None:
-        self.app = app
-        self.models = models
+    `max_turns` bounds the tool rounds of this call (a send, a resume or a retry), as
+    Genkit's `maxTurns` does: after the last allowed round the model still sees its
+    results; a reply that asks for one more round is recorded, its requests answered
+    as not run, and the turn ends `max_turns`.
+    """
+
+    agent: Agent
+    model: Model
+    commit: Commit
+    max_turns: int
 
     async def run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
-        agent = self.app.agent(chat.state.agent)
-        await self._drive(chat, agent, emit)
-        result = TurnResult.of(chat, since, self.app.commit(chat))
+        """Run the turn; whatever fails in it (but a lost race) ends it `failed`, recorded."""
+        try:
+            await self._drive(chat, emit)
+            position = await self.commit(chat)
+        except ConcurrencyError:
+            raise  # another writer moved the chat on: this copy must record nothing more
+        except Exception as exc:  # noqa: BLE001 - tools, models, emit: no failure may wedge a chat
+            chat.finish_turn("failed", error=f"{type(exc).__name__}: {exc}")
+            position = await self.commit(chat)
+        result = TurnResult.of(chat, since, position)
         if emit is not None:
             for event in result.closing_events():  # interrupts only once they are committed
                 await emit(event)
         return result
 
-    async def _drive(self, chat: Chat, agent: Agent, emit: Emit | None) -> None:
+    async def _drive(self, chat: Chat, emit: Emit | None) -> None:
+        rounds = 0
         while True:
             runnable = chat.runnable_calls()
             if runnable:
-                await self._run_tools(chat, agent, runnable, emit)
+                await self._run_tools(chat, runnable, emit)
             if chat.pending_interrupts():
                 chat.finish_turn("interrupted")
                 return
             if not chat.needs_model():
                 chat.finish_turn("stop")
                 return
-            if chat.state.steps >= agent.max_turns:
-                chat.finish_turn("max_turns")
+            reply = await self._generate(chat, emit)
+            if reply is None:
                 return
-            try:
-                reply = await self.models[agent.name].generate(
-                    self._request(chat, agent), self._chunks(emit)
-                )
-            except ModelError as exc:
-                chat.finish_turn("failed", error=str(exc))
-                return
-            message = reply.message.model_copy(update={"role": "model"})
-            try:
-                check_json(message.wire(), "the model's reply")
-            except UnsafeJsonError as exc:
-                chat.finish_turn("failed", error=str(exc))
-                return
-            chat.record_model_reply(message, reply.usage.model_dump() if reply.usage else None)
+            chat.record_model_reply(*reply)
+            if reply[0].tool_requests:
+                if rounds >= self.max_turns:
+                    self._refuse_round(chat)
+                    return
+                rounds += 1
 
-    @staticmethod
-    def _request(chat: Chat, agent: Agent) -> ModelRequest:
+    async def _generate(
+        self, chat: Chat, emit: Emit | None
+    ) -> tuple[Message, dict[str, int] | None] | None:
+        """The model's reply, or None once a model failure has finished the turn."""
+        try:
+            reply = await self.model.generate(self._request(chat), _chunks(emit))
+        except ModelError as exc:
+            chat.finish_turn("failed", error=str(exc))
+            return None
+        message = reply.message.model_copy(update={"role": "model"})
+        try:
+            check_json(message.wire(), "the model's reply")
+        except UnsafeJsonError as exc:
+            chat.finish_turn("failed", error=str(exc))
+            return None
+        return message, reply.usage.model_dump() if reply.usage else None
+
+    def _refuse_round(self, chat: Chat) -> None:
+        """Answer a round past the budget as not run, so the history stays well formed."""
+        for call in chat.runnable_calls():
+            chat.record_failed(
+                call.ref, f"not run: max_turns ({self.max_turns} tool rounds) reached"
+            )
+        chat.finish_turn("max_turns")
+
+    def _request(self, chat: Chat) -> ModelRequest:
+        agent = self.agent
         system: list[Message] = [text_message("system", agent.system)] if agent.system else []
         return ModelRequest(messages=[*system, *chat.state.messages], tools=agent.definitions)
 
-    @staticmethod
-    def _chunks(emit: Emit | None) -> Callable[[ModelChunk], Awaitable[None]] | None:
-        if emit is None:
-            return None
-
-        async def on_chunk(chunk: ModelChunk) -> None:
-            await emit(StreamEvent(type="text", data={"text": chunk.text}))
-
-        return on_chunk
-
-    @staticmethod
-    async def _announce(calls: list[ToolCall], emit: Emit | None) -> None:
-        if emit is None:
-            return
-        for call in calls:
-            await emit(
-                StreamEvent(
-                    type="tool_request",
-                    data={"ref": call.ref, "name": call.name, "input": call.input},
-                )
-            )
-
-    async def _run_tools(
-        self, chat: Chat, agent: Agent, calls: list[ToolCall], emit: Emit | None
-    ) -> None:
-        if any(_has_side_effects(agent, c) for c in calls):
-            self.app.commit(chat)  # write-ahead: the request is durable before the tool acts
-        await self._announce(calls, emit)  # after that commit: a lost race streams nothing
-        outcomes = await asyncio.gather(*(_run_tool(chat, agent, c) for c in calls))
+    async def _run_tools(self, chat: Chat, calls: list[ToolCall], emit: Emit | None) -> None:
+        if any(_has_side_effects(self.agent, c) for c in calls):
+            await self.commit(chat)  # write-ahead: the request is durable before the tool acts
+        await _announce(calls, emit)  # after that commit: a lost race streams nothing
+        outcomes = await asyncio.gather(*(_run_tool(chat, self.agent, c) for c in calls))
         for call, (kind, value) in zip(calls, outcomes, strict=True):
             if kind == "completed":
                 chat.record_completed(call.ref, value)
@@ -110,21 +122,50 @@ class TurnRunner:
             else:
                 chat.record_interrupted(call.ref, value)
             if emit is not None and kind != "interrupted":
-                await emit(
-                    StreamEvent(
-                        type="tool_response",
-                        data={
-                            "ref": call.ref,
-                            "name": call.name,
-                            "output": chat.state.calls[call.ref].response_output(),
-                        },
-                    )
-                )
+                recorded = chat.state.calls[call.ref]
+                data = {
+                    "ref": call.ref,
+                    "name": call.name,
+                    "output": recorded.response_output(),
+                    "failed": kind == "failed",
+                }
+                await emit(StreamEvent(type="tool_response", data=data))
+
+
+def _chunks(emit: Emit | None) -> Callable[[ModelChunk], Awaitable[None]] | None:
+    if emit is None:
+        return None
+
+    async def on_chunk(chunk: ModelChunk) -> None:
+        await emit(StreamEvent(type="text", data={"text": chunk.text}))
+
+    return on_chunk
+
+
+async def _announce(calls: list[ToolCall], emit: Emit | None) -> None:
+    if emit is None:
+        return
+    for call in calls:
+        data = {"ref": call.ref, "name": call.name, "input": call.input}
+        await emit(StreamEvent(type="tool_request", data=data))
 
 
 def _has_side_effects(agent: Agent, call: ToolCall) -> bool:
     tool = agent.tool(call.name)
     return tool is not None and tool.side_effects
+
+
+def _context(chat: Chat, call: ToolCall) -> ToolContext:
+    return ToolContext(
+        chat_id=str(chat.id),
+        ref=call.ref,
+        attempt=call.attempt,
+        idempotency_key=f"{chat.id}:{call.ref}:{call.attempt}",
+        resumed=None if call.resumed is None else Resumed(call.resumed),
+        original_input=call.original_input,
+        interrupt_metadata=call.interrupt,
+        resume_metadata=call.resume_metadata,
+    )
 
 
 async def _run_tool(chat: Chat, agent: Agent, call: ToolCall) -> Outcome:
@@ -135,17 +176,13 @@ async def _run_tool(chat: Chat, agent: Agent, call: ToolCall) -> Outcome:
         args = tool.validate_input(call.input)
     except SchemaError as exc:
         return "failed", f"invalid input for {call.name}: {exc.errors}"
-    ctx = ToolContext(
-        chat_id=str(chat.id),
-        ref=call.ref,
-        attempt=call.attempt,
-        idempotency_key=f"{chat.id}:{call.ref}:{call.attempt}",
-        resumed=call.resumed,
-        original_input=call.original_input,
-    )
     try:
-        raw = await tool(args, ctx)
+        raw = await tool(args, _context(chat, call))
     except ToolInterrupt as signal:
+        if not tool.interrupts:
+            return "failed", (
+                f"{call.name} called ctx.interrupt but is not declared @tool(interrupts=True)"
+            )
         return _recordable("interrupted", signal.metadata, f"{call.name}'s interrupt metadata")
     except Exception as exc:  # noqa: BLE001 - a tool's own failure is answered to the model
         return "failed", f"{type(exc).__name__}: {exc}"
@@ -159,7 +196,10 @@ async def _run_tool(chat: Chat, agent: Agent, call: ToolCall) -> Outcome:
 def _recordable(kind: Literal["completed", "interrupted"], value: Any, what: str) -> Outcome:
     """A value the log could not hold faithfully fails the call instead of the turn."""
     try:
+        value = jsonable(value)  # a pydantic model, a tuple... as the JSON the log holds
         check_json(value, what)
+    except SchemaError as exc:
+        return "failed", f"{what} is not JSON: {exc.errors[0]['msg']}"
     except UnsafeJsonError as exc:
         return "failed", str(exc)
     return kind, value

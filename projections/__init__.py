@@ -2,43 +2,56 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
-from interlock.domain.persistence import store_env
+from eventsourcing.postgres import PostgresFactory
+from eventsourcing.sqlite import SQLiteFactory
+
 from interlock.projections.interface import ReadModels
-from interlock.projections.readmodels import SqlReadModels, Views
+from interlock.projections.readmodels import SqlReadModels
+from interlock.projections.registry import READ_MODELS
+from interlock.projections.sql import ReadModel
 
 if TYPE_CHECKING:
     from interlock.domain import Interlock
 
-__all__ = ["ReadModels", "SqlReadModels", "open_read_models", "open_views"]
+__all__ = ["READ_MODELS", "ReadModel", "ReadModels", "SqlReadModels", "open_read_models",
+           "open_views"]
 
 
-def open_views(app: Interlock, store: str) -> SqlReadModels:
-    """The views of `app`'s store (created if missing), not yet kept current."""
-    scheme = urlsplit(store).scheme
-    if scheme in ("postgresql", "postgres"):
+def open_views(app: Interlock, *, read_models: Iterable[ReadModel] = READ_MODELS) -> SqlReadModels:
+    """The views in `app`'s own store (created if missing), not yet kept current.
+
+    The store is the one the app was built on: PostgreSQL views share its datastore,
+    SQLite views its file, and an in-memory app gets in-memory views.
+    """
+    if isinstance(app.factory, PostgresFactory):
         from interlock.projections.postgres import postgres_views
 
-        views: Views = postgres_views(app.recorder.datastore, app.name)  # type: ignore[attr-defined]
-        return SqlReadModels(app, views)
+        return SqlReadModels(app, postgres_views(app.factory.datastore, app.name, read_models))
     from interlock.projections.sqlite import SQLiteDb, sqlite_views
 
-    path = ":memory:" if scheme == "memory" else store_env(store)["SQLITE_DBNAME"]
+    path = ":memory:"
+    if isinstance(app.factory, SQLiteFactory):
+        path = app.factory.env.get(SQLiteFactory.SQLITE_DBNAME) or path
     db = SQLiteDb(path)
-    return SqlReadModels(app, sqlite_views(db, app.name), on_close=db.close)
+    return SqlReadModels(app, sqlite_views(db, app.name, read_models), on_close=db.close)
 
 
 def open_read_models(
-    app: Interlock, store: str, *, run: bool = True, poll_interval: float = 0.5
+    app: Interlock,
+    *,
+    run: bool = True,
+    poll_interval: float = 0.5,
+    read_models: Iterable[ReadModel] = READ_MODELS,
 ) -> SqlReadModels:
     """The read side of `app`, kept current by a thread of this process unless `run=False`.
 
     `wait(position)` blocks until every view has applied the event at `position`
     (the value `Interlock.commit()` and `TurnResult.position` return).
     """
-    models = open_views(app, store)
+    models = open_views(app, read_models=read_models)
     if run:
         models.start(poll_interval)
     return models

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from interlock.domain.errors import InvalidRequestError
-from interlock.projections.views import Key
+from interlock.projections.sql import Key
 
 
 def encode(key: Key) -> str:

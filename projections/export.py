@@ -8,7 +8,8 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Literal
 
-from interlock.projections.interface import DecisionRow, Page
+from interlock.projections.decisions import DecisionRow
+from interlock.projections.pages import Page
 
 FIELDS = tuple(DecisionRow.model_fields)
 _JSON_FIELDS = frozenset({"original_input", "replaced_input", "output", "resumed_metadata"})

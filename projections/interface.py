@@ -1,111 +1,31 @@
-"""The read side's contract: row shapes and the queries the HTTP layer and CLI call.
+"""The read side's contract: the queries the HTTP layer and CLI call, and their row shapes.
 
-Implemented for SQLite and PostgreSQL (and memory) by the modules beside this one.
-Lists use keyset pagination: `cursor` is opaque, `next_cursor` is None on the last page.
+Each row shape and filter lives with its read model (`inbox`, `decisions`, `chats`) and is
+re-exported here. Lists use keyset pagination: `cursor` is opaque, `next_cursor` is None
+on the last page.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from interlock.projections.chats import ChatFilter, ChatSummary
+from interlock.projections.decisions import DecisionFilter, DecisionRow, DecisionStats
+from interlock.projections.inbox import InboxFilter, InboxRow
+from interlock.projections.pages import Page
 
-T = TypeVar("T")
-
-
-class Page(BaseModel, Generic[T]):
-    items: list[T]
-    next_cursor: str | None = None
-
-
-class InboxRow(BaseModel):
-    """A pending interrupt awaiting a decision."""
-
-    model_config = ConfigDict(frozen=True)
-
-    chat_id: str
-    tenant: str
-    agent: str
-    ref: str
-    tool: str
-    input: Any = None
-    metadata: dict[str, Any] | None = None
-    requested_at: datetime
-    requested_by: str | None = None
-
-
-class DecisionRow(BaseModel):
-    """One Responded or Restarted event: the compliance log."""
-
-    model_config = ConfigDict(frozen=True)
-
-    chat_id: str
-    tenant: str
-    agent: str
-    ref: str
-    tool: str
-    kind: Literal["respond", "restart"]
-    original_input: Any = None
-    replaced_input: Any = None
-    output: Any = None
-    resumed_metadata: dict[str, Any] | None = None
-    actor: str
-    input_sha256: str
-    requested_at: datetime
-    decided_at: datetime
-    version: int
-
-
-class ChatSummary(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    chat_id: str
-    tenant: str
-    agent: str
-    status: str
-    version: int
-    created_at: datetime
-    last_activity: datetime
-    pending_count: int
-
-
-class DecisionStats(BaseModel):
-    total: int
-    by_tool: dict[str, int]
-    by_actor: dict[str, int]
-    p50_seconds: float | None
-    p95_seconds: float | None
-
-
-class DecisionFilter(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    tenant: str | None = None
-    tool: str | None = None
-    actor: str | None = None
-    chat_id: str | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-
-
-class InboxFilter(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    tenant: str | None = None
-    agent: str | None = None
-    tool: str | None = None
-    chat_id: str | None = None
-    older_than: datetime | None = None
-
-
-class ChatFilter(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    tenant: str | None = None
-    status: str | None = None
-    agent: str | None = None
+__all__ = [
+    "ChatFilter",
+    "ChatSummary",
+    "DecisionFilter",
+    "DecisionRow",
+    "DecisionStats",
+    "InboxFilter",
+    "InboxRow",
+    "Page",
+    "ReadModels",
+]
 
 
 class ReadModels(Protocol):

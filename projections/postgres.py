@@ -1,8 +1,8 @@
-"""PostgreSQL views: tracked recorders whose rows and position commit in one transaction."""
+"""The PostgreSQL backend: tracked recorders whose rows and position commit in one transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -13,14 +13,8 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Json
 
 from interlock.domain.errors import InvalidRequestError
-from interlock.projections.sqlviews import (
-    Row,
-    SqlChatsView,
-    SqlDecisionsView,
-    SqlInboxView,
-    SqlView,
-)
-from interlock.projections.views import PositionConflictError
+from interlock.projections.registry import READ_MODELS
+from interlock.projections.sql import PositionConflictError, ReadModel, Row, SqlView, ViewStore
 from interlock.stores.postgres import schema_lock
 
 # `json`, not `jsonb`: jsonb refuses "\u0000", and a view must accept every recorded event.
@@ -39,13 +33,16 @@ _ADVANCE = (
 )
 
 
-class PostgresView(PostgresTrackingRecorder, SqlView):
-    """Base of the PostgreSQL views; tables are `<prefix>_<name>` in the store's schema."""
+class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
+    """One view in PostgreSQL; tables are `<prefix>_<name>` in the store's schema."""
+
+    dialect = "postgresql"
 
     def __init__(
-        self, datastore: PostgresDatastore, *, prefix: str = "interlock",
+        self, datastore: PostgresDatastore, view: type[SqlView], *, prefix: str = "interlock",
         application_name: str = "Interlock",
     ) -> None:
+        self.view_name, self.tables, self.ddl = view.view_name, view.tables, view.ddl
         super().__init__(datastore, tracking_table_name=f"{prefix}_{self.view_name}_tracking")
         self.application_name = application_name
         schema = datastore.schema
@@ -80,11 +77,9 @@ class PostgresView(PostgresTrackingRecorder, SqlView):
             if found != start:
                 raise PositionConflictError(self.view_name, start, found)
             self._cursor = curs
-            self._begin_batch()
             try:
                 with curs.connection.pipeline():
                     yield
-                    self._before_commit()
                 # Outside the pipeline: its result must be read, not the last queued one's.
                 self._advance(curs, start, upto)
             finally:
@@ -105,32 +100,32 @@ class PostgresView(PostgresTrackingRecorder, SqlView):
             for name in tables:
                 curs.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._names[name]))
 
-    def _run(self, template: str, params: Mapping[str, Any]) -> None:
+    def run(self, template: str, params: Mapping[str, Any]) -> None:
         assert self._cursor is not None, "writes happen inside batch()"
         self._cursor.execute(self._q(template), _storable(params))
 
-    def _run_many(self, template: str, params: Sequence[Mapping[str, Any]]) -> None:
+    def run_many(self, template: str, params: Sequence[Mapping[str, Any]]) -> None:
         assert self._cursor is not None, "writes happen inside batch()"
         if params:
             self._cursor.executemany(self._q(template), [_storable(p) for p in params])
 
-    def _fetch(self, template: str, params: Mapping[str, Any]) -> list[Row]:
+    def fetch(self, template: str, params: Mapping[str, Any]) -> list[Row]:
         for name, value in params.items():
             if isinstance(value, str) and "\x00" in value:
                 raise InvalidRequestError(f"{name} contains a NUL character", parameter=name)
         with self.datastore.get_connection() as conn:
             return list(conn.execute(self._q(template), params).fetchall())
 
-    def _json(self, value: Any) -> Any:
+    def encode_json(self, value: Any) -> Any:
         return Json(value)
 
-    def _ts(self, value: datetime) -> Any:
+    def encode_ts(self, value: datetime) -> Any:
         return value
 
-    def _load_json(self, value: Any) -> Any:
+    def load_json(self, value: Any) -> Any:
         return value
 
-    def _load_ts(self, value: Any) -> datetime:
+    def load_ts(self, value: Any) -> datetime:
         assert isinstance(value, datetime)
         return value
 
@@ -142,33 +137,12 @@ def _storable(params: Mapping[str, Any]) -> Mapping[str, Any]:
     return {k: v.replace("\x00", "\ufffd") if isinstance(v, str) else v for k, v in params.items()}
 
 
-class PostgresInboxView(PostgresView, SqlInboxView):
-    """The approvers' inbox in PostgreSQL."""
-
-
-class PostgresDecisionsView(PostgresView, SqlDecisionsView):
-    """The decision log in PostgreSQL; percentiles computed by the server."""
-
-    def _percentiles(self, where: str, params: dict[str, Any]) -> tuple[float | None, float | None]:
-        wait = "extract(epoch FROM decided_at - requested_at)::float8"
-        rows = self._fetch(
-            f"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY {wait}) AS p50,"
-            f" percentile_cont(0.95) WITHIN GROUP (ORDER BY {wait}) AS p95"
-            f" FROM {{decisions}}{where}", params)
-        return rows[0]["p50"], rows[0]["p95"]
-
-
-class PostgresChatsView(PostgresView, SqlChatsView):
-    """Chat summaries in PostgreSQL."""
-
-
 def postgres_views(
-    datastore: PostgresDatastore, application_name: str = "Interlock"
-) -> tuple[PostgresInboxView, PostgresDecisionsView, PostgresChatsView]:
+    datastore: PostgresDatastore, application_name: str = "Interlock",
+    read_models: Iterable[ReadModel] = READ_MODELS,
+) -> list[SqlView]:
+    """The views of `read_models` (the registry's by default) in the store, created if missing."""
     prefix = application_name.lower()
-    views = (PostgresInboxView(datastore, prefix=prefix, application_name=application_name),
-             PostgresDecisionsView(datastore, prefix=prefix, application_name=application_name),
-             PostgresChatsView(datastore, prefix=prefix, application_name=application_name))
-    for view in views:
-        view.setup()
-    return views
+    return [m.open(PostgresViewStore(datastore, m.view, prefix=prefix,
+                                     application_name=application_name))
+            for m in read_models]

@@ -2,40 +2,27 @@
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import Recording
 
-from interlock.projections import cursors, export
-from interlock.projections.interface import (
-    ChatFilter,
-    ChatSummary,
+from interlock.projections import export
+from interlock.projections.chats import ChatFilter, ChatSummary, ChatsView
+from interlock.projections.decisions import (
     DecisionFilter,
     DecisionRow,
     DecisionStats,
-    InboxFilter,
-    InboxRow,
-    Page,
+    DecisionsView,
 )
-from interlock.projections.projectors import ChatsProjection, DecisionsProjection, InboxProjection
-from interlock.projections.runner import BatchRunner
-from interlock.projections.views import ChatsView, DecisionsView, InboxView, Key
+from interlock.projections.inbox import InboxFilter, InboxRow, InboxView
+from interlock.projections.live import LiveRunner
+from interlock.projections.pages import Page
+from interlock.projections.runner import BatchRunner, Noted
+from interlock.projections.sql import SqlView
 
-T = TypeVar("T")
-log = logging.getLogger(__name__)
-COALESCE_SECONDS = 0.005
-Views = tuple[InboxView, DecisionsView, ChatsView]
-
-
-def _page(rows: list[T], limit: int, key: Callable[[T], Key]) -> Page[T]:
-    more = len(rows) > limit
-    items = rows[:limit]
-    return Page(items=items, next_cursor=cursors.encode(key(items[-1])) if more else None)
+V = TypeVar("V", bound=SqlView)
 
 
 class SqlReadModels:
@@ -44,41 +31,47 @@ class SqlReadModels:
     def __init__(
         self,
         app: Application[Any],
-        views: Views,
+        views: Sequence[SqlView],
         *,
         on_close: Callable[[], None] | None = None,
         batch_size: int = 1000,
     ) -> None:
         self.app = app
-        self.inbox_view, self.decisions_view, self.chats_view = views
-        self.runners = [
-            BatchRunner(app, InboxProjection(self.inbox_view), batch_size),
-            BatchRunner(app, DecisionsProjection(self.decisions_view), batch_size),
-            BatchRunner(app, ChatsProjection(self.chats_view), batch_size),
-        ]
+        self.runners = [BatchRunner(app, v.read_model.projection(v), batch_size) for v in views]
         wanted = [r.projection.topics for r in self.runners]
         self._topics = () if not all(wanted) else sorted({t for ts in wanted for t in ts})
         self._on_close = on_close
         self._live: LiveRunner | None = None
 
+    def view(self, kind: type[V]) -> V:
+        """The view of read model `kind` (a `SqlView` subclass) in this store."""
+        for runner in self.runners:
+            if isinstance(runner.view, kind):
+                return runner.view
+        raise LookupError(f"no {kind.__name__} among the read models")
+
+    def runner(self, name: str) -> BatchRunner:
+        """The runner of the view called `name`."""
+        for runner in self.runners:
+            if runner.name == name:
+                return runner
+        raise LookupError(f"no read model named {name!r}")
+
     # -- queries -----------------------------------------------------------------------------
 
     def chats(self, f: ChatFilter, limit: int = 50, cursor: str | None = None) -> Page[ChatSummary]:
-        rows = self.chats_view.query(f, limit + 1, cursors.decode(cursor, str))
-        return _page(rows, limit, lambda r: (r.last_activity, r.chat_id))
+        return self.view(ChatsView).page(f, limit, cursor)
 
     def inbox(self, f: InboxFilter, limit: int = 50, cursor: str | None = None) -> Page[InboxRow]:
-        rows = self.inbox_view.query(f, limit + 1, cursors.decode(cursor, str, str))
-        return _page(rows, limit, lambda r: (r.requested_at, r.chat_id, r.ref))
+        return self.view(InboxView).page(f, limit, cursor)
 
     def decisions(
         self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
     ) -> Page[DecisionRow]:
-        rows = self.decisions_view.query(f, limit + 1, cursors.decode(cursor, str, int))
-        return _page(rows, limit, lambda r: (r.decided_at, r.chat_id, r.version))
+        return self.view(DecisionsView).page(f, limit, cursor)
 
     def decision_stats(self, f: DecisionFilter) -> DecisionStats:
-        return self.decisions_view.stats(f)
+        return self.view(DecisionsView).stats(f)
 
     def export_decisions(self, f: DecisionFilter, fmt: Literal["csv", "jsonl"]) -> Iterator[str]:
         rows = export.rows_of(lambda cursor: self.decisions(f, 1000, cursor))
@@ -106,7 +99,7 @@ class SqlReadModels:
         notes = self.app.recorder.select_notifications(
             start, size, stop=head, topics=self._topics, inclusive_of_start=False)
         upto = notes[-1].id if len(notes) == size else head
-        events = [(n.id, n.topic, self.app.mapper.to_domain_event(n)) for n in notes]
+        events: list[Noted] = [(n.id, n.topic, self.app.mapper.to_domain_event(n)) for n in notes]
         return [r.apply(events, p, upto) for r, p in zip(self.runners, positions, strict=True)]
 
     def is_current(self) -> bool:
@@ -142,81 +135,3 @@ class SqlReadModels:
             self._live = None
         if self._on_close is not None:
             self._on_close()
-
-
-class LiveRunner:
-    """A thread that catches the views up after each commit and every `poll_interval`."""
-
-    def __init__(self, models: SqlReadModels, poll_interval: float) -> None:
-        self.models = models
-        self.poll_interval = poll_interval
-        self._wake = threading.Event()
-        self._hurry = threading.Event()  # a reader is waiting: no coalescing delay
-        self._stopping = threading.Event()
-        self._changed = threading.Condition()
-        self._seen = 0
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._loop, name="interlock-views", daemon=True)
-
-    def start(self) -> None:
-        listeners = getattr(self.models.app, "commit_listeners", None)
-        if listeners is not None:
-            listeners.append(self._on_commit)
-        self._thread.start()
-
-    def _on_commit(self, recordings: Sequence[Recording[Any]]) -> None:
-        self._wake.set()
-
-    def _loop(self) -> None:
-        while not self._stopping.is_set():
-            self._wake.clear()
-            self._hurry.clear()
-            try:
-                seen = self.models.catch_up()
-            except BaseException as exc:
-                # Like the library's runner: a failing event stops the views, loudly;
-                # waiters get the error instead of a stale read.
-                log.exception("read models stopped: an event could not be applied")
-                self._fail(exc)
-                return
-            self._publish(seen)
-            if self._wake.wait(self.poll_interval):
-                # Woken by a commit: let its writer answer first and gather the commits
-                # that follow, unless a reader is waiting for the views.
-                self._hurry.wait(COALESCE_SECONDS)
-
-    @property
-    def error(self) -> BaseException | None:
-        return self._error
-
-    def _publish(self, seen: int) -> None:
-        with self._changed:
-            self._seen = seen
-            self._changed.notify_all()
-
-    def _fail(self, exc: BaseException) -> None:
-        with self._changed:
-            self._error = exc
-            self._changed.notify_all()
-
-    def wait(self, position: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while self._seen < position:
-                if self._error is not None:
-                    raise self._error
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"views have not reached position {position}")
-                self._hurry.set()
-                self._wake.set()
-                self._changed.wait(remaining)
-
-    def stop(self) -> None:
-        listeners = getattr(self.models.app, "commit_listeners", None)
-        if listeners is not None and self._on_commit in listeners:
-            listeners.remove(self._on_commit)
-        self._stopping.set()
-        self._hurry.set()
-        self._wake.set()
-        self._thread.join()

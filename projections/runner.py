@@ -9,7 +9,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.projection import Projection
 
-from interlock.projections.views import View
+from interlock.projections.sql import SqlView
 
 Progress = Callable[[str, int, int], None]  # view name, position, head
 Noted = tuple[int, str, Any]  # notification id, topic, decoded event
@@ -27,7 +27,7 @@ class BatchRunner:
     ) -> None:
         self.app = app
         self.projection = projection
-        self.view: View = projection.view
+        self.view: SqlView = projection.view
         self.batch_size = batch_size
 
     @property
@@ -80,6 +80,12 @@ class BatchRunner:
             if progress is not None:
                 progress(self.name, position, head)
         return position
+
+    def rebuild(self, progress: Progress | None = None) -> int:
+        """Drop the view, create it empty and replay the whole log into it; the position."""
+        self.view.drop()
+        self.view.setup()
+        return self.catch_up(progress)
 
     def _step_or_reread(self, position: int, head: int) -> int:
         try:

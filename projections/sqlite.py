@@ -1,4 +1,4 @@
-"""SQLite views: one connection (file or memory) shared by the views, one writer at a time."""
+"""The SQLite backend: one connection (file or memory) shared by the views, one writer at a time."""
 
 from __future__ import annotations
 
@@ -6,22 +6,15 @@ import json
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 from eventsourcing.persistence import Tracking
 
-from interlock.projections.sqlviews import (
-    Row,
-    SqlChatsView,
-    SqlDecisionsView,
-    SqlInboxView,
-    SqlView,
-)
-from interlock.projections.stats import percentile
-from interlock.projections.views import PositionConflictError
+from interlock.projections.registry import READ_MODELS
+from interlock.projections.sql import PositionConflictError, ReadModel, Row, SqlView, ViewStore
 
 _PARAM = re.compile(r"%\((\w+)\)s")
 _TYPES = {"json": "text", "ts": "text"}
@@ -48,12 +41,15 @@ class SQLiteDb:
             self.conn.close()
 
 
-class SQLiteView(SqlView):
-    """Base of the SQLite views; tables are `<prefix>_<name>`, timestamps ISO-8601 UTC text."""
+class SQLiteViewStore(ViewStore):
+    """One view in SQLite; tables are `<prefix>_<name>`, timestamps ISO-8601 UTC text."""
 
-    def __init__(self, db: SQLiteDb, *, prefix: str = "interlock",
+    dialect = "sqlite"
+
+    def __init__(self, db: SQLiteDb, view: type[SqlView], *, prefix: str = "interlock",
                  application_name: str = "Interlock") -> None:
         self.db = db
+        self.view_name, self.tables, self.ddl = view.view_name, view.tables, view.ddl
         self.application_name = application_name
         self._names = {name: f'"{prefix}_{name}"' for name in self.tables}
         self._names["tracking"] = f'"{prefix}_{self.view_name}_tracking"'
@@ -75,8 +71,8 @@ class SQLiteView(SqlView):
         return self.max_tracking_id(self.application_name) or 0
 
     def max_tracking_id(self, application_name: str) -> int | None:
-        rows = self._fetch("SELECT notification_id FROM {tracking} WHERE application_name = %(a)s",
-                           {"a": application_name})
+        rows = self.fetch("SELECT notification_id FROM {tracking} WHERE application_name = %(a)s",
+                          {"a": application_name})
         return int(rows[0]["notification_id"]) if rows else None
 
     def insert_tracking(self, tracking: Tracking) -> None:
@@ -90,9 +86,7 @@ class SQLiteView(SqlView):
             self.db.conn.execute("BEGIN IMMEDIATE")
             try:
                 self._check(start)
-                self._begin_batch()
                 yield
-                self._before_commit()
                 self._advance(start, upto)
             except BaseException:
                 self.db.conn.execute("ROLLBACK")
@@ -115,54 +109,34 @@ class SQLiteView(SqlView):
                 kind = "INDEX" if name.endswith("_idx") else "TABLE"
                 self.db.conn.execute(f"DROP {kind} IF EXISTS {self._names[name]}")
 
-    def _run(self, template: str, params: Mapping[str, Any]) -> None:
+    def run(self, template: str, params: Mapping[str, Any]) -> None:
         self.db.conn.execute(self._q(template), params)
 
-    def _run_many(self, template: str, params: Sequence[Mapping[str, Any]]) -> None:
+    def run_many(self, template: str, params: Sequence[Mapping[str, Any]]) -> None:
         self.db.conn.executemany(self._q(template), params)
 
-    def _fetch(self, template: str, params: Mapping[str, Any]) -> list[Row]:
+    def fetch(self, template: str, params: Mapping[str, Any]) -> list[Row]:
         with self.db.lock:
             return [dict(r) for r in self.db.conn.execute(self._q(template), params)]
 
-    def _json(self, value: Any) -> Any:
+    def encode_json(self, value: Any) -> Any:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
-    def _ts(self, value: datetime) -> Any:
+    def encode_ts(self, value: datetime) -> Any:
         return value.astimezone(UTC).isoformat(timespec="microseconds")
 
-    def _load_json(self, value: Any) -> Any:
+    def load_json(self, value: Any) -> Any:
         return None if value is None else json.loads(value)
 
-    def _load_ts(self, value: Any) -> datetime:
+    def load_ts(self, value: Any) -> datetime:
         return datetime.fromisoformat(value)
 
 
-class SQLiteInboxView(SQLiteView, SqlInboxView):
-    """The approvers' inbox in SQLite."""
-
-
-class SQLiteDecisionsView(SQLiteView, SqlDecisionsView):
-    """The decision log in SQLite; percentiles computed here."""
-
-    def _percentiles(self, where: str, params: dict[str, Any]) -> tuple[float | None, float | None]:
-        rows = self._fetch(f"SELECT requested_at, decided_at FROM {{decisions}}{where}", params)
-        waits = sorted((self._load_ts(r["decided_at"]) - self._load_ts(r["requested_at"]))
-                       .total_seconds() for r in rows)
-        return percentile(waits, 0.5), percentile(waits, 0.95)
-
-
-class SQLiteChatsView(SQLiteView, SqlChatsView):
-    """Chat summaries in SQLite."""
-
-
 def sqlite_views(
-    db: SQLiteDb, application_name: str = "Interlock"
-) -> tuple[SQLiteInboxView, SQLiteDecisionsView, SQLiteChatsView]:
+    db: SQLiteDb, application_name: str = "Interlock",
+    read_models: Iterable[ReadModel] = READ_MODELS,
+) -> list[SqlView]:
+    """The views of `read_models` (the registry's by default) in `db`, created if missing."""
     prefix = application_name.lower()
-    views = (SQLiteInboxView(db, prefix=prefix, application_name=application_name),
-             SQLiteDecisionsView(db, prefix=prefix, application_name=application_name),
-             SQLiteChatsView(db, prefix=prefix, application_name=application_name))
-    for view in views:
-        view.setup()
-    return views
+    return [m.open(SQLiteViewStore(db, m.view, prefix=prefix, application_name=application_name))
+            for m in read_models]

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from interlock.bootstrap import build_service
 from interlock.domain import (
     Agent,
     FunctionModel,
@@ -84,11 +85,11 @@ class Effects:
 
 
 def make_tools(effects: Effects, *, distinct: bool = False) -> list[Any]:
-    @tool(name="approve", side_effects=False, distinct_approver=distinct)
+    @tool(name="approve", side_effects=False, interrupts=True, distinct_approver=distinct)
     async def approve(input: ApprovalInput, ctx: ToolContext) -> Approval:
         ctx.interrupt({"action": input.action})
 
-    @tool(name="deploy")
+    @tool(name="deploy", interrupts=True)
     async def deploy(input: DeployInput, ctx: ToolContext) -> dict[str, Any]:
         effects.contexts.append(ctx)
         if input.env == "prod" and not (ctx.resumed or {}).get("ok"):
@@ -123,7 +124,7 @@ def make_app(
         model=FunctionModel(script),
         max_turns=max_turns,
     )
-    return Interlock([agent], store=store), script, effects
+    return build_service(store, [agent]), script, effects
 
 
 def run(coro: Any) -> Any:

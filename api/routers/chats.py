@@ -71,7 +71,8 @@ async def send_message(
 ) -> TurnPublic | StreamingResponse:
     """Send a user message and run the turn until it stops or interrupts."""
     return await answer_turn(request, lambda emit: service.send(
-        chat_id, body.text, actor=who.id, tenant=who.tenant, emit=emit), streams)
+        chat_id, body.text, actor=who.id, tenant=who.tenant, emit=emit,
+        max_turns=body.max_turns), streams)
 
 
 @router.post("/{chat_id}/resume", response_model=TurnPublic,
@@ -84,7 +85,8 @@ async def resume(
     """Decide pending interrupts (respond or restart, all or nothing) and continue the turn."""
     return await answer_turn(request, lambda emit: service.resume(
         chat_id, respond=body.respond, restart=body.restart, actor=who.id, tenant=who.tenant,
-        emit=emit, idempotency_key=idempotency_key), streams)
+        emit=emit, idempotency_key=idempotency_key, metadata=body.metadata,
+        max_turns=body.max_turns), streams)
 
 
 @router.post("/{chat_id}/retry", response_model=TurnPublic,

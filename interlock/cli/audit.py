@@ -4,34 +4,36 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from datetime import datetime
 from typing import Any, TextIO
 from uuid import UUID
 
+from interlock.bootstrap import service_from
 from interlock.domain import Interlock
 from interlock.domain.errors import ChatNotFoundError
 from interlock.domain.events import ChatEvent
 from interlock.domain.integrity import ChainBreak, Verifier
-from interlock.projections import open_views
+from interlock.projections import READ_MODELS, open_views
 from interlock.projections.interface import DecisionFilter
 from interlock.projections.readmodels import SqlReadModels
+from interlock.settings import flag_help as _help
+from interlock.settings import load_settings
 
-VIEWS = ("inbox", "decisions", "chats")
+VIEWS = tuple(m.name for m in READ_MODELS)
 _ESSENTIALS = ("text", "ref", "name", "input", "metadata", "output", "error", "reason",
                "replace_input", "resumed_metadata", "agent", "tenant")
 
 
-def _store() -> str:
-    return os.environ.get("INTERLOCK_STORE", "sqlite:///interlock.db")
-
-
 def _add_store(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", default=_store(),
-                   help="memory://, sqlite:///path.db or postgresql://... "
-                        "(default: INTERLOCK_STORE, else sqlite:///interlock.db)")
+    p.add_argument("--store", help=_help("memory://, sqlite:///path.db or postgresql://...",
+                                         "store"))
+
+
+def _service(args: argparse.Namespace) -> Interlock:
+    """The store's service without agents: these tools only read and verify the log."""
+    return service_from(load_settings(store=args.store), with_agents=False)
 
 
 def register(subparsers: Any) -> None:
@@ -75,8 +77,10 @@ def _register_replay(subparsers: Any) -> None:
 def _register_verify(subparsers: Any) -> None:
     p = subparsers.add_parser("verify", help="check the tamper-evident event chains",
                               description="Recompute each chat's HMAC chain with the server "
-                                          "secret (INTERLOCK_SECRET) and name the first broken "
-                                          "version of each bad chat. Exits 1 if any is broken.")
+                                          "secret (INTERLOCK_SECRET, or the file "
+                                          "interlock_secret in INTERLOCK_SECRETS_DIR) and name "
+                                          "the first broken version of each bad chat. "
+                                          "Exits 1 if any is broken.")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("chat_id", nargs="?", type=UUID, help="one chat's id")
     target.add_argument("--all", action="store_true", help="every chat in the store")
@@ -103,8 +107,8 @@ def _register_audit(subparsers: Any) -> None:
 # -- commands ------------------------------------------------------------------------------
 
 
-def _models(store: str, batch: int = 1000) -> SqlReadModels:
-    models = open_views(Interlock(store=store), store)
+def _models(args: argparse.Namespace, batch: int = 1000) -> SqlReadModels:
+    models = open_views(_service(args))
     for runner in models.runners:
         runner.batch_size = batch
     return models
@@ -115,7 +119,7 @@ def _progress(name: str, position: int, head: int) -> None:
 
 
 def _run_projections(args: argparse.Namespace) -> int:
-    models = _models(args.store, args.batch)
+    models = _models(args, args.batch)
     try:
         while True:
             for runner in models.runners:
@@ -130,14 +134,12 @@ def _run_projections(args: argparse.Namespace) -> int:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    models = _models(args.store, args.batch)
+    models = _models(args, args.batch)
     try:
         for runner in models.runners:
             if args.name in ("all", runner.name):
                 started = time.perf_counter()
-                runner.view.drop()
-                runner.view.setup()
-                position = runner.catch_up(_progress)
+                position = runner.rebuild(_progress)
                 print(f"{runner.name}: rebuilt to {position} in "
                       f"{time.perf_counter() - started:.1f}s", flush=True)
     finally:
@@ -154,7 +156,7 @@ def _essentials(event: ChatEvent) -> str:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    app = Interlock(store=args.store)
+    app = _service(args)
     try:
         chat = app.get_chat(args.chat_id, version=args.version)
     except ChatNotFoundError:
@@ -178,7 +180,7 @@ def _print_event(event: Any, out: TextIO) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    app = Interlock(store=args.store)
+    app = _service(args)
     verifier = Verifier(app.recorder, app.mapper, app.sealer)
     if args.all:
         breaks = verifier.verify_all()
@@ -199,7 +201,7 @@ def _describe(b: ChainBreak) -> str:
 def _export(args: argparse.Namespace) -> int:
     f = DecisionFilter(since=args.since, until=args.until, tenant=args.tenant, tool=args.tool,
                        actor=args.actor, chat_id=args.chat_id)
-    models = _models(args.store)
+    models = _models(args)
     try:
         models.catch_up()
         out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115

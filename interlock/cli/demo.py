@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 from collections.abc import Callable
 from typing import Any
 
-from interlock.cli.serve import load_agents, model_resolver
+from interlock.bootstrap import service_from
 from interlock.domain import Interlock, RespondEntry, RestartEntry, TurnResult
 from interlock.domain.errors import InterlockError
 from interlock.domain.results import Interrupt
+from interlock.settings import flag_help as _help
+from interlock.settings import load_settings
 
 Ask = Callable[[str], str]
 
@@ -26,15 +27,11 @@ def register(commands: Any) -> None:
         "unattended and approve every interrupt.",
     )
     parser.add_argument(
-        "--agents",
-        default=os.environ.get("INTERLOCK_AGENTS", "interlock.examples.banking:AGENTS"),
-        help="module:attribute holding a list of Agent (default: %(default)s)",
+        "--agents", help=_help("module:attribute holding a list of Agent", "agents")
     )
     parser.add_argument("--agent", default=None, help="agent name (default: the first one)")
     parser.add_argument(
-        "--store",
-        default=os.environ.get("INTERLOCK_STORE", "sqlite:///interlock.db"),
-        help="memory://, sqlite:///file.db or postgresql://... (default: %(default)s)",
+        "--store", help=_help("memory://, sqlite:///file.db or postgresql://...", "store")
     )
     parser.add_argument(
         "--say",
@@ -47,13 +44,13 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    agents = load_agents(args.agents)
-    app = Interlock(agents, store=args.store, resolve_model=model_resolver())
-    name = args.agent or agents[0].name
+    settings = load_settings(agents=args.agents, store=args.store)
+    app = service_from(settings)
+    name = args.agent or next(iter(app.agents))
     scripted = list(args.say)
     ask: Ask = _scripted_answers if scripted else input
     chat = app.start_chat(name, actor="cli")
-    print(f"chat {chat.id} with {name} (store {args.store}); empty line or Ctrl-D ends")
+    print(f"chat {chat.id} with {name} (store {settings.store}); empty line or Ctrl-D ends")
     try:
         for text in scripted or _typed_lines():
             _show(asyncio.run(app.send(chat.id, text, actor="cli")))

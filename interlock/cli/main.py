@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from eventsourcing.persistence import PersistenceError
 
-from interlock.domain.errors import InterlockError
+from interlock.domain.errors import ConfigurationError, InterlockError
 
 # Each module adds its subcommands with `register(subparsers)`.
 COMMAND_MODULES = ("interlock.cli.demo", "interlock.cli.serve", "interlock.cli.audit")
@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args) or 0)
-    except (InterlockError, PersistenceError) as exc:
+    except (ConfigurationError, InterlockError, PersistenceError) as exc:
         print(f"interlock {args.command}: {exc}", file=sys.stderr)
         return 2
 

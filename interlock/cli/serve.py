@@ -1,106 +1,54 @@
-"""`interlock serve`: run HTTP API v1 with uvicorn (settings from flags or INTERLOCK_* env)."""
+"""`interlock serve`: run HTTP API v1 with uvicorn, one or several worker processes."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
-import sys
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import uvicorn
 
-from interlock.api.app import create_app
-from interlock.api.auth import AuthConfig, is_loopback, load_auth
-from interlock.domain import Agent, Interlock
-from interlock.domain.errors import InvalidRequestError
-from interlock.domain.models import Model
-from interlock.projections import open_read_models
+from interlock.bootstrap import check_serving
+from interlock.settings import flag_help as _help
+from interlock.settings import load_settings
 
-DEFAULTS = {
-    "agents": ("INTERLOCK_AGENTS", "interlock.examples.banking:AGENTS"),
-    "store": ("INTERLOCK_STORE", "sqlite:///interlock.db"),
-    "host": ("INTERLOCK_HOST", "127.0.0.1"),
-    "port": ("INTERLOCK_PORT", "8000"),
-    "keys": ("INTERLOCK_KEYS", ""),
-}
-
-
-def _default(name: str) -> str:
-    env, fallback = DEFAULTS[name]
-    return os.environ.get(env, fallback)
+FACTORY = "interlock.api.app:create_app"
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "serve", help="run the HTTP API",
-        description="Run HTTP API v1 with the read models in the same process. Flags override "
-        "INTERLOCK_* variables. Without API keys the server runs in dev mode, loopback only.",
+        description="Run HTTP API v1 with the read models kept current in each process. "
+        "Flags override INTERLOCK_* variables; INTERLOCK_SECRET and INTERLOCK_API_KEYS may "
+        "also be files interlock_secret and interlock_api_keys in INTERLOCK_SECRETS_DIR "
+        "(default /run/secrets). Without API keys the server runs in dev mode, loopback only.",
         epilog="example: interlock serve --store postgresql://app@db/interlock --keys keys.toml "
-        "--host 0.0.0.0",
+        "--host 0.0.0.0 --workers 4   (the same as: uvicorn --factory " + FACTORY
+        + " with INTERLOCK_* set)",
     )
-    p.add_argument("--agents", default=_default("agents"),
-                   help="module:attribute holding a list of Agent (INTERLOCK_AGENTS; "
-                   "default: %(default)s)")
-    p.add_argument("--store", default=_default("store"),
-                   help="memory://, sqlite:///path.db or postgresql://user@host/db "
-                   "(INTERLOCK_STORE; default: %(default)s)")
-    p.add_argument("--host", default=_default("host"),
-                   help="bind address (INTERLOCK_HOST; default: %(default)s)")
-    p.add_argument("--port", type=int, default=_default("port"),
-                   help="port; 0 picks a free one (INTERLOCK_PORT; default: %(default)s)")
-    p.add_argument("--keys", default=_default("keys") or None,
-                   help="API keys file, JSON or TOML, mapping key -> {id, tenant, roles} "
-                   "(INTERLOCK_KEYS; or JSON in INTERLOCK_API_KEYS)")
+    p.add_argument("--agents", help=_help("module:attribute holding a list of Agent", "agents"))
+    p.add_argument("--store", help=_help("memory://, sqlite:///path.db or "
+                                         "postgresql://user@host/db", "store"))
+    p.add_argument("--host", help=_help("bind address", "host"))
+    p.add_argument("--port", type=int, help=_help("port; 0 picks a free one", "port"))
+    p.add_argument("--workers", type=int,
+                   help=_help("server processes sharing the store", "workers"))
+    p.add_argument("--keys", type=Path, dest="api_keys_file",
+                   help=_help("API keys file, JSON or TOML, mapping key -> {id, tenant, roles}; "
+                              "or JSON text in INTERLOCK_API_KEYS", "api_keys_file"))
     p.set_defaults(run=run)
-
-
-def load_agents(spec: str) -> list[Agent]:
-    """`module:attribute` naming an Agent or a sequence of them."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise InvalidRequestError(f"--agents must look like module:attribute, not {spec!r}")
-    found = getattr(importlib.import_module(module_name), attr)
-    agents = [found] if isinstance(found, Agent) else list(found)
-    if not agents or not all(isinstance(a, Agent) for a in agents):
-        raise InvalidRequestError(f"{spec} is not an Agent or a sequence of Agents")
-    return agents
-
-
-def model_resolver() -> Callable[[str], Model] | None:
-    """Provider strings ("openai:gpt-4.1-mini") resolve when the providers package is present."""
-    try:
-        from interlock.providers import resolve_model
-    except ImportError:
-        return None
-    return resolve_model
-
-
-def check_exposure(host: str, auth: AuthConfig) -> None:
-    """Dev mode (no keys) is a single-user mode: refuse to serve it beyond loopback."""
-    if auth.dev_mode and not is_loopback(host):
-        raise InvalidRequestError(
-            f"refusing to serve {host} without API keys: pass --keys FILE or set "
-            "INTERLOCK_API_KEYS, or bind 127.0.0.1 for dev mode")
 
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        auth = load_auth(args.keys)
-        check_exposure(args.host, auth)
-        service = Interlock(load_agents(args.agents), store=args.store,
-                            resolve_model=model_resolver())
-    except (InvalidRequestError, OSError, ImportError) as exc:
-        print(f"interlock serve: {exc}", file=sys.stderr)
-        return 2
-    views = open_read_models(service, args.store)
-    try:
-        uvicorn.run(create_app(service, views, auth), host=args.host, port=args.port,
-                    access_log=False, log_level="info")
-    finally:
-        views.close()
+    settings = load_settings(agents=args.agents, store=args.store, host=args.host,
+                             port=args.port, workers=args.workers,
+                             api_keys_file=args.api_keys_file)
+    check_serving(settings)  # one clear line and exit 2, before any worker starts
+    # Every process, this one included, builds the app from the environment: one path.
+    os.environ.update(settings.to_env())
+    uvicorn.run(FACTORY, factory=True, host=settings.host, port=settings.port,
+                workers=settings.workers, access_log=False, log_level="info")
     return 0
-

@@ -9,7 +9,9 @@ if res.finish_reason == "interrupted":
 
 from interlock.client._async import AsyncChat, AsyncClient
 from interlock.client._errors import (
+    AuthError,
     ChatNotFoundError,
+    ConcurrencyError,
     ConcurrentModificationError,
     ConflictError,
     DuplicateRefError,
@@ -23,14 +25,20 @@ from interlock.client._errors import (
     InvalidRequestError,
     InvalidToolInputError,
     InvalidToolOutputError,
+    MethodNotAllowedError,
     ModelError,
+    NotFoundError,
     NothingToRetryError,
+    PayloadTooLargeError,
     PendingInterruptsError,
+    ResumeError,
+    RouteNotFoundError,
     StaleInterruptError,
     TurnInProgressError,
     UnauthenticatedError,
     UnknownAgentError,
     UnknownInterruptError,
+    ViewsBehindError,
 )
 from interlock.client._models import Interrupt, Respond, Restart, StreamEvent, TurnResult
 from interlock.client._sync import Chat, Client
@@ -38,9 +46,11 @@ from interlock.client._sync import Chat, Client
 __all__ = [
     "AsyncChat",
     "AsyncClient",
+    "AuthError",
     "Chat",
     "ChatNotFoundError",
     "Client",
+    "ConcurrencyError",
     "ConcurrentModificationError",
     "ConflictError",
     "DuplicateRefError",
@@ -55,11 +65,16 @@ __all__ = [
     "InvalidRequestError",
     "InvalidToolInputError",
     "InvalidToolOutputError",
+    "MethodNotAllowedError",
     "ModelError",
+    "NotFoundError",
     "NothingToRetryError",
+    "PayloadTooLargeError",
     "PendingInterruptsError",
     "Respond",
     "Restart",
+    "ResumeError",
+    "RouteNotFoundError",
     "StaleInterruptError",
     "StreamEvent",
     "TurnInProgressError",
@@ -67,4 +82,5 @@ __all__ = [
     "UnauthenticatedError",
     "UnknownAgentError",
     "UnknownInterruptError",
+    "ViewsBehindError",
 ]

@@ -16,6 +16,7 @@ from interlock.client._models import (
     StreamEvent,
     TurnResult,
     key_header,
+    message_body,
     query,
     resume_body,
 )
@@ -89,9 +90,12 @@ class AsyncChat:
         self.client, self.id, self.agent = client, chat_id, agent
         self.path = f"/v1/chats/{chat_id}"
 
-    async def send(self, text: str) -> TurnResult:
+    async def send(self, text: str, *, max_turns: int | None = None) -> TurnResult:
+        """Send a message; `max_turns` overrides the agent's tool-round budget for this turn."""
         return TurnResult.parse(
-            await self.client.request("POST", f"{self.path}/messages", json={"text": text})
+            await self.client.request(
+                "POST", f"{self.path}/messages", json=message_body(text, max_turns)
+            )
         )
 
     async def resume(
@@ -99,12 +103,15 @@ class AsyncChat:
         respond: Sequence[Respond] = (),
         restart: Sequence[Restart] = (),
         idempotency_key: str | None = None,
+        *,
+        metadata: dict[str, Any] | None = None,
+        max_turns: int | None = None,
     ) -> TurnResult:
         return TurnResult.parse(
             await self.client.request(
                 "POST",
                 f"{self.path}/resume",
-                json=resume_body(list(respond), list(restart)),
+                json=resume_body(list(respond), list(restart), metadata, max_turns),
                 headers=key_header(idempotency_key),
             )
         )
@@ -112,18 +119,21 @@ class AsyncChat:
     async def retry(self) -> TurnResult:
         return TurnResult.parse(await self.client.request("POST", f"{self.path}/retry"))
 
-    def stream(self, text: str) -> AsyncIterator[StreamEvent]:
-        return self.client.stream(f"{self.path}/messages", {"text": text}, {})
+    def stream(self, text: str, *, max_turns: int | None = None) -> AsyncIterator[StreamEvent]:
+        return self.client.stream(f"{self.path}/messages", message_body(text, max_turns), {})
 
     def stream_resume(
         self,
         respond: Sequence[Respond] = (),
         restart: Sequence[Restart] = (),
         idempotency_key: str | None = None,
+        *,
+        metadata: dict[str, Any] | None = None,
+        max_turns: int | None = None,
     ) -> AsyncIterator[StreamEvent]:
         return self.client.stream(
             f"{self.path}/resume",
-            resume_body(list(respond), list(restart)),
+            resume_body(list(respond), list(restart), metadata, max_turns),
             key_header(idempotency_key),
         )
 

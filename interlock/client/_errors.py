@@ -1,4 +1,4 @@
-"""Typed exceptions, one per error code of the API; all are `InterlockAPIError`."""
+"""Typed exceptions, one per error code of the API, named as the server names them."""
 
 from __future__ import annotations
 
@@ -18,44 +18,64 @@ class InterlockAPIError(Exception):
         self.details: dict[str, Any] = details or {}
 
 
-class ChatNotFoundError(InterlockAPIError):
+class NotFoundError(InterlockAPIError):
+    """A 404: no such chat or route."""
+
+
+class ChatNotFoundError(NotFoundError):
     code = "chat_not_found"
 
 
-class UnknownAgentError(InterlockAPIError):
-    code = "unknown_agent"
+class RouteNotFoundError(NotFoundError):
+    code = "not_found"
 
 
-class UnknownInterruptError(InterlockAPIError):
-    code = "unknown_interrupt"
-
-
-class InterruptNameMismatchError(InterlockAPIError):
-    code = "interrupt_name_mismatch"
-
-
-class DuplicateRefError(InterlockAPIError):
-    code = "duplicate_ref"
-
-
-class EmptyResumeError(InterlockAPIError):
-    code = "empty_resume"
-
-
-class InvalidToolOutputError(InterlockAPIError):
-    code = "invalid_tool_output"
-
-
-class InvalidToolInputError(InterlockAPIError):
-    code = "invalid_tool_input"
+class MethodNotAllowedError(InterlockAPIError):
+    code = "method_not_allowed"
 
 
 class InvalidRequestError(InterlockAPIError):
     code = "invalid_request"
 
 
+class UnknownAgentError(InvalidRequestError):
+    code = "unknown_agent"
+
+
 class IdempotencyKeyReusedError(InvalidRequestError):
     code = "idempotency_key_reused"
+
+
+class PayloadTooLargeError(InvalidRequestError):
+    code = "payload_too_large"
+
+
+class ResumeError(InterlockAPIError):
+    """A resume batch was refused; nothing was recorded."""
+
+
+class UnknownInterruptError(ResumeError):
+    code = "unknown_interrupt"
+
+
+class InterruptNameMismatchError(ResumeError):
+    code = "interrupt_name_mismatch"
+
+
+class DuplicateRefError(ResumeError):
+    code = "duplicate_ref"
+
+
+class EmptyResumeError(ResumeError):
+    code = "empty_resume"
+
+
+class InvalidToolOutputError(ResumeError):
+    code = "invalid_tool_output"
+
+
+class InvalidToolInputError(ResumeError):
+    code = "invalid_tool_input"
 
 
 class ConflictError(InterlockAPIError):
@@ -78,24 +98,35 @@ class TurnInProgressError(ConflictError):
     code = "turn_in_progress"
 
 
-class ConcurrentModificationError(ConflictError):
+class ConcurrencyError(ConflictError):
     code = "concurrent_modification"
+
+
+ConcurrentModificationError = ConcurrencyError  # the name before 0.2; same class
 
 
 class NothingToRetryError(ConflictError):
     code = "nothing_to_retry"
 
 
-class UnauthenticatedError(InterlockAPIError):
+class AuthError(InterlockAPIError):
+    """A 401 or 403: the key is missing or unknown, or the principal may not do this."""
+
+
+class UnauthenticatedError(AuthError):
     code = "unauthenticated"
 
 
-class ForbiddenError(InterlockAPIError):
+class ForbiddenError(AuthError):
     code = "forbidden"
 
 
 class ModelError(InterlockAPIError):
     code = "model_error"
+
+
+class ViewsBehindError(InterlockAPIError):
+    code = "views_behind"
 
 
 class InternalError(InterlockAPIError):
@@ -106,7 +137,9 @@ def _subclasses(cls: type[InterlockAPIError]) -> list[type[InterlockAPIError]]:
     return [s for c in cls.__subclasses__() for s in (c, *_subclasses(c))]
 
 
-BY_CODE: dict[str, type[InterlockAPIError]] = {c.code: c for c in _subclasses(InterlockAPIError)}
+BY_CODE: dict[str, type[InterlockAPIError]] = {
+    c.code: c for c in _subclasses(InterlockAPIError) if "code" in vars(c)  # categories have none
+}
 
 
 def from_body(status: int, body: Any) -> InterlockAPIError:

@@ -62,7 +62,7 @@ class Interrupt:
     ref: str
     name: str
     input: Any = None
-    metadata: dict[str, Any] | None = None
+    metadata: Any = None  # the interrupt's payload: any JSON value
     requested_at: str | None = None
     input_sha256: str | None = None
 
@@ -127,8 +127,22 @@ class StreamEvent:
         return Interrupt.parse(self.data) if self.type == "interrupt" else None
 
 
-def resume_body(respond: list[Respond], restart: list[Restart]) -> dict[str, Any]:
-    return {"respond": [r.wire() for r in respond], "restart": [r.wire() for r in restart]}
+def resume_body(
+    respond: list[Respond],
+    restart: list[Restart],
+    metadata: dict[str, Any] | None = None,
+    max_turns: int | None = None,
+) -> dict[str, Any]:
+    """A resume's body; `metadata` is the resume's own, `max_turns` its tool-round budget."""
+    body: dict[str, Any] = {
+        "respond": [r.wire() for r in respond],
+        "restart": [r.wire() for r in restart],
+    }
+    return {**body, **query({"metadata": metadata, "max_turns": max_turns})}
+
+
+def message_body(text: str, max_turns: int | None = None) -> dict[str, Any]:
+    return {"text": text, **query({"max_turns": max_turns})}
 
 
 STREAM = {"Accept": "text/event-stream"}

@@ -16,6 +16,7 @@ from interlock.client._models import (
     StreamEvent,
     TurnResult,
     key_header,
+    message_body,
     query,
     resume_body,
 )
@@ -95,9 +96,12 @@ class Chat:
         self.client, self.id, self.agent = client, chat_id, agent
         self.path = f"/v1/chats/{chat_id}"
 
-    def send(self, text: str) -> TurnResult:
+    def send(self, text: str, *, max_turns: int | None = None) -> TurnResult:
+        """Send a message; `max_turns` overrides the agent's tool-round budget for this turn."""
         return TurnResult.parse(
-            self.client.request("POST", f"{self.path}/messages", json={"text": text})
+            self.client.request(
+                "POST", f"{self.path}/messages", json=message_body(text, max_turns)
+            )
         )
 
     def resume(
@@ -105,12 +109,15 @@ class Chat:
         respond: Sequence[Respond] = (),
         restart: Sequence[Restart] = (),
         idempotency_key: str | None = None,
+        *,
+        metadata: dict[str, Any] | None = None,
+        max_turns: int | None = None,
     ) -> TurnResult:
         return TurnResult.parse(
             self.client.request(
                 "POST",
                 f"{self.path}/resume",
-                json=resume_body(list(respond), list(restart)),
+                json=resume_body(list(respond), list(restart), metadata, max_turns),
                 headers=key_header(idempotency_key),
             )
         )
@@ -118,18 +125,21 @@ class Chat:
     def retry(self) -> TurnResult:
         return TurnResult.parse(self.client.request("POST", f"{self.path}/retry"))
 
-    def stream(self, text: str) -> Iterator[StreamEvent]:
-        return self.client.stream(f"{self.path}/messages", {"text": text}, {})
+    def stream(self, text: str, *, max_turns: int | None = None) -> Iterator[StreamEvent]:
+        return self.client.stream(f"{self.path}/messages", message_body(text, max_turns), {})
 
     def stream_resume(
         self,
         respond: Sequence[Respond] = (),
         restart: Sequence[Restart] = (),
         idempotency_key: str | None = None,
+        *,
+        metadata: dict[str, Any] | None = None,
+        max_turns: int | None = None,
     ) -> Iterator[StreamEvent]:
         return self.client.stream(
             f"{self.path}/resume",
-            resume_body(list(respond), list(restart)),
+            resume_body(list(respond), list(restart), metadata, max_turns),
             key_header(idempotency_key),
         )
 

@@ -73,12 +73,17 @@ LEDGER = Ledger()
     name="userApproval",
     description="Ask the user for approval before a sensitive action.",
     side_effects=False,
+    interrupts=True,
 )
 async def user_approval(input: UserApprovalInput, ctx: ToolContext) -> Approval:
     ctx.interrupt({"reason": input.action})
 
 
-@tool(name="transferMoney", description="Move money from checking to another account.")
+@tool(
+    name="transferMoney",
+    description="Move money from checking to another account.",
+    interrupts=True,
+)
 async def transfer_money(input: TransferInput, ctx: ToolContext) -> TransferResult:
     if input.amount > LIMIT and not (ctx.resumed or {}).get("override"):
         ctx.interrupt({"reason": "over_limit", "limit": LIMIT})

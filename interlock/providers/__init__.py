@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from interlock.domain.errors import InvalidRequestError
+from interlock.domain.errors import ConfigurationError
 from interlock.domain.models import Model
 from interlock.providers.anthropic import AnthropicModel
 from interlock.providers.openai import OpenAIModel
@@ -28,8 +28,8 @@ __all__ = [
 ]
 
 
-class ProviderConfigError(InvalidRequestError):
-    """A model string or the environment does not describe a usable provider."""
+class ProviderConfigError(ConfigurationError):
+    """A model string or the environment names no usable provider: a deployer's mistake."""
 
 
 def resolve_model(

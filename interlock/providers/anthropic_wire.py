@@ -42,7 +42,7 @@ def _block(part: Part) -> Block | None:
         response = part.tool_response
         block: Block = {"type": "tool_result", "tool_use_id": response.ref or "",
                         "content": output_text(response)}
-        if is_error(response):
+        if is_error(part):
             block.update(content=str(response.output["error"]), is_error=True)
         return block
     return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from interlock.domain.messages import Message, ToolResponse
+from interlock.domain.messages import Message, Part, ToolResponse
 from interlock.domain.models import ChunkSink, ModelChunk, ToolDefinition
 
 INVALID_JSON = "__invalid_json__"
@@ -32,10 +32,9 @@ def output_text(response: ToolResponse) -> str:
     return output if isinstance(output, str) else dump_json(output)
 
 
-def is_error(response: ToolResponse) -> bool:
-    """A failed tool's response is exactly `{"error": "..."}` (see domain.state.ToolCall)."""
-    output = response.output
-    return isinstance(output, dict) and set(output) == {"error"}
+def is_error(part: Part) -> bool:
+    """A failed tool's part is flagged in its metadata (see domain.state.ToolCall.response_part)."""
+    return part.tool_response is not None and bool((part.metadata or {}).get("failed"))
 
 
 def described(tool: ToolDefinition) -> dict[str, str]:

@@ -60,14 +60,15 @@ class Token(BaseModel):
 
 
 @tool(name="deploy", description="Deploy a service; a second person must approve.",
-      distinct_approver=True)
+      distinct_approver=True, interrupts=True)
 async def deploy(input: Service, ctx: ToolContext) -> Deployed:
     if not ctx.resumed:
         ctx.interrupt({"reason": "production deploy"})
     return Deployed(status=f"{input.service} deployed")
 
 
-@tool(name="confirm", description="Ask the user to confirm one step.", side_effects=False)
+@tool(name="confirm", description="Ask the user to confirm one step.", side_effects=False,
+      interrupts=True)
 async def confirm(input: Service, ctx: ToolContext) -> Deployed:
     ctx.interrupt({"reason": "confirm"})
 

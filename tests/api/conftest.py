@@ -6,10 +6,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from interlock.api.app import create_app
+from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig
+from interlock.bootstrap import build_service
 from interlock.client import Client
-from interlock.domain import Interlock
 from interlock.projections import open_read_models
 from tests.api.agents import AGENTS
 from tests.api.server import ThreadServer
@@ -29,9 +29,9 @@ class Live:
     """The running server and the service behind it (tests may observe its commits)."""
 
     def __init__(self, store: str) -> None:
-        self.service = Interlock(AGENTS, store=store)
-        self.views = open_read_models(self.service, store)
-        self.server = ThreadServer(create_app(self.service, self.views,
+        self.service = build_service(store, AGENTS)
+        self.views = open_read_models(self.service)
+        self.server = ThreadServer(make_app(self.service, self.views,
                                               AuthConfig.from_mapping(KEYS)))
         self.url = self.server.url
 

@@ -54,20 +54,37 @@ class ThreadServer:
         self.sock.close()
 
 
-class ServeProcess:
-    """`python -m interlock.cli.main serve --port 0 ...`; the URL is in uvicorn's first line."""
+SERVE = (sys.executable, "-m", "interlock.cli.main", "serve")
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+
+class ServeProcess:
+    """`python -m interlock.cli.main serve --port 0 ...` (or `command`), up and answering.
+
+    The URL is in uvicorn's "running on" line. With `workers`, that line comes from the
+    parent before any worker listens: wait until each worker says its startup is complete.
+    """
+
+    def __init__(
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        command: tuple[str, ...] = SERVE,
+        workers: int = 0,
+    ) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "interlock.cli.main", "serve", "--port", "0", *args],
+            [*command, "--port", "0", *args],
             cwd=ROOT, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True,
         )
         assert self.proc.stderr is not None
         self.log: list[str] = []
+        self.url = ""
+        started = 0
         for line in self.proc.stderr:
             self.log.append(line)
             if match := _RUNNING.search(line):
                 self.url = match[1]
+            started += "Application startup complete" in line
+            if self.url and started >= workers:
                 break
         else:
             self.proc.wait(30)
@@ -80,6 +97,12 @@ class ServeProcess:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
             self.log.append(line)
+
+    def workers(self) -> list[int]:
+        """The worker processes uvicorn spawned (Linux: read from /proc)."""
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        return [pid for pid in map(int, children.split())
+                if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()]
 
     def stop(self) -> None:
         self.proc.terminate()

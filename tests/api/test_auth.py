@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from interlock.api.auth import AuthConfig, load_auth
+from interlock.bootstrap import auth_from
 from interlock.client import ChatNotFoundError, Client, ForbiddenError
 from interlock.domain import errors as domain_errors
+from interlock.settings import load_settings
 from tests.api.conftest import KEYS, ClientFor
 from tests.api.server import ServeProcess
 
@@ -83,13 +85,13 @@ def test_keys_load_from_json_toml_and_environment(tmp_path: Path) -> None:
     as_json.write_text(json.dumps(KEYS))
     as_toml = tmp_path / "keys.toml"
     as_toml.write_text('[key-x]\nid = "x"\ntenant = "t"\nroles = ["auditor"]\n')
-    assert load_auth(str(as_json)).authenticate("Bearer key-bob", None).id == "bob"
-    assert load_auth(str(as_toml)).authenticate("Bearer key-x", None).roles == {"auditor"}
-    from_env = load_auth(env={"INTERLOCK_API_KEYS": json.dumps(KEYS)})
+    assert load_auth(as_json).authenticate("Bearer key-bob", None).id == "bob"
+    assert load_auth(as_toml).authenticate("Bearer key-x", None).roles == {"auditor"}
+    from_env = auth_from(load_settings(api_keys=json.dumps(KEYS)))
     assert from_env.authenticate("bearer key-eve", None).tenant == "globex"
     with pytest.raises(domain_errors.UnauthenticatedError):
         from_env.authenticate("Bearer not-a-key", None)
-    assert load_auth(env={}).dev_mode
+    assert load_auth().dev_mode
 
 
 def test_dev_mode_answers_loopback_callers_only() -> None:
@@ -103,7 +105,7 @@ def test_dev_mode_answers_loopback_callers_only() -> None:
 def test_serve_refuses_a_public_host_without_keys(sqlite_store: str) -> None:
     with pytest.raises(RuntimeError, match=r"refusing to serve 0\.0\.0\.0 without API keys"):
         ServeProcess("--host", "0.0.0.0", "--store", sqlite_store,
-                     env={"INTERLOCK_API_KEYS": "", "INTERLOCK_KEYS": ""})
+                     env={"INTERLOCK_API_KEYS": "", "INTERLOCK_API_KEYS_FILE": ""})
 
 
 def test_serve_in_dev_mode_says_so(sqlite_store: str) -> None:

@@ -8,8 +8,13 @@ from uuid import uuid4
 import pytest
 
 from interlock.domain import FunctionModel, ModelRequest
-from interlock.domain.errors import ChatNotFoundError, InvalidRequestError, ModelError
-from interlock.domain.persistence import store_env
+from interlock.domain.errors import (
+    ChatNotFoundError,
+    ConfigurationError,
+    InvalidRequestError,
+    ModelError,
+)
+from interlock.stores.urls import store_env
 from tests.kit import make_app, run, say
 
 
@@ -28,7 +33,7 @@ def test_store_urls_map_to_eventsourcing_settings() -> None:
         "tenant_a",
     )
     for bad in ("sqlite://", "redis://x", "interlock.db"):
-        with pytest.raises(InvalidRequestError):
+        with pytest.raises(ConfigurationError):
             store_env(bad)
 
 

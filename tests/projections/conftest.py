@@ -20,7 +20,7 @@ def app(store: str) -> Iterator[Interlock]:
 
 @pytest.fixture
 def models(app: Interlock, store: str) -> Iterator[SqlReadModels]:
-    read = open_read_models(app, store)
+    read = open_read_models(app)
     yield read
     read.close()
 

@@ -7,6 +7,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
+from interlock.bootstrap import build_service
 from interlock.domain import (
     Agent,
     FunctionModel,
@@ -30,7 +31,8 @@ class DeployInput(BaseModel):
     service: str
 
 
-@tool(name="deploy", description="Deploy a service after a human says yes.", side_effects=False)
+@tool(name="deploy", description="Deploy a service after a human says yes.", side_effects=False,
+      interrupts=True)
 async def deploy(input: DeployInput, ctx: ToolContext) -> dict[str, Any]:
     if not (ctx.resumed or {}).get("ok"):
         ctx.interrupt({"service": input.service})
@@ -52,7 +54,7 @@ AGENTS = [banking, ops]
 
 
 def app_for(store: str) -> Interlock:
-    return Interlock(AGENTS, store=store)
+    return build_service(store, AGENTS)
 
 
 async def banking_flows(app: Interlock) -> tuple[list[UUID], int]:

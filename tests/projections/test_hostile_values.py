@@ -14,7 +14,7 @@ from tests.kit import call, make_app, run, say
 def test_nul_characters_from_a_model_do_not_stop_the_views(store: str) -> None:
     app: Interlock
     app, _, _ = make_app(store, [call(("approve", {"action": "a\x00b"}, "r\x00f")), say("ok")])
-    read = open_read_models(app, store)
+    read = open_read_models(app)
     try:
         chat = app.start_chat("ops", actor="alice")
         sent = run(app.send(chat.id, "go \x00", actor="alice"))
@@ -44,7 +44,7 @@ def test_nul_characters_from_a_model_do_not_stop_the_views(store: str) -> None:
 
 def test_a_nul_in_a_filter_is_refused(store: str) -> None:
     app, _, _ = make_app(store, [])
-    read = open_read_models(app, store)
+    read = open_read_models(app)
     try:
         if "postgres" in store:
             with pytest.raises(InvalidRequestError):
@@ -58,7 +58,7 @@ def test_a_nul_in_a_filter_is_refused(store: str) -> None:
 
 def test_lag_counts_what_the_views_have_not_seen(store: str) -> None:
     app, _, _ = make_app(store, [say("hi")])
-    views = open_views(app, store)  # no runner: nothing is applied until asked
+    views = open_views(app)  # no runner: nothing is applied until asked
     try:
         chat = app.start_chat("ops", actor="alice")
         run(app.send(chat.id, "hello", actor="alice"))

@@ -11,7 +11,8 @@ import pytest
 
 from interlock.domain import Interlock
 from interlock.projections import SqlReadModels, open_views
-from interlock.projections.views import PositionConflictError
+from interlock.projections.inbox import InboxView
+from interlock.projections.sql import PositionConflictError
 from tests.projections.conftest import dumps
 from tests.projections.flows import banking_flows, seed
 
@@ -19,12 +20,10 @@ pytestmark = pytest.mark.anyio
 
 
 def rebuilt(app: Interlock, store: str) -> list[list[dict[str, object]]]:
-    fresh = open_views(app, store)
+    fresh = open_views(app)
     try:
         for runner in fresh.runners:
-            runner.view.drop()
-            runner.view.setup()
-        fresh.catch_up()
+            runner.rebuild()
         return dumps(fresh)
     finally:
         fresh.close()
@@ -42,12 +41,12 @@ async def test_rebuild_gives_identical_rows(
 
 async def test_two_runners_of_one_view_cannot_both_write(app: Interlock, store: str) -> None:
     await seed(app)
-    first, second = open_views(app, store), open_views(app, store)
+    first, second = open_views(app), open_views(app)
     try:
         head = app.recorder.max_notification_id() or 0
-        with first.inbox_view.batch(0, head):
+        with first.view(InboxView).batch(0, head):
             pass
-        with pytest.raises(PositionConflictError), second.inbox_view.batch(0, head):
+        with pytest.raises(PositionConflictError), second.view(InboxView).batch(0, head):
             pass
         assert second.runners[0].catch_up() == head  # the loser rereads and finds it done
     finally:
@@ -74,7 +73,7 @@ async def test_a_runner_killed_mid_catch_up_resumes_exactly_once(
     worker.wait()
     worker.stdout.close()
     assert first.startswith("inbox: ")
-    killed = open_views(app, store)
+    killed = open_views(app)
     try:
         assert min(killed.positions().values()) < head
     finally:
@@ -82,7 +81,7 @@ async def test_a_runner_killed_mid_catch_up_resumes_exactly_once(
     restarted = _cli(store, "run", "--once")
     restarted.communicate()
     assert restarted.returncode == 0
-    views = open_views(app, store)
+    views = open_views(app)
     try:
         assert min(views.positions().values()) == head
         assert dumps(views) == rebuilt(app, store)

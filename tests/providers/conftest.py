@@ -30,7 +30,7 @@ class Wire:
         """The real application service, in memory, with the banking agent on this model."""
         agent = Agent(name=banking.name, system=banking.system, tools=banking.tools,
                       model=self.model)
-        return Interlock([agent], store="memory://")
+        return Interlock([agent])
 
 
 def make_model(provider: str, fake: FakeProvider, retry: RetryPolicy = FAST,

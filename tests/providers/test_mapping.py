@@ -22,7 +22,8 @@ HISTORY = [
     ]),
     Message(role="tool", content=[
         Part(tool_response=ToolResponse(ref="c1", name="pay", output={"ok": True})),
-        Part(tool_response=ToolResponse(ref="c2", name="pay", output={"error": "card declined"})),
+        Part(tool_response=ToolResponse(ref="c2", name="pay", output={"error": "card declined"}),
+             metadata={"failed": True}),  # the flag, not the shape, marks a failure
     ]),
 ]
 

@@ -80,7 +80,7 @@ async def test_an_agent_naming_a_provider_string_runs_through_the_resolver(
 
     agent = Agent(name="bankingAgent", system=banking.system, tools=banking.tools,
                   model="openai:gpt-4.1-mini")
-    app = Interlock([agent], store="memory://", resolve_model=resolve)
+    app = Interlock([agent], resolve_model=resolve)
     chat = app.start_chat("bankingAgent", actor="alice")
     fake_openai.queue(Reply(text="Hello from the fake."))
 
@@ -105,7 +105,7 @@ async def test_the_banking_demo_runs_on_ollama_through_the_openai_wire(
         return models[-1]
 
     agent = banking_demo.banking_on(banking_demo.DEFAULT_MODEL)
-    app = Interlock([agent], store="memory://", resolve_model=resolve)
+    app = Interlock([agent], resolve_model=resolve)
     chat = app.start_chat("bankingAgent", actor="alice")
     fake_openai.queue(Reply(text="What should I transfer?"))
     try:

@@ -7,6 +7,7 @@ from uuid import UUID
 
 import pytest
 
+from interlock.bootstrap import build_service
 from interlock.domain import Agent, FunctionModel, Interlock, RespondEntry, ToolContext, tool
 from interlock.domain.errors import IdempotencyKeyReusedError, NothingToRetryError
 from tests.kit import LookupInput, Script, call, make_app, run, say
@@ -80,22 +81,35 @@ def test_unknown_tool_and_bad_input_from_the_model_become_tool_errors(store: str
     assert types(app, chat.id).count("ToolFailed") == 2
 
 
-def test_max_turns_stops_a_model_that_keeps_calling_tools(store: str) -> None:
+def test_max_turns_bounds_tool_rounds_and_the_model_sees_the_last_results(store: str) -> None:
+    """Genkit's maxTurns (js/ai/src/generate/action.ts, `currentTurn + 1 > maxIterations`;
+    go/ai/generate.go and py/.../_ai/_generate.py alike): at most N tool rounds, and the
+    model is called once more with the last round's results. Deliberate difference: Genkit
+    throws (ABORTED) when that reply asks for more tools; Interlock records the reply,
+    answers its requests as not run (so the history stays well formed) and ends `max_turns`.
+    """
     app, script, effects = make_app(
         store, [call(("lookup", {"key": str(i)})) for i in range(9)], max_turns=3
     )
     chat = app.start_chat("ops", actor="alice")
     result = run(app.send(chat.id, "loop", actor="alice"))
-    assert result.finish_reason == "max_turns" and len(script.requests) == 3
+    assert result.finish_reason == "max_turns" and len(script.requests) == 4
     assert effects.lookups == ["0", "1", "2"]
-    assert app.get_chat(chat.id).status == "idle"
+    last_seen = script.requests[3].messages[-1]
+    assert last_seen.role == "tool"
+    assert last_seen.content[0].tool_response.output == {"value": "2"}  # type: ignore[union-attr]
+    state = app.get_chat(chat.id).state
+    assert state.status == "idle" and state.messages[-1].role == "tool"
+    skipped = state.calls[state.batch[0]]
+    assert skipped.status == "failed" and "max_turns (3 tool rounds)" in (skipped.error or "")
+    assert run(app.send(chat.id, "again", actor="alice")).finish_reason == "max_turns"
 
 
 def test_a_side_effect_tool_runs_only_after_its_request_is_committed(store: str) -> None:
     seen: dict[str, bool] = {}
 
     def committed(ctx: ToolContext) -> bool:
-        reader = Interlock(store=store)
+        reader = build_service(store)
         events = reader.chat_events(UUID(ctx.chat_id))
         reader.close()
         return any(
@@ -115,7 +129,7 @@ def test_a_side_effect_tool_runs_only_after_its_request_is_committed(store: str)
 
     script = Script([call(("peek", {"key": "a"})), call(("charge", {"key": "b"})), say("done")])
     agent = Agent(name="pay", system="", tools=[charge, peek], model=FunctionModel(script))
-    app = Interlock([agent], store=store)
+    app = build_service(store, [agent])
     chat = app.start_chat("pay", actor="alice")
     assert run(app.send(chat.id, "pay", actor="alice")).finish_reason == "stop"
     assert seen == {"peek": False, "charge": True}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from interlock.bootstrap import build_service
 from interlock.domain import Interlock, RespondEntry, RestartEntry
 from interlock.examples.banking import AGENTS, LEDGER
 from tests.kit import call, make_app, run, say
@@ -12,7 +13,7 @@ def event_types(app: Interlock, chat_id: object) -> list[str]:
 
 
 def test_respond_flow_banking(store: str) -> None:
-    app = Interlock(AGENTS, store=store)
+    app = build_service(store, AGENTS)
     chat = app.start_chat("bankingAgent", actor="alice")
     before = LEDGER.transfers
 

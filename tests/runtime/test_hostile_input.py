@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from interlock.bootstrap import build_service
 from interlock.domain import (
     Agent,
     FunctionModel,
-    Interlock,
     RespondEntry,
     RestartEntry,
     ToolContext,
@@ -78,8 +78,8 @@ def test_tool_outputs_that_are_not_json_fail_the_call(store: str) -> None:
         return {"object": object()} if input.key == "object" else {"n": float("nan")}
 
     script = Script([call(("weird", {"key": "object"}), ("weird", {"key": "nan"})), say("ok")])
-    app = Interlock(
-        [Agent(name="w", system="", tools=[weird], model=FunctionModel(script))], store=store
+    app = build_service(
+        store, [Agent(name="w", system="", tools=[weird], model=FunctionModel(script))]
     )
     chat = app.start_chat("w", actor="alice")
     assert run(app.send(chat.id, "go", actor="alice")).finish_reason == "stop"

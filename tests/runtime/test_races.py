@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from interlock.bootstrap import build_service
 from interlock.domain import Interlock, ModelRequest, ModelResponse, RespondEntry
 from interlock.domain.errors import ConcurrencyError, InterlockError
 from tests.kit import call, make_app, run, say
@@ -65,7 +66,7 @@ def test_two_threads_racing_one_wins(store: str) -> None:
         t.join(timeout=30)
     assert sorted(code for code, _ in outcomes) == ["concurrent_modification", "ok"]
     assert sum(n for _, n in outcomes) == 1
-    app = Interlock(store=store)
+    app = build_service(store)
     assert deploys_recorded(app, chat_id) == 1
     assert app.get_chat(chat_id).status == "idle"
 
@@ -89,7 +90,7 @@ def test_two_processes_racing_on_postgres(pg_store: str) -> None:
         p.join(timeout=30)
     assert sorted(code for code, _ in outcomes) == ["concurrent_modification", "ok"]
     assert sum(n for _, n in outcomes) == 1
-    assert deploys_recorded(Interlock(store=pg_store), chat_id) == 1
+    assert deploys_recorded(build_service(pg_store), chat_id) == 1
 
 
 def test_loser_gets_a_typed_conflict(sqlite_store: str) -> None:

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from interlock.domain import Interlock
+from interlock.bootstrap import build_service
 from interlock.stores.groupcommit import Append
 from interlock.stores.postgres import InterlockPostgresRecorder
 
@@ -70,7 +70,7 @@ def run_threads(*targets: Callable[[], object]) -> list[object]:
 
 @pytest.fixture
 def recorder(pg_store: str) -> Iterator[InterlockPostgresRecorder]:
-    app = Interlock(store=pg_store)
+    app = build_service(pg_store)
     assert isinstance(app.recorder, InterlockPostgresRecorder)
     yield app.recorder
     app.close()
@@ -127,8 +127,8 @@ def test_two_appends_of_one_chat_never_share_a_batch(
 WRITER = """
 import sys, threading, uuid
 from eventsourcing.persistence import StoredEvent
-from interlock.domain import Interlock
-app = Interlock(store=sys.argv[1])
+from interlock.bootstrap import build_service
+app = build_service(sys.argv[1])
 lock = threading.Lock()
 def work():
     while True:
@@ -145,7 +145,7 @@ threading.Event().wait()
 
 
 def test_a_kill_during_group_commits_loses_no_ack_and_writes_no_half_chat(pg_store: str) -> None:
-    Interlock(store=pg_store).close()  # tables exist before the writer starts
+    build_service(pg_store).close()  # tables exist before the writer starts
     with subprocess.Popen(
         [sys.executable, "-c", WRITER, pg_store], stdout=subprocess.PIPE, text=True
     ) as proc:

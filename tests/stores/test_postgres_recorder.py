@@ -7,13 +7,14 @@ import threading
 import pytest
 from eventsourcing.persistence import IntegrityError
 
-from interlock.domain import Chat, Interlock
+from interlock.bootstrap import build_service
+from interlock.domain import Chat
 from interlock.projections import open_views
 from interlock.stores.postgres import InterlockPostgresRecorder
 
 
 def test_appends_return_ascending_ids_and_conflicts_write_nothing(pg_store: str) -> None:
-    app = Interlock(store=pg_store)
+    app = build_service(pg_store)
     assert type(app.recorder) is InterlockPostgresRecorder
     chat = Chat.start("ops", actor="a", tenant="t")
     chat.send_message("one", actor="a")
@@ -39,8 +40,8 @@ def test_racing_start_ups_on_a_fresh_schema_all_succeed(pg_store: str) -> None:
     def start() -> None:
         barrier.wait(timeout=10)
         try:
-            app = Interlock(store=pg_store)
-            open_views(app, pg_store).close()
+            app = build_service(pg_store)
+            open_views(app).close()
             app.close()
         except BaseException as exc:  # noqa: BLE001 - collected and asserted below
             errors.append(exc)

@@ -1,0 +1,109 @@
+"""The one place that wires Interlock: store URL → service → read models → HTTP app."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable, Sequence
+
+from fastapi import FastAPI
+
+from interlock.api.app import make_app
+from interlock.api.auth import AuthConfig, is_loopback, load_auth
+from interlock.domain import Agent, Interlock
+from interlock.domain.errors import ConfigurationError
+from interlock.domain.models import Model
+from interlock.projections import open_read_models
+from interlock.settings import Settings
+from interlock.stores.urls import store_env
+
+log = logging.getLogger("interlock")
+
+
+def build_service(
+    store: str,
+    agents: Sequence[Agent] = (),
+    *,
+    secret: bytes | None = None,
+    resolve_model: Callable[[str], Model] | None = None,
+) -> Interlock:
+    """The application service on the store a URL names."""
+    env = store_env(store)
+    if secret is None and not store.startswith("memory"):
+        log.warning(
+            "INTERLOCK_SECRET is not set: the event chain is keyed with the public "
+            "dev secret, so it proves nothing against someone who can write the store"
+        )
+    return Interlock(agents, env=env, secret=secret, resolve_model=resolve_model)
+
+
+def service_from(settings: Settings, *, with_agents: bool = True) -> Interlock:
+    """The service `settings` describe; without agents for tools that only read the log."""
+    agents = load_agents(settings.agents) if with_agents else []
+    return build_service(settings.store, agents, secret=settings.secret_bytes(),
+                         resolve_model=model_resolver())
+
+
+def auth_from(settings: Settings) -> AuthConfig:
+    """API keys from INTERLOCK_API_KEYS_FILE, else INTERLOCK_API_KEYS, else dev mode."""
+    keys = settings.api_keys.get_secret_value() if settings.api_keys else None
+    return load_auth(settings.api_keys_file, keys)
+
+
+def build_app(settings: Settings) -> FastAPI:
+    """The HTTP API with its service and in-process read models, closed at shutdown."""
+    auth = auth_from(settings)
+    service = service_from(settings)
+    views = open_read_models(service)
+
+    def close() -> None:
+        views.close()
+        service.close()
+
+    return make_app(service, views, auth, on_shutdown=close)
+
+
+def check_serving(settings: Settings) -> None:
+    """Refuse, before any process starts, what would make every worker fail or be unsafe."""
+    store_env(settings.store)
+    resolve = model_resolver()
+    for agent in load_agents(settings.agents):
+        if isinstance(agent.model, str) and resolve is not None:
+            resolve(agent.model)  # builds a client, calls nothing: a missing key shows here
+    check_exposure(settings.host, auth_from(settings))
+
+
+def check_exposure(host: str, auth: AuthConfig) -> None:
+    """Dev mode (no keys) is a single-user mode: refuse to serve it beyond loopback."""
+    if auth.dev_mode and not is_loopback(host):
+        raise ConfigurationError(
+            f"refusing to serve {host} without API keys: pass --keys FILE or set "
+            "INTERLOCK_API_KEYS_FILE or INTERLOCK_API_KEYS, or bind 127.0.0.1 for dev mode")
+
+
+def load_agents(spec: str) -> list[Agent]:
+    """`module:attribute` naming an Agent or a sequence of them."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigurationError(f"agents must look like module:attribute, not {spec!r}")
+    try:
+        found = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(f"cannot load agents {spec!r}: {exc}") from None
+    agents = [found] if isinstance(found, Agent) else list(found) if _many(found) else []
+    if not agents or not all(isinstance(a, Agent) for a in agents):
+        raise ConfigurationError(f"{spec} is not an Agent or a sequence of Agents")
+    return agents
+
+
+def _many(found: object) -> bool:
+    return isinstance(found, list | tuple)
+
+
+def model_resolver() -> Callable[[str], Model] | None:
+    """Provider strings ("openai:gpt-4.1-mini") resolve when the providers package is present."""
+    try:
+        from interlock.providers import resolve_model
+    except ImportError:
+        return None
+    return resolve_model

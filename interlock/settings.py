@@ -1,0 +1,100 @@
+"""Interlock's configuration, read once at the edge: INTERLOCK_* variables and secret files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from interlock.domain.errors import ConfigurationError
+
+PREFIX = "INTERLOCK_"
+SECRETS_DIR_ENV = "INTERLOCK_SECRETS_DIR"
+DEFAULT_SECRETS_DIR = "/run/secrets"
+RETIRED = {"INTERLOCK_KEYS": "INTERLOCK_API_KEYS_FILE (a file) or INTERLOCK_API_KEYS (JSON)"}
+
+
+class Settings(BaseSettings):
+    """Every setting of the service; each field is also the variable INTERLOCK_<NAME>.
+
+    `secret` and `api_keys` may instead be files named interlock_secret and
+    interlock_api_keys in the secrets directory (INTERLOCK_SECRETS_DIR, else /run/secrets).
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=PREFIX, env_ignore_empty=True, extra="forbid", frozen=True
+    )
+
+    store: str = Field("sqlite:///interlock.db", description="where events and views live")
+    agents: str = Field("interlock.examples.banking:AGENTS",
+                        description="module:attribute holding an Agent or a list of them")
+    secret: SecretStr | None = Field(None, description="HMAC key of the event chain")
+    api_keys: SecretStr | None = Field(None, description="API keys as JSON text")
+    api_keys_file: Path | None = Field(None, description="API keys file, JSON or TOML")
+    host: str = Field("127.0.0.1", description="bind address")
+    port: int = Field(8000, ge=0, le=65535, description="port; 0 picks a free one")
+    workers: int = Field(1, ge=1, le=64, description="server processes on the one store")
+
+    @model_validator(mode="after")
+    def _no_retired_variables(self) -> Settings:
+        for name, instead in RETIRED.items():
+            if os.environ.get(name):
+                raise ValueError(f"{name} is no longer read: use {instead}")
+        return self
+
+    def secret_bytes(self) -> bytes | None:
+        """The event-chain key, if one is configured."""
+        return self.secret.get_secret_value().encode() if self.secret else None
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as INTERLOCK_* variables, for worker processes to read back."""
+        env: dict[str, str] = {}
+        for name, value in self.model_dump().items():
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            if value is not None:
+                env[PREFIX + name.upper()] = str(value)
+        return env
+
+
+def env_name(field: str) -> str:
+    """The variable a setting is read from."""
+    return PREFIX + field.upper()
+
+
+def flag_help(text: str, field: str) -> str:
+    """A command-line flag's help: what it is, the variable it overrides, the default."""
+    shown = Settings.model_fields[field].default
+    return f"{text} ({env_name(field)}; default: {'none' if shown is None else shown})"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment and the secrets directory; `overrides` (flags) win.
+
+    A `None` override means "not given". Bad values raise ConfigurationError in one line.
+    """
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given, **_secrets_dir())
+    except ValidationError as exc:
+        raise ConfigurationError(f"bad settings: {_one_line(exc)}") from None
+
+
+def _secrets_dir() -> dict[str, Any]:
+    chosen = os.environ.get(SECRETS_DIR_ENV)
+    if chosen and not Path(chosen).is_dir():
+        raise ConfigurationError(f"{SECRETS_DIR_ENV}={chosen!r} is not a directory")
+    path = chosen or DEFAULT_SECRETS_DIR
+    return {"_secrets_dir": path} if Path(path).is_dir() else {}
+
+
+def _one_line(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        parts.append(f"{env_name(where)}: {message}" if where else message)
+    return "; ".join(parts)

@@ -1,0 +1,12 @@
+"""The read models every store keeps: a new read model is one module and one line here."""
+
+from __future__ import annotations
+
+from interlock.projections import chats, decisions, inbox
+from interlock.projections.sql import ReadModel
+
+READ_MODELS: tuple[ReadModel, ...] = (
+    inbox.READ_MODEL,
+    decisions.READ_MODEL,
+    chats.READ_MODEL,
+)
