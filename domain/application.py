@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any, ClassVar
+from functools import partial
+from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
@@ -33,6 +36,7 @@ DEV_SECRET = b"interlock-dev-secret-change-me"
 IN_MEMORY = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
 ABANDONED_AFTER = timedelta(minutes=2)
 ModelResolver = Callable[[str], Model]
+T = TypeVar("T")
 
 
 class Interlock(Application[UUID]):
@@ -48,6 +52,7 @@ class Interlock(Application[UUID]):
         env: Mapping[str, str] | None = None,
         secret: bytes | None = None,
         resolve_model: ModelResolver | None = None,
+        io_threads: int = 64,
     ) -> None:
         """`env` is eventsourcing's (the edge builds it from a store URL; memory if none).
 
@@ -58,6 +63,9 @@ class Interlock(Application[UUID]):
         self.sealer = Sealer(secret or DEV_SECRET)
         self.models = {a.name: _model(a, resolve_model) for a in agents}
         self.commit_listeners: list[Callable[[list[Recording[UUID]]], None]] = []
+        # Blocking store work of turns runs here; sized so that concurrent turns' commits
+        # meet in one group commit instead of queueing for a thread.
+        self._io = ThreadPoolExecutor(io_threads, thread_name_prefix="interlock-io")
 
     def construct_mapper(self) -> Mapper[UUID]:
         return PydanticMapper(
@@ -92,7 +100,7 @@ class Interlock(Application[UUID]):
         max_turns: int | None = None,
     ) -> TurnResult:
         """Send a user message and run the turn; `max_turns` overrides the agent's budget."""
-        chat = self.get_chat(chat_id, tenant=tenant)
+        chat = await self.off_loop(self.get_chat, chat_id, tenant=tenant)
         loop = self._loop(chat, max_turns)
         since = len(chat.state.messages)
         chat.send_message(text, actor=actor)
@@ -116,14 +124,14 @@ class Interlock(Application[UUID]):
         With `idempotency_key`, a repeat of the same body answers the first result.
         `metadata` is the resume's own (recorded on each decision, seen by restarted tools).
         """
-        chat = self.get_chat(chat_id, tenant=tenant)
+        chat = await self.off_loop(self.get_chat, chat_id, tenant=tenant)
         loop = self._loop(chat, max_turns)
         body_sha = None
         if idempotency_key is not None:
             check_entries(respond, restart, metadata)  # before hashing: must be encodable
             body_sha = _body_sha256(respond, restart, metadata, max_turns)
             if idempotency_key in chat.state.resume_keys:
-                return self._first_answer(chat, idempotency_key, body_sha)
+                return await self.off_loop(self._first_answer, chat, idempotency_key, body_sha)
         since = len(chat.state.messages)
         chat.resume(
             respond,
@@ -161,7 +169,7 @@ class Interlock(Application[UUID]):
         A turn still `running` after `stale_after` was left by a crashed process: its
         requested tools run again with the same idempotency key.
         """
-        chat = self.get_chat(chat_id, tenant=tenant)
+        chat = await self.off_loop(self.get_chat, chat_id, tenant=tenant)
         loop = self._loop(chat, max_turns)
         since = len(chat.state.messages)
         chat.retry(actor=actor, now=now(), stale_after=stale_after)
@@ -177,8 +185,17 @@ class Interlock(Application[UUID]):
         )
 
     async def _commit_turn(self, chat: Chat) -> int | None:
-        """The loop's commit; async so that commits may later move off the event loop."""
-        return self.commit(chat)
+        """The loop's commit, off the event loop: concurrent turns' appends commit together."""
+        return await self.off_loop(self.commit, chat)
+
+    async def off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run blocking store work on the I/O threads, so no chat waits on another's disk."""
+        running = asyncio.get_running_loop()
+        return await running.run_in_executor(self._io, partial(fn, *args, **kwargs))
+
+    def close(self) -> None:
+        self._io.shutdown(wait=False)
+        super().close()
 
     # -- queries -----------------------------------------------------------------------------
 
