@@ -23,7 +23,7 @@ from interlock.domain.integrity import Verifier
 def bench(store: str, events: int) -> None:
     app = Interlock(store=store)
     head = make_log(app, events)
-    verifier = Verifier(app.recorder, app.mapper, app.sealer)
+    verifier = Verifier(app.recorder, app.mapper, app.sealer.keys)
     started = time.perf_counter()
     broken = verifier.verify_all()
     took = time.perf_counter() - started

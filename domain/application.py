@@ -25,6 +25,7 @@ from interlock.domain.errors import (
     UnknownAgentError,
 )
 from interlock.domain.events import ChatEvent, ChatStarted, TurnFinished, now
+from interlock.domain.keys import Keyring
 from interlock.domain.models import Model
 from interlock.domain.persistence import PydanticMapper, Sealer, store_env
 from interlock.domain.results import TurnResult
@@ -48,7 +49,7 @@ class Interlock(Application[UUID]):
         *,
         store: str | None = None,
         env: dict[str, str] | None = None,
-        secret: bytes | None = None,
+        secret: bytes | Keyring | None = None,
         resolve_model: ModelResolver | None = None,
     ) -> None:
         settings = store_env(store or os.environ.get("INTERLOCK_STORE", "memory://"))
@@ -223,14 +224,17 @@ def _body_sha256(respond: Sequence[RespondEntry], restart: Sequence[RestartEntry
     )
 
 
-def _secret(given: bytes | None, store: str) -> bytes:
+def _secret(given: bytes | Keyring | None, store: str) -> Keyring:
+    if isinstance(given, Keyring):
+        return given
     secret = given or os.environ.get("INTERLOCK_SECRET", "").encode()
     if not secret and not store.startswith("memory"):
         log.warning(
             "INTERLOCK_SECRET is not set: the event chain is keyed with the public "
             "dev secret, so it proves nothing against someone who can write the store"
         )
-    return secret or DEV_SECRET
+    # older keys (comma-separated) still verify the events they sealed
+    return Keyring.parse(secret or DEV_SECRET, os.environ.get("INTERLOCK_OLD_SECRETS", ""))
 
 
 def _replay(chat: Chat | None, events: Iterable[Any]) -> Chat | None:

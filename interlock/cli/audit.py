@@ -179,7 +179,7 @@ def _print_event(event: Any, out: TextIO) -> None:
 
 def _verify(args: argparse.Namespace) -> int:
     app = Interlock(store=args.store)
-    verifier = Verifier(app.recorder, app.mapper, app.sealer)
+    verifier = Verifier(app.recorder, app.mapper, app.sealer.keys)
     if args.all:
         breaks = verifier.verify_all()
     else:
@@ -193,6 +193,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _describe(b: ChainBreak) -> str:
+    if b.version == 0:
+        return f"chat {b.chat_id}: {b.reason}"
     return f"chat {b.chat_id}: broken at version {b.version}: {b.reason}"
 
 

@@ -13,7 +13,8 @@ from uuid import UUID
 import psycopg
 from psycopg import sql
 
-from interlock.domain.persistence import Sealer
+from interlock.domain.chain import Record, chain_v2, link_value, with_chain
+from interlock.domain.keys import Keyring
 from tests.conftest import PG_URL
 
 
@@ -81,11 +82,35 @@ class EventsTable:
                                   " state) VALUES (?, ?, ?, ?)"),
                         (self._id(), version, topic, json.dumps(state).encode()))
 
+    def records(self) -> dict[int, tuple[str, bytes]]:
+        """Each version's topic and exact stored bytes."""
+        with self._cursor() as cur:
+            cur.execute(self._sql("SELECT originator_version, topic, state FROM {t}"
+                                  " WHERE originator_id = ?"), (self._id(),))
+            return {v: (t, bytes(s)) for v, t, s in cur.fetchall()}
+
+    def write_raw(self, version: int, state: bytes) -> None:
+        with self._cursor() as cur:
+            cur.execute(self._sql("UPDATE {t} SET state = ? WHERE originator_id = ?"
+                                  " AND originator_version = ?"), (state, self._id(), version))
+
+    def set_topic(self, version: int, topic: str) -> None:
+        with self._cursor() as cur:
+            cur.execute(self._sql("UPDATE {t} SET topic = ? WHERE originator_id = ?"
+                                  " AND originator_version = ?"), (topic, self._id(), version))
+
+    def delete_from(self, version: int) -> None:
+        """Cut the chat's tail: every version from `version` on."""
+        with self._cursor() as cur:
+            cur.execute(self._sql("DELETE FROM {t} WHERE originator_id = ?"
+                                  " AND originator_version >= ?"), (self._id(), version))
+
     def reseal(self, secret: bytes) -> None:
-        """Recompute the whole chain with another key (the intruder lacks the real one)."""
-        sealer, tip = Sealer(secret), None
-        for version, state in sorted(self.states().items()):
-            payload = {k: v for k, v in state.items() if k != "chain"}
-            payload.update(originator_id=str(self.chat_id), originator_version=version)
-            tip = sealer.digest(tip, payload)
-            self.write(version, {**state, "chain": tip})
+        """Recompute the whole chain (format 2) with another key, as an intruder would."""
+        keys, prev = Keyring.single(secret), ""
+        for version, (topic, _) in sorted(self.records().items()):
+            state = {k: v for k, v in self.states()[version].items() if k != "chain"}
+            body = json.dumps(state, separators=(",", ":")).encode()
+            chain = chain_v2(keys, prev, Record(self.chat_id, version, topic, body))
+            self.write_raw(version, with_chain(body, chain))
+            prev = link_value(chain)
