@@ -41,7 +41,9 @@ class Interlock(Application[UUID]):
     """Chats with agents whose tools may interrupt; every step is an event."""
 
     name = "Interlock"
-    snapshotting_intervals: ClassVar[dict[Any, int]] = {Chat: 100}
+    # No snapshots: they sat outside the chain, grew quadratically and were taken on the
+    # request path; the mapper refuses to read one (docs/audit.md, "Snapshots").
+    snapshotting_intervals: ClassVar[dict[Any, int]] = {}
 
     def __init__(
         self,
@@ -210,7 +212,6 @@ class Interlock(Application[UUID]):
             recordings = self._record(processing)
         except IntegrityError:
             raise ConcurrencyError(chat.id) from None
-        self._take_snapshots(processing)
         self._notify(recordings)
         return recordings[-1].notification.id if recordings else None
 

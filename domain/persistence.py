@@ -15,7 +15,7 @@ from eventsourcing.utils import TopicError, resolve_topic
 from interlock.domain.canonical import canonical_json
 from interlock.domain.chain import Record, chain_v2, link_value, with_chain
 from interlock.domain.errors import InterlockError, InvalidRequestError
-from interlock.domain.events import ChatEvent, ChatSnapshot
+from interlock.domain.events import ChatEvent
 from interlock.domain.keys import Keyring
 
 
@@ -88,8 +88,8 @@ def _event_class(stored: StoredEvent) -> Any:
         cls = resolve_topic(stored.topic)
     except (TopicError, ImportError, AttributeError):
         raise _refused(stored, f"unknown topic {stored.topic!r}") from None
-    if not (isinstance(cls, type) and issubclass(cls, ChatEvent | ChatSnapshot)):
-        raise _refused(stored, f"topic {stored.topic!r} is not an event class")
+    if not (isinstance(cls, type) and issubclass(cls, ChatEvent)):
+        raise _refused(stored, f"topic {stored.topic!r} is not a sealed event class")
     return cls
 
 
