@@ -157,6 +157,7 @@ class Verifier:
         self.decode = decoder(mapper)
         self.keys = keys
         self.checked = 0
+        self.position = 0
         self.chains: dict[str, _Chain] = {}
 
     def verify_chat(self, chat_id: UUID, mark: int | None = None) -> ChainBreak | None:
@@ -171,15 +172,24 @@ class Verifier:
 
     def verify_all(self, marks: dict[str, int] | None = None) -> list[ChainBreak]:
         """Every chat in the log, in one pass; the first break of each bad chat."""
+        return self.verify_since(0, {}, marks)
+
+    def verify_since(self, position: int, heads: dict[str, tuple[int, str]],
+                     marks: dict[str, int] | None = None) -> list[ChainBreak]:
+        """The events after `position`, continuing chains from trusted `heads`."""
         marks = marks or {}
         chains = self.chains
-        for stored in self._notifications():
+        for chat_id, (version, link) in heads.items():
+            chains[chat_id] = _Chain(chat_id, tip=link, version=version, mark=marks.get(chat_id))
+        self.position = position
+        for stored in self._notifications(position):
             key = str(stored.originator_id)
             chain = chains.get(key)
             if chain is None:
                 chain = chains[key] = _Chain(key, mark=marks.get(key))
             chain.check(stored, self.keys, self.decode)
             self.checked += 1
+            self.position = stored.id
         return [c.broken for c in chains.values() if c.broken is not None]
 
     def heads(self) -> dict[str, tuple[int, str]]:
@@ -190,8 +200,7 @@ class Verifier:
         chain = self.chains.get(chat_id)
         return chain.marked if chain is not None else None
 
-    def _notifications(self) -> Iterator[Notification]:
-        start = 0
+    def _notifications(self, start: int) -> Iterator[Notification]:
         while True:
             page: Sequence[Notification] = self.recorder.select_notifications(
                 start, _PAGE, inclusive_of_start=False)

@@ -11,10 +11,10 @@ from datetime import datetime
 from typing import Any, TextIO
 from uuid import UUID
 
+from interlock.cli import audit_trail
 from interlock.domain import Interlock
 from interlock.domain.errors import ChatNotFoundError
 from interlock.domain.events import ChatEvent
-from interlock.domain.integrity import ChainBreak, Verifier
 from interlock.projections import open_views
 from interlock.projections.interface import DecisionFilter
 from interlock.projections.readmodels import SqlReadModels
@@ -74,20 +74,25 @@ def _register_replay(subparsers: Any) -> None:
 
 def _register_verify(subparsers: Any) -> None:
     p = subparsers.add_parser("verify", help="check the tamper-evident event chains",
-                              description="Recompute each chat's HMAC chain with the server "
-                                          "secret (INTERLOCK_SECRET) and name the first broken "
-                                          "version of each bad chat. Exits 1 if any is broken.")
+                              description="Recompute each chat's chain with the server "
+                                          "secrets (INTERLOCK_SECRET, INTERLOCK_OLD_SECRETS), "
+                                          "compare with the latest signed checkpoint, and name "
+                                          "the first broken version of each bad chat. Exits 1 "
+                                          "if any is broken or missing.")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("chat_id", nargs="?", type=UUID, help="one chat's id")
     target.add_argument("--all", action="store_true", help="every chat in the store")
     _add_store(p)
-    p.set_defaults(run=_verify)
+    audit_trail.add_verify_options(p)
+    p.set_defaults(run=audit_trail.verify)
 
 
 def _register_audit(subparsers: Any) -> None:
-    p = subparsers.add_parser("audit", help="compliance exports",
-                              description="Exports of the decision log for reviewers.")
+    p = subparsers.add_parser("audit", help="compliance exports, keys and checkpoints",
+                              description="Exports of the decision log for reviewers, and the "
+                                          "signed checkpoints of the event chains.")
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    audit_trail.register_audit(sub, _add_store)
     ex = sub.add_parser("export", help="write decisions as CSV or JSON Lines",
                         description="Stream every decision in [since, until) to stdout or a file.")
     ex.add_argument("--since", type=datetime.fromisoformat, help="ISO-8601, inclusive")
@@ -175,27 +180,6 @@ def _print_event(event: Any, out: TextIO) -> None:
     actor = getattr(event, "actor", None) or "-"
     out.write(f"{event.originator_version:>5}  {event.timestamp.isoformat()}  {actor:<12} "
               f"{type(event).__name__:<16} {_essentials(event)}\n")
-
-
-def _verify(args: argparse.Namespace) -> int:
-    app = Interlock(store=args.store)
-    verifier = Verifier(app.recorder, app.mapper, app.sealer.keys)
-    if args.all:
-        breaks = verifier.verify_all()
-    else:
-        found = verifier.verify_chat(args.chat_id)
-        breaks = [found] if found else []
-    for b in breaks:
-        print(_describe(b))
-    print(f"checked {verifier.checked} events: "
-          + (f"{len(breaks)} chat(s) broken" if breaks else "all chains verify"))
-    return 1 if breaks else 0
-
-
-def _describe(b: ChainBreak) -> str:
-    if b.version == 0:
-        return f"chat {b.chat_id}: {b.reason}"
-    return f"chat {b.chat_id}: broken at version {b.version}: {b.reason}"
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -21,15 +21,16 @@ from tests.conftest import PG_URL
 class EventsTable:
     """Read and rewrite one chat's stored events (`state` is the event's JSON)."""
 
-    def __init__(self, store: str, chat_id: UUID) -> None:
+    def __init__(self, store: str, chat_id: UUID, purpose: str = "events") -> None:
         self.store, self.chat_id = store, chat_id
         parts = urlsplit(store)
         self.pg = parts.scheme.startswith("postgres")
         if self.pg:
             schema = parse_qs(parts.query)["schema"][0]
-            self.table: Any = sql.Identifier(schema, "interlock_events")
+            self.table: Any = sql.Identifier(schema, f"interlock_{purpose}")
         else:
             self.path = parts.path.removeprefix("/")
+            self.table = f"stored_{purpose}"
 
     @contextmanager
     def _cursor(self) -> Iterator[Any]:
@@ -47,7 +48,7 @@ class EventsTable:
     def _sql(self, template: str) -> Any:
         if self.pg:
             return sql.SQL(template.replace("?", "%s")).format(t=self.table)
-        return template.format(t="stored_events")
+        return template.format(t=self.table)
 
     def _id(self) -> Any:
         return self.chat_id if self.pg else self.chat_id.hex
