@@ -182,7 +182,7 @@ class Verifier:
         for chat_id, (version, link) in heads.items():
             chains[chat_id] = _Chain(chat_id, tip=link, version=version, mark=marks.get(chat_id))
         self.position = position
-        for stored in self._notifications(position):
+        for stored in self.notifications(position):
             key = str(stored.originator_id)
             chain = chains.get(key)
             if chain is None:
@@ -200,7 +200,8 @@ class Verifier:
         chain = self.chains.get(chat_id)
         return chain.marked if chain is not None else None
 
-    def _notifications(self, start: int) -> Iterator[Notification]:
+    def notifications(self, start: int = 0) -> Iterator[Notification]:
+        """The stored events after position `start`, in log order, page by page."""
         while True:
             page: Sequence[Notification] = self.recorder.select_notifications(
                 start, _PAGE, inclusive_of_start=False)

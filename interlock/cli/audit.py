@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -11,7 +12,7 @@ from datetime import datetime
 from typing import Any, TextIO
 from uuid import UUID
 
-from interlock.cli import audit_trail
+from interlock.cli import audit_export, audit_trail
 from interlock.domain import Interlock
 from interlock.domain.errors import ChatNotFoundError
 from interlock.domain.events import ChatEvent
@@ -93,11 +94,14 @@ def _register_audit(subparsers: Any) -> None:
                                           "signed checkpoints of the event chains.")
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     audit_trail.register_audit(sub, _add_store)
-    ex = sub.add_parser("export", help="write decisions as CSV or JSON Lines",
-                        description="Stream every decision in [since, until) to stdout or a file.")
+    ex = sub.add_parser("export", help="write decisions (CSV, JSON Lines) or stored events",
+                        description="Stream every decision in [since, until), or the stored "
+                                    "events (--format events), to stdout or a file; with --key, "
+                                    "take a checkpoint and sign a manifest beside the file.")
     ex.add_argument("--since", type=datetime.fromisoformat, help="ISO-8601, inclusive")
     ex.add_argument("--until", type=datetime.fromisoformat, help="ISO-8601, exclusive")
-    ex.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="(csv)")
+    ex.add_argument("--format", choices=("csv", "jsonl", "events"), default="csv", help="(csv)")
+    ex.add_argument("--key", help="checkpoint private key: sign a manifest (needs --output)")
     for name in ("tenant", "tool", "actor", "chat-id"):
         ex.add_argument(f"--{name}", help=f"only decisions with this {name.replace('-', ' ')}")
     ex.add_argument("--output", "-o", help="file to write (default: stdout)")
@@ -147,7 +151,6 @@ def _rebuild(args: argparse.Namespace) -> int:
                       f"{time.perf_counter() - started:.1f}s", flush=True)
     finally:
         models.close()
-    return 0
 
 
 def _essentials(event: ChatEvent) -> str:
@@ -183,6 +186,25 @@ def _print_event(event: Any, out: TextIO) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if args.key and not args.output:
+        print("interlock audit: a signed export needs --output", file=sys.stderr)
+        return 2
+    signed = audit_export.checkpoint_now(args) if args.key else None
+    if args.format == "events":
+        with open(args.output, "w", encoding="utf-8") if args.output else _stdout() as out:
+            audit_export.write_events(args, out)
+    else:
+        _export_decisions(args)
+    if signed is not None:
+        print(f"manifest: {audit_export.write_manifest(args, *signed)}")
+    return 0
+
+
+def _stdout() -> Any:
+    return contextlib.nullcontext(sys.stdout)
+
+
+def _export_decisions(args: argparse.Namespace) -> None:
     f = DecisionFilter(since=args.since, until=args.until, tenant=args.tenant, tool=args.tool,
                        actor=args.actor, chat_id=args.chat_id)
     models = _models(args.store)
@@ -196,4 +218,3 @@ def _export(args: argparse.Namespace) -> int:
                 out.close()
     finally:
         models.close()
-    return 0
