@@ -86,7 +86,8 @@ def sorted_heads(heads: dict[str, tuple[int, str]]) -> tuple[Head, ...]:
 
 
 def make_checkpoint(heads: tuple[Head, ...], *, prev: Checkpoint | None, position: int,
-                    created_at: str, key_id: str, sign: Sign) -> Checkpoint:
+                    created_at: str, key_id: str, sign: Sign,
+                    retention: list[Any] | None = None) -> Checkpoint:
     """Sign the next checkpoint over `heads` (sorted by chat id)."""
     statement = {
         "format": FORMAT,
@@ -98,6 +99,7 @@ def make_checkpoint(heads: tuple[Head, ...], *, prev: Checkpoint | None, positio
         "events": sum(h.version for h in heads),
         "root": merkle_root([h.leaf() for h in heads]).hex(),
         "key_id": key_id,
+        "retention": retention,  # [seq, digest] of the retention log's last entry, or null
     }
     return Checkpoint(statement, sign(jcs(statement).encode()).hex(), heads)
 

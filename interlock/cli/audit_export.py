@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from interlock.audit.signing import Signer
-from interlock.cli.audit_trail import checkpoint_log
+from interlock.cli.audit_trail import checkpoint_log, retention_log
 from interlock.domain import Interlock
 from interlock.domain.canonical import jcs
 from interlock.domain.checkpoint_log import take_checkpoint
@@ -60,7 +60,8 @@ def checkpoint_now(args: argparse.Namespace) -> tuple[Signer, Checkpoint]:
     try:
         checkpoint = take_checkpoint(checkpoint_log(app),
                                      Verifier(app.recorder, app.mapper, app.sealer.keys),
-                                     key_id=signer.key_id, sign=signer.sign, now=_now)
+                                     key_id=signer.key_id, sign=signer.sign, now=_now,
+                                     retention=retention_log(app).all())
     finally:
         app.close()
     return signer, checkpoint

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -10,17 +11,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from interlock.audit import retention
 from interlock.audit.signing import Signer, public_key
 from interlock.domain import Interlock
 from interlock.domain.checkpoint_log import (
     ChainsBrokenError,
     CheckpointLog,
+    RetentionLog,
     against_checkpoint,
+    removed_chats,
     take_checkpoint,
 )
 from interlock.domain.checkpoints import Checkpoint, check_sequence
 from interlock.domain.errors import InvalidRequestError
 from interlock.domain.integrity import ChainBreak, Verifier
+from interlock.domain.retention import Entry, Policy, check_entries
 
 PUBLIC_ENV, PRIVATE_ENV = "INTERLOCK_CHECKPOINT_PUBLIC_KEY", "INTERLOCK_CHECKPOINT_KEY"
 
@@ -52,10 +57,26 @@ def register_audit(sub: Any, add_store: Any) -> None:
     ex.add_argument("--output", "-o", help="file to write (default: stdout)")
     add_store(ex)
     ex.set_defaults(run=_export_checkpoints)
+    rt = sub.add_parser("retention", help="remove whole chats past their tenant's retention",
+                        description="Verify every chain, record the chats the policy expires "
+                                    "in the signed retention log, delete them, and checkpoint. "
+                                    "A chat younger than its tenant's keep_months never goes.")
+    rt.add_argument("--policy", required=True,
+                    help='JSON file: {"default": RULE, "tenants": {"name": RULE}}, RULE being '
+                         '{"keep_months": N, "delete_after_years": M}')
+    rt.add_argument("--key", default=os.environ.get(PRIVATE_ENV),
+                    help=f"the checkpoint private key file (default: {PRIVATE_ENV})")
+    rt.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    add_store(rt)
+    rt.set_defaults(run=_retention)
 
 
 def checkpoint_log(app: Interlock) -> CheckpointLog:
     return CheckpointLog(app.factory.aggregate_recorder("checkpoints"))
+
+
+def retention_log(app: Interlock) -> RetentionLog:
+    return RetentionLog(app.factory.aggregate_recorder("retention"))
 
 
 # -- verify ----------------------------------------------------------------------------------
@@ -64,12 +85,13 @@ def checkpoint_log(app: Interlock) -> CheckpointLog:
 def verify(args: argparse.Namespace) -> int:
     app = Interlock(store=args.store)
     try:
-        latest, problem = _checkpoints(args, checkpoint_log(app).all())
+        entries = retention_log(app).all()
+        latest, problem = _checkpoints(args, checkpoint_log(app).all(), entries)
         if problem is not None:
             print(problem)
             return 1
         verifier = Verifier(app.recorder, app.mapper, None if args.no_secret else app.sealer.keys)
-        breaks = _breaks(args, verifier, latest)
+        breaks = _breaks(args, verifier, latest, removed_chats(entries))
     finally:
         app.close()
     for b in breaks:
@@ -82,8 +104,8 @@ def verify(args: argparse.Namespace) -> int:
     return 1 if breaks else 0
 
 
-def _checkpoints(args: argparse.Namespace,
-                 checkpoints: list[Checkpoint]) -> tuple[Checkpoint | None, str | None]:
+def _checkpoints(args: argparse.Namespace, checkpoints: list[Checkpoint],
+                 entries: list[Entry]) -> tuple[Checkpoint | None, str | None]:
     if args.public_key is None:
         if checkpoints:
             print("note: checkpoints not checked (give --public-key): a deleted chat or a cut "
@@ -93,7 +115,16 @@ def _checkpoints(args: argparse.Namespace,
     if not checkpoints:
         print("note: no checkpoint yet: a deleted chat or a cut tail goes unnoticed")
         return None, None
-    return checkpoints[-1], check_sequence(checkpoints, kid, check)
+    latest = checkpoints[-1]
+    return latest, (check_sequence(checkpoints, kid, check)
+                    or check_entries(entries, kid, check) or _names_retention(latest, entries))
+
+
+def _names_retention(checkpoint: Checkpoint, entries: list[Entry]) -> str | None:
+    named = checkpoint.statement.get("retention")
+    if named is None or any([e.seq, e.digest()] == named for e in entries):
+        return None
+    return f"checkpoint {checkpoint.seq}: names retention entry {named[0]}, which is missing"
 
 
 def _read(path: str) -> str:
@@ -103,15 +134,18 @@ def _read(path: str) -> str:
         raise InvalidRequestError(f"cannot read {path}: {exc.strerror}", path=path) from None
 
 
-def _breaks(args: argparse.Namespace, verifier: Verifier,
-            latest: Checkpoint | None) -> list[ChainBreak]:
+def _breaks(args: argparse.Namespace, verifier: Verifier, latest: Checkpoint | None,
+            removed: dict[str, int]) -> list[ChainBreak]:
     marks = {h.chat_id: h.version for h in latest.heads} if latest else {}
     if args.all:
         breaks = verifier.verify_all(marks)
-        return breaks + (against_checkpoint(latest, verifier) if latest else [])
+        return breaks + (against_checkpoint(latest, verifier, removed=removed) if latest else [])
     chat = str(args.chat_id)
     found = verifier.verify_chat(args.chat_id, mark=marks.get(chat))
-    extra = against_checkpoint(latest, verifier, only=chat) if latest else []
+    if chat in removed and found is not None and found.version == 0:
+        found = ChainBreak(chat, 0, f"no such chat: removed by retention at version "
+                                    f"{removed[chat]}")
+    extra = against_checkpoint(latest, verifier, only=chat, removed=removed) if latest else []
     if extra and found is not None and found.version == 0:
         found = None  # "deleted since checkpoint N" says more than "no such chat"
     return ([found] if found else []) + extra
@@ -152,7 +186,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
             verifier = Verifier(app.recorder, app.mapper, app.sealer.keys)
             try:
                 cp = take_checkpoint(log, verifier, key_id=signer.key_id, sign=signer.sign,
-                                     now=_now)
+                                     now=_now, retention=retention_log(app).all())
             except ChainsBrokenError as exc:
                 for b in exc.breaks:
                     print(describe(b))
@@ -181,4 +215,31 @@ def _export_checkpoints(args: argparse.Namespace) -> int:
     else:
         sys.stdout.buffer.writelines(lines)
         sys.stdout.flush()
+    return 0
+
+
+def _retention(args: argparse.Namespace) -> int:
+    if not args.key:
+        raise InvalidRequestError(f"give --key or set {PRIVATE_ENV}")
+    try:
+        policy = Policy.parse(json.loads(_read(args.policy)))
+    except ValueError as exc:
+        raise InvalidRequestError(f"{args.policy} is not JSON: {exc}") from None
+    signer = Signer.load(args.key)
+    app = Interlock(store=args.store)
+    try:
+        removals = retention.enforce(app, policy, signer, lambda: datetime.now(UTC),
+                                     dry_run=args.dry_run)
+    except ChainsBrokenError as exc:
+        for b in exc.breaks:
+            print(describe(b))
+        print(exc.message, file=sys.stderr)
+        return 1
+    finally:
+        app.close()
+    verb = "would remove" if args.dry_run else "removed"
+    for r in removals:
+        print(f"{verb} chat {r.chat_id} (tenant {r.tenant}, {r.version} events, "
+              f"last activity {r.last_activity})")
+    print(f"{verb} {len(removals)} chat(s)")
     return 0
