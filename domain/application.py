@@ -16,6 +16,7 @@ from interlock.domain.agent import Agent
 from interlock.domain.canonical import sha256_hex
 from interlock.domain.chat import Chat
 from interlock.domain.decisions import RespondEntry, RestartEntry, check_entries
+from interlock.domain.erasure import FieldCipher
 from interlock.domain.errors import (
     ChatNotFoundError,
     ConcurrencyError,
@@ -67,6 +68,12 @@ class Interlock(Application[UUID]):
             compressor=self.factory.compressor(),
             cipher=self.factory.cipher(),
         )
+
+    def protect_personal_data(self, cipher: FieldCipher) -> None:
+        """Store personal fields encrypted under erasable per-chat keys, and read them back."""
+        assert isinstance(self.mapper, PydanticMapper)
+        self.mapper.personal = cipher
+        self.sealer.body = self.mapper.event_body
 
     # -- commands ----------------------------------------------------------------------------
 

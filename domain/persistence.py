@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import UUID
@@ -14,6 +15,7 @@ from eventsourcing.utils import TopicError, resolve_topic
 
 from interlock.domain.canonical import canonical_json
 from interlock.domain.chain import Record, chain_v2, link_value, with_chain
+from interlock.domain.erasure import MARKER, PERSONAL, FieldCipher, open_fields, seal_fields
 from interlock.domain.errors import InterlockError, InvalidRequestError
 from interlock.domain.events import ChatEvent
 from interlock.domain.keys import Keyring
@@ -49,8 +51,20 @@ class PydanticMapper(Mapper[UUID]):
     columns, or whose topic is not an Interlock class, is refused (TamperedEventError).
     """
 
+    personal: FieldCipher | None = None  # set by Interlock.protect_personal_data
+
+    def event_body(self, event: Any) -> bytes:
+        """The sealed bytes: personal fields encrypted when a key store is attached."""
+        if self.personal is None or event.TOPIC not in PERSONAL:
+            return event_body(event)
+        data = event.model_dump(mode="json", exclude={"chain"})
+        if type(event).class_version > 1:
+            data["class_version"] = type(event).class_version
+        seal_fields(data, event.TOPIC, self.personal)  # deterministic: sealer and mapper agree
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
-        body = event_body(domain_event)
+        body = self.event_body(domain_event)
         chain = getattr(domain_event, "chain", None)
         state = with_chain(body, chain) if chain is not None else body
         if self.compressor:
@@ -72,7 +86,7 @@ class PydanticMapper(Mapper[UUID]):
         if self.compressor:
             state = self.compressor.decompress(state)
         try:
-            event = _decode(cls, state)
+            event = _decode(cls, state, self.personal)
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
             raise _refused(stored_event, f"does not decode as {stored_event.topic}") from exc
         if (event.originator_id, event.originator_version) != (
@@ -93,10 +107,14 @@ def _event_class(stored: StoredEvent) -> Any:
     return cls
 
 
-def _decode(cls: Any, state: bytes) -> Any:
-    if getattr(cls, "class_version", 1) == 1:
+def _decode(cls: Any, state: bytes, personal: FieldCipher | None) -> Any:
+    data = json.loads(state) if b'"$personal"' in state else None
+    if isinstance(data, dict) and MARKER in data:
+        open_fields(data, cls.TOPIC, personal)
+    elif getattr(cls, "class_version", 1) == 1:
         return cls.model_validate_json(state)
-    data = json.loads(state)
+    else:
+        data = json.loads(state)
     from_version = data.pop("class_version", 1)
     while from_version < getattr(cls, "class_version", 1):
         getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(data)
@@ -113,11 +131,12 @@ class Sealer:
 
     def __init__(self, keys: bytes | Keyring) -> None:
         self.keys = keys if isinstance(keys, Keyring) else Keyring.single(keys)
+        self.body: Callable[[Any], bytes] = event_body  # the mapper's, once data is protected
 
     def sign(self, prev: str | None, event: ChatEvent) -> str:
         """The chain of `event`, following the chain `prev` of the event before it."""
         record = Record(event.originator_id, event.originator_version, event.TOPIC,
-                        event_body(event))
+                        self.body(event))
         return chain_v2(self.keys, link_value(prev), record)
 
     def digest(self, prev: str | None, payload: dict[str, Any], secret: bytes | None = None) -> str:

@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 CHAIN_V2 = re.compile(r"2:([A-Za-z0-9_-]{1,32}):([0-9a-f]{64}):([0-9a-f]{64})")
 TOPIC = re.compile(r"[A-Za-z0-9_.:]{1,200}")
 TAIL = ',"chain":"'
+ENCRYPTED = object()
 
 
 # -- RFC 8785 (JCS) --------------------------------------------------------------------------
@@ -207,9 +208,13 @@ class Chat:
         """input_sha256 of a decision is the hash of the call's input at that moment."""
         digest = sha256_v2 if self.format == 2 else sha256_v1
         ref = str(event.get("ref"))
-        if topic == "interlock:ToolRequested":
+        if "$personal" in event:  # encrypted personal data: its hashes need the plaintext
+            self.inputs[ref] = ENCRYPTED
+        elif topic == "interlock:ToolRequested":
             self.inputs[ref] = event.get("input")
         elif topic in ("interlock:Responded", "interlock:Restarted"):
+            if self.inputs.get(ref) is ENCRYPTED:
+                return None
             if ref not in self.inputs or event["input_sha256"] != digest(self.inputs[ref]):
                 return f"input_sha256 of {ref} is not the hash of its input"
             if event.get("replaced_input_sha256") is not None:

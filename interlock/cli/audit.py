@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from uuid import UUID
 
 from interlock.cli import audit_export, audit_trail
-from interlock.domain import Interlock
+from interlock.domain.erasure import ERASED
 from interlock.domain.errors import ChatNotFoundError
 from interlock.domain.events import ChatEvent
 from interlock.projections import open_views
@@ -107,13 +107,22 @@ def _register_audit(subparsers: Any) -> None:
     ex.add_argument("--output", "-o", help="file to write (default: stdout)")
     _add_store(ex)
     ex.set_defaults(run=_export)
+    er = sub.add_parser("erase", help="erase a chat's personal data (destroy its key)",
+                        description="Destroy the chat's personal-data key: its events stay and "
+                                    "still verify, their text, inputs, outputs and metadata "
+                                    "read as erased; then rebuild the views without them.")
+    er.add_argument("chat_id", type=UUID, help="the chat's id")
+    er.add_argument("--no-rebuild", action="store_true",
+                    help="leave the views as they are (rebuild them later)")
+    _add_store(er)
+    er.set_defaults(run=_erase)
 
 
 # -- commands ------------------------------------------------------------------------------
 
 
 def _models(store: str, batch: int = 1000) -> SqlReadModels:
-    models = open_views(Interlock(store=store), store)
+    models = open_views(audit_trail.open_app(store), store)
     for runner in models.runners:
         runner.batch_size = batch
     return models
@@ -139,10 +148,15 @@ def _run_projections(args: argparse.Namespace) -> int:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    models = _models(args.store, args.batch)
+    _rebuild_views(args.store, args.name, args.batch)
+    return 0
+
+
+def _rebuild_views(store: str, name: str, batch: int = 1000) -> None:
+    models = _models(store, batch)
     try:
         for runner in models.runners:
-            if args.name in ("all", runner.name):
+            if name in ("all", runner.name):
                 started = time.perf_counter()
                 runner.view.drop()
                 runner.view.setup()
@@ -162,12 +176,15 @@ def _essentials(event: ChatEvent) -> str:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    app = Interlock(store=args.store)
+    app = audit_trail.open_app(args.store)
     try:
         chat = app.get_chat(args.chat_id, version=args.version)
     except ChatNotFoundError:
         print(f"chat {args.chat_id} not found", file=sys.stderr)
         return 2
+    erased = audit_trail.keys_of(app).erased_at(args.chat_id)
+    if erased is not None:
+        print(f"personal data of this chat was erased at {erased}: shown as {ERASED!r}")
     for event in app.events.get(args.chat_id, lte=chat.version):
         _print_event(event, sys.stdout)
     state = chat.state
@@ -218,3 +235,16 @@ def _export_decisions(args: argparse.Namespace) -> None:
                 out.close()
     finally:
         models.close()
+
+
+def _erase(args: argparse.Namespace) -> int:
+    app = audit_trail.open_app(args.store)
+    try:
+        app.get_chat(args.chat_id)  # an unknown chat is an error, not a no-op
+        when = audit_trail.keys_of(app).erase(args.chat_id)
+    finally:
+        app.close()
+    print(f"chat {args.chat_id}: personal data erased at {when}")
+    if not args.no_rebuild:
+        _rebuild_views(args.store, "all")
+    return 0

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from interlock.audit import retention
+from interlock.audit.erasure import KeyStore
 from interlock.audit.signing import Signer, public_key
 from interlock.domain import Interlock
 from interlock.domain.checkpoint_log import (
@@ -69,6 +70,19 @@ def register_audit(sub: Any, add_store: Any) -> None:
     rt.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     add_store(rt)
     rt.set_defaults(run=_retention)
+
+
+def open_app(store: str) -> Interlock:
+    """An application that can read (and erase) the store's protected personal data."""
+    app = Interlock(store=store)
+    app.protect_personal_data(KeyStore.open(app))
+    return app
+
+
+def keys_of(app: Interlock) -> KeyStore:
+    keys = getattr(app.mapper, "personal", None)
+    assert isinstance(keys, KeyStore), "open the app with open_app()"
+    return keys
 
 
 def checkpoint_log(app: Interlock) -> CheckpointLog:
