@@ -17,6 +17,7 @@ from interlock.domain.agent import Agent
 from interlock.domain.canonical import sha256_hex
 from interlock.domain.chat import Chat
 from interlock.domain.decisions import RespondEntry, RestartEntry, check_entries
+from interlock.domain.erasure import FieldCipher
 from interlock.domain.errors import (
     ChatNotFoundError,
     ConcurrencyError,
@@ -27,6 +28,7 @@ from interlock.domain.errors import (
     UnknownAgentError,
 )
 from interlock.domain.events import ChatEvent, ChatStarted, TurnFinished, now
+from interlock.domain.keys import Keyring
 from interlock.domain.models import Model
 from interlock.domain.persistence import PydanticMapper, Sealer
 from interlock.domain.results import TurnResult
@@ -43,20 +45,23 @@ class Interlock(Application[UUID]):
     """Chats with agents whose tools may interrupt; every step is an event."""
 
     name = "Interlock"
-    snapshotting_intervals: ClassVar[dict[Any, int]] = {Chat: 100}
+    # No snapshots: they sat outside the chain, grew quadratically and were taken on the
+    # request path; the mapper refuses to read one (docs/audit.md, "Snapshots").
+    snapshotting_intervals: ClassVar[dict[Any, int]] = {}
 
     def __init__(
         self,
         agents: Sequence[Agent] = (),
         *,
         env: Mapping[str, str] | None = None,
-        secret: bytes | None = None,
+        secret: bytes | Keyring | None = None,
         resolve_model: ModelResolver | None = None,
         io_threads: int = 64,
     ) -> None:
         """`env` is eventsourcing's (the edge builds it from a store URL; memory if none).
 
-        Without `secret` the event chain is keyed with the public DEV_SECRET.
+        `secret` keys the event chain (a Keyring names the active key and older ones that
+        still verify); without it the chain is keyed with the public DEV_SECRET.
         """
         super().__init__(dict(env or IN_MEMORY))
         self.agents = {a.name: a for a in agents}
@@ -73,6 +78,12 @@ class Interlock(Application[UUID]):
             compressor=self.factory.compressor(),
             cipher=self.factory.cipher(),
         )
+
+    def protect_personal_data(self, cipher: FieldCipher) -> None:
+        """Store personal fields encrypted under erasable per-chat keys, and read them back."""
+        assert isinstance(self.mapper, PydanticMapper)
+        self.mapper.personal = cipher
+        self.sealer.body = self.mapper.event_body
 
     # -- commands ----------------------------------------------------------------------------
 
@@ -256,7 +267,6 @@ class Interlock(Application[UUID]):
             # nothing was written: keep the events pending so the turn can still record its end
             chat.pending_events, chat.state.chain_tip = events + chat.pending_events, tip
             raise
-        self._take_snapshots(processing)
         self._notify(recordings)
         return recordings[-1].notification.id if recordings else None
 

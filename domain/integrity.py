@@ -1,30 +1,44 @@
-"""Tamper evidence: recompute each chat's HMAC chain from the stored events.
+"""Tamper evidence: recompute each chat's event chain from the stored records.
 
-Each stored event's JSON carries `chain` = HMAC(secret, prev_chain + "\\n" + canonical
-payload), the payload including its originator id and version. An edit, a deletion, an
-insertion, a swap or a chain recomputed without the secret breaks the chain at the first
-version touched. (Dropping a chat's *last* events leaves a shorter valid chain: compare
-with a trusted version count, e.g. the chat summaries, to catch truncation.)
+Each record carries its chain (domain/chain.py, docs/audit.md): format 2 hashes the
+record's chat id, version, topic and exact JSON bytes and seals the hash with a named
+key; format 1 (older events) is an HMAC over sorted JSON. An edit, a deletion, an
+insertion, a swap, a moved event or a chain recomputed without the secret breaks the
+chain at the first version touched. Dropping a chat's *last* events, or a whole chat,
+leaves valid chains: signed checkpoints (domain/checkpoints.py) catch those.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification, StoredEvent
+from eventsourcing.utils import TopicError, resolve_topic
 
-from interlock.domain.persistence import Sealer
+from interlock.domain.canonical import canonical_json
+from interlock.domain.chain import (
+    CHAIN_V1,
+    TOPIC,
+    Record,
+    check_v2,
+    link_value,
+    split_v2,
+)
+from interlock.domain.keys import Keyring
 
 _PAGE = 2000
+Decode = Callable[[bytes], bytes]
 
 
 @dataclass(frozen=True)
 class ChainBreak:
-    """The first version of a chat whose event does not verify, and why."""
+    """The first version of a chat whose event does not verify, and why (0: the whole chat)."""
 
     chat_id: str
     version: int
@@ -38,36 +52,89 @@ class _Chain:
     chat_id: str
     tip: str | None = None
     version: int = 0
+    format: int = 1
     broken: ChainBreak | None = None
+    mark: int | None = None  # a version whose link a checkpoint names
+    marked: str | None = field(default=None)
 
-    def check(self, stored: StoredEvent, sealer: Sealer, decode: Callable[[bytes], bytes]) -> None:
+    def check(self, stored: StoredEvent, keys: Keyring | None, decode: Decode) -> None:
         if self.broken is not None:
             return
         expected = self.version + 1
         if stored.originator_version != expected:
-            found = stored.originator_version
-            self.broken = ChainBreak(self.chat_id, expected,
-                                     f"version {expected} missing (found {found})")
+            self._break(expected, f"version {expected} missing (found {stored.originator_version})")
             return
-        chain, payload = _payload(stored, decode)
-        if chain is None or sealer.digest(self.tip, payload) != chain:
-            self.broken = ChainBreak(self.chat_id, expected, "chain does not match the event")
+        record = Record(stored.originator_id, expected, stored.topic, decode(stored.state))
+        chain, problem = self._verify(record, keys)
+        if problem is not None or chain is None:
+            self._break(expected, problem or "no chain")
             return
         self.tip, self.version = chain, expected
+        if expected == self.mark:
+            self.marked = link_value(chain)
+
+    def _verify(self, record: Record, keys: Keyring | None) -> tuple[str | None, str | None]:
+        split = split_v2(record.state)
+        if split is not None:
+            body, chain = split
+            self.format = 2
+            prev = link_value(self.tip)
+            return chain, check_v2(keys, prev, Record(record.chat_id, record.version,
+                                                      record.topic, body), chain)
+        if self.format == 2:
+            return None, "format 1 event after format 2 (downgrade)"
+        return check_v1(keys, self.tip, record)
+
+    def _break(self, version: int, reason: str) -> None:
+        self.broken = ChainBreak(self.chat_id, version, reason)
+
+    @property
+    def link(self) -> str:
+        return link_value(self.tip)
 
 
-def _payload(stored: StoredEvent, decode: Callable[[bytes], bytes]) -> tuple[str | None, Any]:
+def check_v1(keys: Keyring | None, prev: str | None,
+             record: Record) -> tuple[str | None, str | None]:
+    """A format 1 record's chain and why it fails, if it does."""
+    data = _json_object(record.state)
+    chain = data.pop("chain", None) if data is not None else None
+    if data is None or not isinstance(chain, str) or CHAIN_V1.fullmatch(chain) is None:
+        return None, "chain does not match the event"
+    if (data.get("originator_id"), data.get("originator_version")) != (
+            str(record.chat_id), record.version):
+        return None, "the event's JSON names another chat or version"
+    if not _fits_topic(record.topic, data):
+        return None, "the topic does not fit the event"
+    if keys is None:
+        return None, "format 1 chains need the secret"
+    message = f"{prev or ''}\n{canonical_json(data)}".encode()
+    if not any(hmac.compare_digest(_hmac(k, message), chain) for k in keys):
+        return None, "chain does not match the event"
+    return chain, None
+
+
+def _json_object(state: bytes) -> dict[str, Any] | None:
     try:
-        data = json.loads(decode(stored.state))
+        data = json.loads(state)
     except ValueError:
-        return None, None
-    if not isinstance(data, dict):
-        return None, None
-    chain = data.pop("chain", None)
-    data.pop("class_version", None)
-    data["originator_id"] = str(stored.originator_id)
-    data["originator_version"] = stored.originator_version
-    return chain if isinstance(chain, str) else None, data
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _fits_topic(topic: str, data: dict[str, Any]) -> bool:
+    """Format 1 does not seal the topic: the JSON must hold exactly its class's fields."""
+    if TOPIC.fullmatch(topic) is None or not topic.startswith("interlock:"):
+        return False
+    try:
+        cls = resolve_topic(topic)
+    except (TopicError, ImportError, AttributeError):
+        return False
+    fields = getattr(cls, "model_fields", None)
+    return fields is not None and set(data) - {"class_version"} == set(fields) - {"chain"}
+
+
+def _hmac(key: bytes, message: bytes) -> str:
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
 def decoder(mapper: Mapper[Any]) -> Callable[[bytes], bytes]:
@@ -82,36 +149,59 @@ def decoder(mapper: Mapper[Any]) -> Callable[[bytes], bytes]:
 
 
 class Verifier:
-    """Checks chats' chains against the server secret, reading through the recorder API."""
+    """Checks chats' chains, reading through the recorder API; `keys=None` checks hashes only."""
 
-    def __init__(self, recorder: ApplicationRecorder, mapper: Mapper[Any], sealer: Sealer) -> None:
+    def __init__(self, recorder: ApplicationRecorder, mapper: Mapper[Any],
+                 keys: Keyring | None) -> None:
         self.recorder = recorder
         self.decode = decoder(mapper)
-        self.sealer = sealer
+        self.keys = keys
         self.checked = 0
+        self.position = 0
+        self.chains: dict[str, _Chain] = {}
 
-    def verify_chat(self, chat_id: UUID) -> ChainBreak | None:
+    def verify_chat(self, chat_id: UUID, mark: int | None = None) -> ChainBreak | None:
         """The first broken version of one chat, or None when it verifies."""
-        chain = _Chain(str(chat_id))
+        chain = self.chains[str(chat_id)] = _Chain(str(chat_id), mark=mark)
         for stored in self.recorder.select_events(chat_id):
-            chain.check(stored, self.sealer, self.decode)
+            chain.check(stored, self.keys, self.decode)
             self.checked += 1
+        if chain.version == 0 and chain.broken is None:
+            return ChainBreak(str(chat_id), 0, "no such chat: no events are stored under this id")
         return chain.broken
 
-    def verify_all(self) -> list[ChainBreak]:
+    def verify_all(self, marks: dict[str, int] | None = None) -> list[ChainBreak]:
         """Every chat in the log, in one pass; the first break of each bad chat."""
-        chains: dict[str, _Chain] = {}
-        for stored in self._notifications():
+        return self.verify_since(0, {}, marks)
+
+    def verify_since(self, position: int, heads: dict[str, tuple[int, str]],
+                     marks: dict[str, int] | None = None) -> list[ChainBreak]:
+        """The events after `position`, continuing chains from trusted `heads`."""
+        marks = marks or {}
+        chains = self.chains
+        for chat_id, (version, link) in heads.items():
+            chains[chat_id] = _Chain(chat_id, tip=link, version=version, mark=marks.get(chat_id))
+        self.position = position
+        for stored in self.notifications(position):
             key = str(stored.originator_id)
             chain = chains.get(key)
             if chain is None:
-                chain = chains[key] = _Chain(key)
-            chain.check(stored, self.sealer, self.decode)
+                chain = chains[key] = _Chain(key, mark=marks.get(key))
+            chain.check(stored, self.keys, self.decode)
             self.checked += 1
+            self.position = stored.id
         return [c.broken for c in chains.values() if c.broken is not None]
 
-    def _notifications(self) -> Iterator[Notification]:
-        start = 0
+    def heads(self) -> dict[str, tuple[int, str]]:
+        """Each verified chat's last intact version and its link (what checkpoints sign)."""
+        return {k: (c.version, c.link) for k, c in self.chains.items() if c.version}
+
+    def link_at_mark(self, chat_id: str) -> str | None:
+        chain = self.chains.get(chat_id)
+        return chain.marked if chain is not None else None
+
+    def notifications(self, start: int = 0) -> Iterator[Notification]:
+        """The stored events after position `start`, in log order, page by page."""
         while True:
             page: Sequence[Notification] = self.recorder.select_notifications(
                 start, _PAGE, inclusive_of_start=False)

@@ -1,35 +1,71 @@
-"""How chats are stored: the pydantic mapper and the HMAC event chain."""
+"""How chats are stored: the pydantic mapper and the sealer of the event chain."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Mapper, StoredEvent
-from eventsourcing.utils import resolve_topic
+from eventsourcing.utils import TopicError, resolve_topic
 
 from interlock.domain.canonical import canonical_json
+from interlock.domain.chain import Record, chain_v2, link_value, with_chain
+from interlock.domain.erasure import MARKER, PERSONAL, FieldCipher, open_fields, seal_fields
+from interlock.domain.errors import InterlockError
 from interlock.domain.events import ChatEvent
+from interlock.domain.keys import Keyring
+
+
+class TamperedEventError(InterlockError):
+    """A stored event contradicts its own record: the store was edited, never trust it."""
+
+    code = "internal_error"
+
+    def __init__(self, chat_id: object, version: int, problem: str) -> None:
+        super().__init__(f"stored event {chat_id}#{version} refused: {problem}",
+                         chat_id=str(chat_id), version=version)
+
+
+def event_body(event: Any) -> bytes:
+    """The event's JSON without its chain: the bytes a version 2 seal covers."""
+    cls = type(event)
+    if cls.class_version > 1:
+        data = event.model_dump(mode="json", exclude={"chain"})
+        data["class_version"] = cls.class_version
+        return json.dumps(data, separators=(",", ":")).encode()
+    body: bytes = event.__pydantic_serializer__.to_json(event, exclude={"chain"})
+    return body
 
 
 class PydanticMapper(Mapper[UUID]):
     """Events are pydantic models: JSON out through pydantic-core, validated back in.
 
-    The stored JSON is the whole event (ids included), so the common case decodes in
-    one `model_validate_json`; an event class past version 1 goes through its upcasters.
+    The stored JSON is the whole event (ids included) with its chain as the last member,
+    so the common case decodes in one `model_validate_json`; an event class past
+    version 1 goes through its upcasters. A record whose JSON ids disagree with its
+    columns, or whose topic is not an Interlock class, is refused (TamperedEventError).
     """
 
+    personal: FieldCipher | None = None  # set by Interlock.protect_personal_data
+
+    def event_body(self, event: Any) -> bytes:
+        """The sealed bytes: personal fields encrypted when a key store is attached."""
+        if self.personal is None or event.TOPIC not in PERSONAL:
+            return event_body(event)
+        data = event.model_dump(mode="json", exclude={"chain"})
+        if type(event).class_version > 1:
+            data["class_version"] = type(event).class_version
+        seal_fields(data, event.TOPIC, self.personal)  # deterministic: sealer and mapper agree
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
-        cls = type(domain_event)
-        if cls.class_version > 1:
-            data = domain_event.model_dump(mode="json")
-            data["class_version"] = cls.class_version
-            state = json.dumps(data, separators=(",", ":")).encode()
-        else:
-            state = domain_event.__pydantic_serializer__.to_json(domain_event)
+        body = self.event_body(domain_event)
+        chain = getattr(domain_event, "chain", None)
+        state = with_chain(body, chain) if chain is not None else body
         if self.compressor:
             state = self.compressor.compress(state)
         if self.cipher:
@@ -37,38 +73,77 @@ class PydanticMapper(Mapper[UUID]):
         return StoredEvent(
             originator_id=domain_event.originator_id,
             originator_version=domain_event.originator_version,
-            topic=cls.TOPIC,
+            topic=type(domain_event).TOPIC,
             state=state,
         )
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
-        cls = resolve_topic(stored_event.topic)
+        cls = _event_class(stored_event)
         state = stored_event.state
         if self.cipher:
             state = self.cipher.decrypt(state)
         if self.compressor:
             state = self.compressor.decompress(state)
-        if getattr(cls, "class_version", 1) == 1:
-            return cls.model_validate_json(state)
+        try:
+            event = _decode(cls, state, self.personal)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            raise _refused(stored_event, f"does not decode as {stored_event.topic}") from exc
+        if (event.originator_id, event.originator_version) != (
+            stored_event.originator_id, stored_event.originator_version):
+            raise _refused(stored_event, "its JSON names another chat or version")
+        return event
+
+
+def _event_class(stored: StoredEvent) -> Any:
+    if not stored.topic.startswith("interlock:"):
+        raise _refused(stored, f"unknown topic {stored.topic!r}")
+    try:
+        cls = resolve_topic(stored.topic)
+    except (TopicError, ImportError, AttributeError):
+        raise _refused(stored, f"unknown topic {stored.topic!r}") from None
+    if not (isinstance(cls, type) and issubclass(cls, ChatEvent)):
+        raise _refused(stored, f"topic {stored.topic!r} is not a sealed event class")
+    return cls
+
+
+def _decode(cls: Any, state: bytes, personal: FieldCipher | None) -> Any:
+    data = json.loads(state) if b'"$personal"' in state else None
+    if isinstance(data, dict) and MARKER in data:
+        open_fields(data, cls.TOPIC, personal)
+    elif getattr(cls, "class_version", 1) == 1:
+        return cls.model_validate_json(state)
+    else:
         data = json.loads(state)
-        from_version = data.pop("class_version", 1)
-        while from_version < getattr(cls, "class_version", 1):
-            getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(data)
-            from_version += 1
-        data["originator_id"] = stored_event.originator_id
-        data["originator_version"] = stored_event.originator_version
-        return cls.model_validate(data)
+    from_version = data.pop("class_version", 1)
+    while from_version < getattr(cls, "class_version", 1):
+        getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(data)
+        from_version += 1
+    return cls.model_validate(data)
+
+
+def _refused(stored: StoredEvent, problem: str) -> TamperedEventError:
+    return TamperedEventError(stored.originator_id, stored.originator_version, problem)
 
 
 class Sealer:
-    """Chains each event to the previous one of its chat with a keyed hash."""
+    """Chains each event to the previous one of its chat: format 2, with the active key."""
 
-    def __init__(self, secret: bytes) -> None:
-        self._secret = secret
-
-    def digest(self, prev: str | None, payload: dict[str, Any]) -> str:
-        message = f"{prev or ''}\n{canonical_json(payload)}".encode()
-        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
+    def __init__(self, keys: bytes | Keyring) -> None:
+        self.keys = keys if isinstance(keys, Keyring) else Keyring.single(keys)
+        self.body: Callable[[Any], bytes] = event_body  # the mapper's, once data is protected
 
     def sign(self, prev: str | None, event: ChatEvent) -> str:
+        """The chain of `event`, following the chain `prev` of the event before it."""
+        record = Record(event.originator_id, event.originator_version, event.TOPIC,
+                        self.body(event))
+        return chain_v2(self.keys, link_value(prev), record)
+
+    def digest(self, prev: str | None, payload: dict[str, Any], secret: bytes | None = None) -> str:
+        """A format 1 seal (older events): HMAC over the previous chain and sorted JSON."""
+        message = f"{prev or ''}\n{canonical_json(payload)}".encode()
+        key = self.keys.secret(self.keys.active) if secret is None else secret
+        return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+    def sign_v1(self, prev: str | None, event: ChatEvent) -> str:
+        """A format 1 chain, as Interlock wrote before format 2 (for tests of old stores)."""
         return self.digest(prev, event.model_dump(mode="json", exclude={"chain"}))

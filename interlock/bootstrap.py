@@ -12,6 +12,7 @@ from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig, is_loopback, load_auth
 from interlock.domain import Agent, Interlock
 from interlock.domain.errors import ConfigurationError
+from interlock.domain.keys import Keyring
 from interlock.domain.models import Model
 from interlock.projections import open_read_models
 from interlock.settings import Settings
@@ -24,7 +25,7 @@ def build_service(
     store: str,
     agents: Sequence[Agent] = (),
     *,
-    secret: bytes | None = None,
+    secret: bytes | Keyring | None = None,
     resolve_model: Callable[[str], Model] | None = None,
 ) -> Interlock:
     """The application service on the store a URL names."""
@@ -40,7 +41,7 @@ def build_service(
 def service_from(settings: Settings, *, with_agents: bool = True) -> Interlock:
     """The service `settings` describe; without agents for tools that only read the log."""
     agents = load_agents(settings.agents) if with_agents else []
-    return build_service(settings.store, agents, secret=settings.secret_bytes(),
+    return build_service(settings.store, agents, secret=settings.keyring(),
                          resolve_model=model_resolver())
 
 

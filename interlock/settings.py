@@ -9,7 +9,9 @@ from typing import Any
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from interlock.domain.application import DEV_SECRET
 from interlock.domain.errors import ConfigurationError
+from interlock.domain.keys import Keyring
 
 PREFIX = "INTERLOCK_"
 SECRETS_DIR_ENV = "INTERLOCK_SECRETS_DIR"
@@ -32,6 +34,9 @@ class Settings(BaseSettings):
     agents: str = Field("interlock.examples.banking:AGENTS",
                         description="module:attribute holding an Agent or a list of them")
     secret: SecretStr | None = Field(None, description="HMAC key of the event chain")
+    old_secrets: SecretStr | None = Field(
+        None, description="older chain keys, comma-separated: they verify what they sealed"
+    )
     api_keys: SecretStr | None = Field(None, description="API keys as JSON text")
     api_keys_file: Path | None = Field(None, description="API keys file, JSON or TOML")
     host: str = Field("127.0.0.1", description="bind address")
@@ -48,6 +53,13 @@ class Settings(BaseSettings):
     def secret_bytes(self) -> bytes | None:
         """The event-chain key, if one is configured."""
         return self.secret.get_secret_value().encode() if self.secret else None
+
+    def keyring(self) -> Keyring | None:
+        """The active chain key and the older ones that still verify; None if none is set."""
+        if self.secret is None and self.old_secrets is None:
+            return None
+        old = self.old_secrets.get_secret_value() if self.old_secrets else ""
+        return Keyring.parse(self.secret_bytes() or DEV_SECRET, old)
 
     def to_env(self) -> dict[str, str]:
         """These settings as INTERLOCK_* variables, for worker processes to read back."""

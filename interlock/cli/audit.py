@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -11,10 +12,11 @@ from typing import Any, TextIO
 from uuid import UUID
 
 from interlock.bootstrap import service_from
+from interlock.cli import audit_export, audit_trail
 from interlock.domain import Interlock
+from interlock.domain.erasure import ERASED
 from interlock.domain.errors import ChatNotFoundError
 from interlock.domain.events import ChatEvent
-from interlock.domain.integrity import ChainBreak, Verifier
 from interlock.projections import READ_MODELS, open_views
 from interlock.projections.interface import DecisionFilter
 from interlock.projections.readmodels import SqlReadModels
@@ -76,39 +78,54 @@ def _register_replay(subparsers: Any) -> None:
 
 def _register_verify(subparsers: Any) -> None:
     p = subparsers.add_parser("verify", help="check the tamper-evident event chains",
-                              description="Recompute each chat's HMAC chain with the server "
-                                          "secret (INTERLOCK_SECRET, or the file "
-                                          "interlock_secret in INTERLOCK_SECRETS_DIR) and name "
-                                          "the first broken version of each bad chat. "
-                                          "Exits 1 if any is broken.")
+                              description="Recompute each chat's chain with the server "
+                                          "secrets (INTERLOCK_SECRET, INTERLOCK_OLD_SECRETS), "
+                                          "compare with the latest signed checkpoint, and name "
+                                          "the first broken version of each bad chat. Exits 1 "
+                                          "if any is broken or missing.")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("chat_id", nargs="?", type=UUID, help="one chat's id")
     target.add_argument("--all", action="store_true", help="every chat in the store")
     _add_store(p)
-    p.set_defaults(run=_verify)
+    audit_trail.add_verify_options(p)
+    p.set_defaults(run=audit_trail.verify)
 
 
 def _register_audit(subparsers: Any) -> None:
-    p = subparsers.add_parser("audit", help="compliance exports",
-                              description="Exports of the decision log for reviewers.")
+    p = subparsers.add_parser("audit", help="compliance exports, keys and checkpoints",
+                              description="Exports of the decision log for reviewers, and the "
+                                          "signed checkpoints of the event chains.")
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    ex = sub.add_parser("export", help="write decisions as CSV or JSON Lines",
-                        description="Stream every decision in [since, until) to stdout or a file.")
+    audit_trail.register_audit(sub, _add_store)
+    ex = sub.add_parser("export", help="write decisions (CSV, JSON Lines) or stored events",
+                        description="Stream every decision in [since, until), or the stored "
+                                    "events (--format events), to stdout or a file; with --key, "
+                                    "take a checkpoint and sign a manifest beside the file.")
     ex.add_argument("--since", type=datetime.fromisoformat, help="ISO-8601, inclusive")
     ex.add_argument("--until", type=datetime.fromisoformat, help="ISO-8601, exclusive")
-    ex.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="(csv)")
+    ex.add_argument("--format", choices=("csv", "jsonl", "events"), default="csv", help="(csv)")
+    ex.add_argument("--key", help="checkpoint private key: sign a manifest (needs --output)")
     for name in ("tenant", "tool", "actor", "chat-id"):
         ex.add_argument(f"--{name}", help=f"only decisions with this {name.replace('-', ' ')}")
     ex.add_argument("--output", "-o", help="file to write (default: stdout)")
     _add_store(ex)
     ex.set_defaults(run=_export)
+    er = sub.add_parser("erase", help="erase a chat's personal data (destroy its key)",
+                        description="Destroy the chat's personal-data key: its events stay and "
+                                    "still verify, their text, inputs, outputs and metadata "
+                                    "read as erased; then rebuild the views without them.")
+    er.add_argument("chat_id", type=UUID, help="the chat's id")
+    er.add_argument("--no-rebuild", action="store_true",
+                    help="leave the views as they are (rebuild them later)")
+    _add_store(er)
+    er.set_defaults(run=_erase)
 
 
 # -- commands ------------------------------------------------------------------------------
 
 
-def _models(args: argparse.Namespace, batch: int = 1000) -> SqlReadModels:
-    models = open_views(_service(args))
+def _models(store: str, batch: int = 1000) -> SqlReadModels:
+    models = open_views(audit_trail.open_app(store))
     for runner in models.runners:
         runner.batch_size = batch
     return models
@@ -119,7 +136,7 @@ def _progress(name: str, position: int, head: int) -> None:
 
 
 def _run_projections(args: argparse.Namespace) -> int:
-    models = _models(args, args.batch)
+    models = _models(args.store, args.batch)
     try:
         while True:
             for runner in models.runners:
@@ -134,17 +151,21 @@ def _run_projections(args: argparse.Namespace) -> int:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    models = _models(args, args.batch)
+    _rebuild_views(args.store, args.name, args.batch)
+    return 0
+
+
+def _rebuild_views(store: str, name: str, batch: int = 1000) -> None:
+    models = _models(store, batch)
     try:
         for runner in models.runners:
-            if args.name in ("all", runner.name):
+            if name in ("all", runner.name):
                 started = time.perf_counter()
                 position = runner.rebuild(_progress)
                 print(f"{runner.name}: rebuilt to {position} in "
                       f"{time.perf_counter() - started:.1f}s", flush=True)
     finally:
         models.close()
-    return 0
 
 
 def _essentials(event: ChatEvent) -> str:
@@ -156,12 +177,15 @@ def _essentials(event: ChatEvent) -> str:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    app = _service(args)
+    app = audit_trail.open_app(args.store)
     try:
         chat = app.get_chat(args.chat_id, version=args.version)
     except ChatNotFoundError:
         print(f"chat {args.chat_id} not found", file=sys.stderr)
         return 2
+    erased = audit_trail.keys_of(app).erased_at(args.chat_id)
+    if erased is not None:
+        print(f"personal data of this chat was erased at {erased}: shown as {ERASED!r}")
     for event in app.events.get(args.chat_id, lte=chat.version):
         _print_event(event, sys.stdout)
     state = chat.state
@@ -179,29 +203,29 @@ def _print_event(event: Any, out: TextIO) -> None:
               f"{type(event).__name__:<16} {_essentials(event)}\n")
 
 
-def _verify(args: argparse.Namespace) -> int:
-    app = _service(args)
-    verifier = Verifier(app.recorder, app.mapper, app.sealer)
-    if args.all:
-        breaks = verifier.verify_all()
-    else:
-        found = verifier.verify_chat(args.chat_id)
-        breaks = [found] if found else []
-    for b in breaks:
-        print(_describe(b))
-    print(f"checked {verifier.checked} events: "
-          + (f"{len(breaks)} chat(s) broken" if breaks else "all chains verify"))
-    return 1 if breaks else 0
-
-
-def _describe(b: ChainBreak) -> str:
-    return f"chat {b.chat_id}: broken at version {b.version}: {b.reason}"
-
-
 def _export(args: argparse.Namespace) -> int:
+    if args.key and not args.output:
+        print("interlock audit: a signed export needs --output", file=sys.stderr)
+        return 2
+    signed = audit_export.checkpoint_now(args) if args.key else None
+    if args.format == "events":
+        with open(args.output, "w", encoding="utf-8") if args.output else _stdout() as out:
+            audit_export.write_events(args, out)
+    else:
+        _export_decisions(args)
+    if signed is not None:
+        print(f"manifest: {audit_export.write_manifest(args, *signed)}")
+    return 0
+
+
+def _stdout() -> Any:
+    return contextlib.nullcontext(sys.stdout)
+
+
+def _export_decisions(args: argparse.Namespace) -> None:
     f = DecisionFilter(since=args.since, until=args.until, tenant=args.tenant, tool=args.tool,
                        actor=args.actor, chat_id=args.chat_id)
-    models = _models(args)
+    models = _models(args.store)
     try:
         models.catch_up()
         out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
@@ -212,4 +236,16 @@ def _export(args: argparse.Namespace) -> int:
                 out.close()
     finally:
         models.close()
+
+
+def _erase(args: argparse.Namespace) -> int:
+    app = audit_trail.open_app(args.store)
+    try:
+        app.get_chat(args.chat_id)  # an unknown chat is an error, not a no-op
+        when = audit_trail.keys_of(app).erase(args.chat_id)
+    finally:
+        app.close()
+    print(f"chat {args.chat_id}: personal data erased at {when}")
+    if not args.no_rebuild:
+        _rebuild_views(args.store, "all")
     return 0

@@ -13,22 +13,24 @@ from uuid import UUID
 import psycopg
 from psycopg import sql
 
-from interlock.domain.persistence import Sealer
+from interlock.domain.chain import Record, chain_v2, link_value, with_chain
+from interlock.domain.keys import Keyring
 from tests.conftest import PG_URL
 
 
 class EventsTable:
     """Read and rewrite one chat's stored events (`state` is the event's JSON)."""
 
-    def __init__(self, store: str, chat_id: UUID) -> None:
+    def __init__(self, store: str, chat_id: UUID, purpose: str = "events") -> None:
         self.store, self.chat_id = store, chat_id
         parts = urlsplit(store)
         self.pg = parts.scheme.startswith("postgres")
         if self.pg:
             schema = parse_qs(parts.query)["schema"][0]
-            self.table: Any = sql.Identifier(schema, "interlock_events")
+            self.table: Any = sql.Identifier(schema, f"interlock_{purpose}")
         else:
             self.path = parts.path.removeprefix("/")
+            self.table = f"stored_{purpose}"
 
     @contextmanager
     def _cursor(self) -> Iterator[Any]:
@@ -46,7 +48,7 @@ class EventsTable:
     def _sql(self, template: str) -> Any:
         if self.pg:
             return sql.SQL(template.replace("?", "%s")).format(t=self.table)
-        return template.format(t="stored_events")
+        return template.format(t=self.table)
 
     def _id(self) -> Any:
         return self.chat_id if self.pg else self.chat_id.hex
@@ -81,11 +83,35 @@ class EventsTable:
                                   " state) VALUES (?, ?, ?, ?)"),
                         (self._id(), version, topic, json.dumps(state).encode()))
 
+    def records(self) -> dict[int, tuple[str, bytes]]:
+        """Each version's topic and exact stored bytes."""
+        with self._cursor() as cur:
+            cur.execute(self._sql("SELECT originator_version, topic, state FROM {t}"
+                                  " WHERE originator_id = ?"), (self._id(),))
+            return {v: (t, bytes(s)) for v, t, s in cur.fetchall()}
+
+    def write_raw(self, version: int, state: bytes) -> None:
+        with self._cursor() as cur:
+            cur.execute(self._sql("UPDATE {t} SET state = ? WHERE originator_id = ?"
+                                  " AND originator_version = ?"), (state, self._id(), version))
+
+    def set_topic(self, version: int, topic: str) -> None:
+        with self._cursor() as cur:
+            cur.execute(self._sql("UPDATE {t} SET topic = ? WHERE originator_id = ?"
+                                  " AND originator_version = ?"), (topic, self._id(), version))
+
+    def delete_from(self, version: int) -> None:
+        """Cut the chat's tail: every version from `version` on."""
+        with self._cursor() as cur:
+            cur.execute(self._sql("DELETE FROM {t} WHERE originator_id = ?"
+                                  " AND originator_version >= ?"), (self._id(), version))
+
     def reseal(self, secret: bytes) -> None:
-        """Recompute the whole chain with another key (the intruder lacks the real one)."""
-        sealer, tip = Sealer(secret), None
-        for version, state in sorted(self.states().items()):
-            payload = {k: v for k, v in state.items() if k != "chain"}
-            payload.update(originator_id=str(self.chat_id), originator_version=version)
-            tip = sealer.digest(tip, payload)
-            self.write(version, {**state, "chain": tip})
+        """Recompute the whole chain (format 2) with another key, as an intruder would."""
+        keys, prev = Keyring.single(secret), ""
+        for version, (topic, _) in sorted(self.records().items()):
+            state = {k: v for k, v in self.states()[version].items() if k != "chain"}
+            body = json.dumps(state, separators=(",", ":")).encode()
+            chain = chain_v2(keys, prev, Record(self.chat_id, version, topic, body))
+            self.write_raw(version, with_chain(body, chain))
+            prev = link_value(chain)

@@ -1,0 +1,75 @@
+"""Erasable personal data: which event fields hold it, and how they are sealed away.
+
+With a `FieldCipher` attached (Interlock.protect_personal_data), the fields below are
+stored encrypted under a key per chat, and the event's JSON gains a top-level
+`"$personal": 1` marker; each such field becomes `{"$erasable": token}`. Erasing a chat
+destroys its key: its events stay (so the chain and checkpoints still verify, they
+cover the ciphertext) and decode with the placeholders below. docs/audit.md, "Erasure".
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+from uuid import UUID
+
+from interlock.domain.errors import InterlockError
+
+MARKER, FIELD = "$personal", "$erasable"
+ERASED = "[erased]"
+_ERASED_MESSAGE = {"role": "model", "content": [{"text": ERASED}]}
+
+# Each event topic's fields that hold personal data, and what reads back once erased.
+PERSONAL: dict[str, dict[str, Any]] = {
+    "interlock:ChatStarted": {"metadata": {}},
+    "interlock:UserMessageSent": {"text": ERASED},
+    "interlock:ModelResponded": {"message": _ERASED_MESSAGE},
+    "interlock:ToolRequested": {"input": None},
+    "interlock:ToolCompleted": {"output": None},
+    "interlock:ToolFailed": {"error": ERASED},
+    "interlock:Interrupted": {"metadata": None},
+    "interlock:Responded": {"output": None, "metadata": None},
+    "interlock:Restarted": {"resumed_metadata": None, "original_input": None,
+                            "replace_input": None},
+}
+
+
+class FieldCipher(Protocol):
+    """Encrypts a chat's personal fields under that chat's key; None once erased."""
+
+    def encrypt(self, chat_id: UUID, version: int, field: str, plaintext: bytes) -> str: ...
+
+    def decrypt(self, chat_id: UUID, version: int, field: str, token: str) -> bytes | None: ...
+
+
+class PersonalDataLockedError(InterlockError):
+    """The store holds encrypted personal data, and no key store was attached to read it."""
+
+    code = "internal_error"
+
+
+def seal_fields(data: dict[str, Any], topic: str, cipher: FieldCipher) -> bool:
+    """Encrypt `data`'s personal fields in place; whether there were any."""
+    fields = PERSONAL.get(topic)
+    if not fields:
+        return False
+    chat_id, version = UUID(str(data["originator_id"])), int(data["originator_version"])
+    for name in fields:
+        plaintext = json.dumps(data.get(name), ensure_ascii=False, separators=(",", ":"))
+        data[name] = {FIELD: cipher.encrypt(chat_id, version, name, plaintext.encode())}
+    data[MARKER] = 1
+    return True
+
+
+def open_fields(data: dict[str, Any], topic: str, cipher: FieldCipher | None) -> None:
+    """Decrypt `data`'s personal fields in place, or put placeholders where erased."""
+    data.pop(MARKER, None)
+    if cipher is None:
+        raise PersonalDataLockedError(
+            "events hold encrypted personal data: attach the store's key store to read them")
+    chat_id, version = UUID(str(data["originator_id"])), int(data["originator_version"])
+    for name, placeholder in PERSONAL.get(topic, {}).items():
+        value = data.get(name)
+        if isinstance(value, dict) and set(value) == {FIELD}:
+            plaintext = cipher.decrypt(chat_id, version, name, str(value[FIELD]))
+            data[name] = placeholder if plaintext is None else json.loads(plaintext)

@@ -1,0 +1,1 @@
+"""Audit tools that need cryptography beyond the standard library (Ed25519 signatures)."""

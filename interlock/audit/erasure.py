@@ -1,0 +1,180 @@
+"""Per-chat keys for personal data (AES-256-GCM), kept in a table of their own.
+
+Erasing a chat sets its key to NULL: its events stay, their personal fields can no
+longer be read by anyone. Keys are cached for `TTL` seconds, so another process stops
+reading an erased chat within that time.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.sqlite import SQLiteApplicationRecorder
+from psycopg.sql import SQL, Identifier
+
+from interlock.domain import Interlock
+from interlock.domain.errors import InvalidRequestError
+from interlock.domain.persistence import TamperedEventError
+
+TTL = 30.0
+Row = tuple[bytes | None, str | None]  # key, erased_at
+
+
+class KeyStore:
+    """Implements `FieldCipher` with one random AES-256 key per chat."""
+
+    def __init__(self, backend: _Backend) -> None:
+        self.backend = backend
+        self._cache: dict[UUID, tuple[float, Row]] = {}
+
+    @classmethod
+    def open(cls, app: Interlock) -> KeyStore:
+        """The key store beside the app's events (its table is created if missing)."""
+        return cls(_backend(app))
+
+    def encrypt(self, chat_id: UUID, version: int, field: str, plaintext: bytes) -> str:
+        key, _ = self._row(chat_id, create=True)
+        if key is None:
+            raise InvalidRequestError(f"chat {chat_id} was erased: nothing more can be written")
+        place = _place(chat_id, version, field)
+        nonce = hmac.new(key, place, hashlib.sha256).digest()[:12]  # one per (chat, version, field)
+        sealed = AESGCM(key).encrypt(nonce, plaintext, place)
+        return base64.urlsafe_b64encode(nonce + sealed).decode()
+
+    def decrypt(self, chat_id: UUID, version: int, field: str, token: str) -> bytes | None:
+        key, _ = self._row(chat_id)
+        if key is None:
+            return None
+        raw = base64.urlsafe_b64decode(token)
+        try:
+            return AESGCM(key).decrypt(raw[:12], raw[12:], _place(chat_id, version, field))
+        except InvalidTag:
+            raise TamperedEventError(chat_id, version, f"{field} was not encrypted here") from None
+
+    def erase(self, chat_id: UUID) -> str:
+        """Destroy the chat's key; when. A chat never protected cannot be erased by key."""
+        key, erased_at = self._row(chat_id, fresh=True)
+        if erased_at is not None:
+            return erased_at
+        if key is None:
+            raise InvalidRequestError(
+                f"chat {chat_id} has no personal-data key: it was stored in plaintext (or does"
+                " not exist), so it cannot be erased by destroying a key", chat_id=str(chat_id))
+        when = datetime.now(UTC).isoformat()
+        self.backend.erase(chat_id, when)
+        self._cache[chat_id] = (time.monotonic(), (None, when))
+        return when
+
+    def erased_at(self, chat_id: UUID) -> str | None:
+        return self._row(chat_id, fresh=True)[1]
+
+    def _row(self, chat_id: UUID, *, create: bool = False, fresh: bool = False) -> Row:
+        cached = self._cache.get(chat_id)
+        if cached is not None and not fresh and time.monotonic() - cached[0] < TTL:
+            return cached[1]
+        row = self.backend.get(chat_id)
+        if row is None and create:
+            self.backend.add(chat_id, os.urandom(32))
+            row = self.backend.get(chat_id)
+        row = row or (None, None)
+        self._cache[chat_id] = (time.monotonic(), row)
+        return row
+
+
+def _place(chat_id: UUID, version: int, field: str) -> bytes:
+    return f"interlock-personal-v1\n{chat_id}\n{version}\n{field}".encode()
+
+
+class _Backend:
+    """Rows of (chat_id, key, erased_at) in the store's database."""
+
+    def get(self, chat_id: UUID) -> Row | None:
+        raise NotImplementedError
+
+    def add(self, chat_id: UUID, key: bytes) -> None:
+        raise NotImplementedError
+
+    def erase(self, chat_id: UUID, when: str) -> None:
+        raise NotImplementedError
+
+
+class _Memory(_Backend):
+    def __init__(self) -> None:
+        self.rows: dict[UUID, Row] = {}
+
+    def get(self, chat_id: UUID) -> Row | None:
+        return self.rows.get(chat_id)
+
+    def add(self, chat_id: UUID, key: bytes) -> None:
+        self.rows.setdefault(chat_id, (key, None))
+
+    def erase(self, chat_id: UUID, when: str) -> None:
+        self.rows[chat_id] = (None, when)
+
+
+class _Sql(_Backend):
+    """The same three statements on SQLite and PostgreSQL."""
+
+    def __init__(self, run: Callable[[Any, tuple[Any, ...]], list[Any]], table: Any,
+                 statements: dict[str, str], key_of: Callable[[UUID], Any]) -> None:
+        self.run, self.key_of = run, key_of
+        self.sql = {name: _format(text, table) for name, text in statements.items()}
+        self.run(self.sql["create"], ())
+
+    def get(self, chat_id: UUID) -> Row | None:
+        rows = self.run(self.sql["get"], (self.key_of(chat_id),))
+        return (bytes(rows[0][0]) if rows[0][0] is not None else None, rows[0][1]) if rows else None
+
+    def add(self, chat_id: UUID, key: bytes) -> None:
+        self.run(self.sql["add"], (self.key_of(chat_id), key))
+
+    def erase(self, chat_id: UUID, when: str) -> None:
+        self.run(self.sql["erase"], (when, self.key_of(chat_id)))
+
+
+_STATEMENTS = {
+    "create": "CREATE TABLE IF NOT EXISTS {t} (chat_id TEXT PRIMARY KEY, key {blob}, "
+              "erased_at TEXT)",
+    "get": "SELECT key, erased_at FROM {t} WHERE chat_id = ?",
+    "add": "INSERT INTO {t} (chat_id, key) VALUES (?, ?) ON CONFLICT (chat_id) DO NOTHING",
+    "erase": "UPDATE {t} SET key = NULL, erased_at = ? WHERE chat_id = ?",
+}
+
+
+def _format(text: str, table: Any) -> Any:
+    if isinstance(table, Identifier):
+        return SQL(text.replace("?", "%s").replace("{blob}", "BYTEA")).format(t=table)
+    return text.replace("{blob}", "BLOB").format(t=table)
+
+
+def _backend(app: Interlock) -> _Backend:
+    recorder = app.recorder
+    if isinstance(recorder, PostgresApplicationRecorder):
+        datastore = recorder.datastore
+        table = Identifier(datastore.schema, "interlock_erasure_keys")
+
+        def run_pg(statement: Any, params: tuple[Any, ...]) -> list[Any]:
+            with datastore.transaction(commit=True) as curs:
+                curs.execute(statement, params)
+                return [tuple(r.values()) for r in curs.fetchall()] if curs.description else []
+        return _Sql(run_pg, table, _STATEMENTS, str)
+    if isinstance(recorder, SQLiteApplicationRecorder):
+        lite = recorder.datastore
+
+        def run_lite(statement: Any, params: tuple[Any, ...]) -> list[Any]:
+            with lite.transaction(commit=True) as curs:
+                curs.execute(statement, params)
+                return list(curs.fetchall())
+        return _Sql(run_lite, "erasure_keys", _STATEMENTS, str)
+    return _Memory()

@@ -1,0 +1,98 @@
+"""Erasure: destroying a chat's key leaves no plaintext anywhere, and everything verifies."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+
+from interlock.audit.erasure import KeyStore
+from interlock.bootstrap import build_service
+from interlock.cli.main import main
+from interlock.domain import Interlock, RespondEntry
+from interlock.domain.erasure import ERASED
+from interlock.projections import open_views
+from tests.audit.test_checkpoints import keys  # noqa: F401 - the fixture
+from tests.audit.test_export import standalone
+from tests.projections.flows import AGENTS
+from tests.projections.tamper import EventsTable
+
+pytestmark = pytest.mark.anyio
+SECRET = "zebulonquartz"  # the data subject's name, in every kind of personal field
+
+
+@pytest.fixture
+def protected(store: str) -> Iterator[Interlock]:
+    app = build_service(store, AGENTS)
+    app.protect_personal_data(KeyStore.open(app))
+    yield app
+    app.close()
+
+
+async def _subject_chat(app: Interlock, subject: str = SECRET) -> UUID:
+    chat = app.start_chat("bankingAgent", actor="alice", tenant="bank",
+                          metadata={"customer": subject})
+    result = await app.send(chat.id, f"transfer $5000 to {subject}", actor="alice")
+    approve = RespondEntry(ref=result.interrupts[0].ref, name="userApproval",
+                           output={"approved": True, "feedback": f"ok for {subject}"})
+    await app.resume(chat.id, respond=[approve], actor="bob")
+    return chat.id
+
+
+def _views(app: Interlock, store: str) -> str:
+    models = open_views(app)
+    try:
+        models.catch_up()
+        return json.dumps([r.view.dump() for r in models.runners], default=str)
+    finally:
+        models.close()
+
+
+async def test_after_erasure_no_plaintext_is_left_and_everything_verifies(
+    protected: Interlock, store: str, keys: tuple[str, str], tmp_path: Path,  # noqa: F811
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str],
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    chat_id = await _subject_chat(protected)
+    await _subject_chat(protected, "dave")
+    stored = b"".join(s for _, s in EventsTable(store, chat_id).records().values())
+    assert SECRET.encode() not in stored  # encrypted at rest from the start
+    assert SECRET in _views(protected, store)  # readable while the key lives
+    assert main(["audit", "checkpoint", "--key", keys[0], "--store", store]) == 0
+    events_before = protected.recorder.max_notification_id()
+
+    assert main(["audit", "erase", str(chat_id), "--store", store]) == 0
+    assert protected.recorder.max_notification_id() == events_before  # the events stay
+    assert main(["verify", "--all", "--public-key", keys[1], "--store", store]) == 0
+    reader = build_service(store, AGENTS)
+    reader.protect_personal_data(KeyStore.open(reader))
+    try:
+        state = reader.get_chat(chat_id).state
+        assert state.messages[0].text == ERASED and state.metadata == {}
+        assert SECRET not in _views(reader, store)
+        assert "dave" in _views(reader, store)  # other chats keep their data
+    finally:
+        reader.close()
+    export = tmp_path / "events.jsonl"
+    assert main(["audit", "export", "--format", "events", "-o", str(export), "--key", keys[0],
+                 "--store", store]) == 0
+    assert standalone(str(export), "--public-key", keys[1]) == (0, "export verifies\n")
+    decisions = tmp_path / "decisions.csv"
+    assert main(["audit", "export", "-o", str(decisions), "--store", store]) == 0
+    assert SECRET not in export.read_text() + decisions.read_text()
+    assert main(["replay", str(chat_id), "--store", store]) == 0
+    out = capsys.readouterr().out
+    assert "personal data of this chat was erased at" in out and SECRET not in out
+    assert SECRET not in caplog.text
+
+
+async def test_a_chat_stored_in_plaintext_cannot_be_erased_by_key(
+    app: Interlock, store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
+    assert main(["audit", "erase", str(chat.id), "--store", store]) == 2
+    assert "stored in plaintext" in capsys.readouterr().err

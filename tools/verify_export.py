@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""Check an Interlock export against the checkpoint public key, without Interlock.
+
+Needs Python 3.11+ and the `cryptography` package (for Ed25519) only. The formats are
+those of docs/audit.md; this script is their reference implementation for outsiders.
+
+    python tools/verify_export.py --public-key cp.pub export.jsonl
+        [--manifest export.jsonl.manifest.json] [--checkpoints checkpoints.jsonl]
+        [--secrets-file secrets.txt]
+
+It checks: the manifest's signature and the export's SHA-256; the signature, Merkle root
+and sequence of the checkpoint(s); for an events export, every chat's chain (format 2
+hashes; seals and format 1 chains too when given the HMAC secrets, one per line), the
+`input_sha256` of every decision, and that the export holds each chat the checkpoint
+lists up to the version it lists, with the same link. Exit 0 when all hold, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import hmac
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+CHAIN_V2 = re.compile(r"2:([A-Za-z0-9_-]{1,32}):([0-9a-f]{64}):([0-9a-f]{64})")
+TOPIC = re.compile(r"[A-Za-z0-9_.:]{1,200}")
+TAIL = ',"chain":"'
+ENCRYPTED = object()
+
+
+# -- RFC 8785 (JCS) --------------------------------------------------------------------------
+
+
+def jcs(value: Any) -> str:
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else ("true" if value else "false")
+    if isinstance(value, int):
+        return str(value) if abs(value) <= 2**53 else _number(float(value))
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ",".join(jcs(v) for v in value) + "]"
+    keys = sorted(value, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
+    return "{" + ",".join(f"{jcs(k)}:{jcs(value[k])}" for k in keys) + "}"
+
+
+def _number(x: float) -> str:
+    if not math.isfinite(x):
+        raise ValueError("NaN and infinities are not JSON")
+    if x == 0:
+        return "0"
+    sign, x = ("-", -x) if x < 0 else ("", x)
+    mantissa, _, exp = repr(x).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    digits = (whole + frac).lstrip("0")
+    n = len(whole) + int(exp or 0) - (len(whole + frac) - len(digits))
+    s = digits.rstrip("0")
+    k = len(s)
+    if k <= n <= 21:
+        return sign + s + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + s[:n] + "." + s[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * -n + s
+    e = n - 1
+    return sign + (s if k == 1 else s[0] + "." + s[1:]) + f"e{'+' if e >= 0 else '-'}{abs(e)}"
+
+
+def sha256_v2(value: Any) -> str:
+    return hashlib.sha256(jcs(value).encode()).hexdigest()
+
+
+def sha256_v1(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# -- signatures, checkpoints ----------------------------------------------------------------
+
+
+class Key:
+    def __init__(self, text: str) -> None:
+        raw = bytes.fromhex(text.strip())
+        self.key = Ed25519PublicKey.from_public_bytes(raw)
+        self.id = "e" + hashlib.sha256(raw).hexdigest()[:12]
+
+    def check(self, message: bytes, signature_hex: str) -> bool:
+        try:
+            self.key.verify(bytes.fromhex(signature_hex), message)
+        except (InvalidSignature, ValueError):
+            return False
+        return True
+
+
+def merkle_root(leaves: list[bytes]) -> bytes:
+    if not leaves:
+        return hashlib.sha256(b"").digest()
+    if len(leaves) == 1:
+        return leaves[0]
+    split = 1 << ((len(leaves) - 1).bit_length() - 1)
+    return hashlib.sha256(b"\x01" + merkle_root(leaves[:split])
+                          + merkle_root(leaves[split:])).digest()
+
+
+def leaf(chat_id: str, version: int, link: str) -> bytes:
+    return hashlib.sha256(b"\x00" + f"{chat_id}\n{version}\n{link}".encode()).digest()
+
+
+def check_checkpoint(cp: dict[str, Any], key: Key) -> str | None:
+    s = cp["statement"]
+    if s.get("format") != "interlock-checkpoint-1" or s.get("key_id") != key.id:
+        return f"checkpoint {s.get('seq')}: not signed by key {key.id}"
+    if not key.check(jcs(s).encode(), cp["signature"]):
+        return f"checkpoint {s.get('seq')}: signature does not verify"
+    root = merkle_root([leaf(c, v, link) for c, v, link in cp["heads"]]).hex()
+    if root != s.get("root") or s.get("chats") != len(cp["heads"]):
+        return f"checkpoint {s.get('seq')}: heads do not match the signed root"
+    return None
+
+
+def check_sequence(checkpoints: list[dict[str, Any]], key: Key) -> str | None:
+    prev_seq, prev_digest = 0, ""
+    for cp in checkpoints:
+        problem = check_checkpoint(cp, key)
+        if problem:
+            return problem
+        s = cp["statement"]
+        if (s["seq"], s["prev"]) != (prev_seq + 1, prev_digest):
+            return f"checkpoint {s['seq']}: does not follow checkpoint {prev_seq}"
+        prev_seq, prev_digest = s["seq"], hashlib.sha256(jcs(s).encode()).hexdigest()
+    return None
+
+
+# -- chains ---------------------------------------------------------------------------------
+
+
+class Chat:
+    """One chat's chain as the export shows it."""
+
+    def __init__(self, secrets: list[bytes]) -> None:
+        self.secrets, self.version, self.link, self.format = secrets, 0, "", 1
+        self.links: dict[int, str] = {}
+        self.inputs: dict[str, Any] = {}
+
+    def add(self, row: dict[str, Any]) -> str | None:
+        version, topic, state = row["version"], row["topic"], row["state"]
+        if version != self.version + 1:
+            return f"version {self.version + 1} missing"
+        at = state.rfind(TAIL)
+        chain = state[at + len(TAIL):-2] if at >= 0 and state.endswith('"}') else ""
+        if CHAIN_V2.fullmatch(chain):
+            problem = self._v2(row["chat_id"], version, topic, state[:at] + "}", chain)
+            self.format = 2
+        elif self.format == 2:
+            problem = "format 1 event after format 2"
+        else:
+            problem, chain = self._v1(row["chat_id"], version, state)
+        if problem is None:
+            problem = self._inputs(json.loads(state), topic)
+        if problem is None:
+            self.version = version
+            self.links[version] = self.link
+        return problem
+
+    def _v2(self, chat_id: str, version: int, topic: str, body: str, chain: str) -> str | None:
+        match = CHAIN_V2.fullmatch(chain)
+        assert match is not None
+        _, digest, seal = match.groups()
+        if TOPIC.fullmatch(topic) is None:
+            return "malformed topic"
+        head = f"interlock-chain-v2\n{self.link}\n{chat_id}\n{version}\n{topic}\n"
+        if hashlib.sha256((head + body).encode()).hexdigest() != digest:
+            return "chain does not match the event"
+        message = b"interlock-seal-v2\n" + digest.encode()
+        if self.secrets and not any(
+                hmac.compare_digest(hmac.new(k, message, "sha256").hexdigest(), seal)
+                for k in self.secrets):
+            return "seal does not match any given secret"
+        self.link = digest
+        return None
+
+    def _v1(self, chat_id: str, version: int, state: str) -> tuple[str | None, str]:
+        if not self.secrets:
+            return "format 1 events need --secrets-file", ""
+        data = json.loads(state)
+        chain = data.pop("chain", None)
+        data.pop("class_version", None)
+        if (data.get("originator_id"), data.get("originator_version")) != (chat_id, version):
+            return "the event's JSON names another chat or version", ""
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        message = f"{self.link}\n{text}".encode()
+        if not any(hmac.new(k, message, "sha256").hexdigest() == chain for k in self.secrets):
+            return "format 1 chain does not match", ""
+        self.link = str(chain)
+        return None, str(chain)
+
+    def _inputs(self, event: dict[str, Any], topic: str) -> str | None:
+        """input_sha256 of a decision is the hash of the call's input at that moment."""
+        digest = sha256_v2 if self.format == 2 else sha256_v1
+        ref = str(event.get("ref"))
+        if "$personal" in event:  # encrypted personal data: its hashes need the plaintext
+            self.inputs[ref] = ENCRYPTED
+        elif topic == "interlock:ToolRequested":
+            self.inputs[ref] = event.get("input")
+        elif topic in ("interlock:Responded", "interlock:Restarted"):
+            if self.inputs.get(ref) is ENCRYPTED:
+                return None
+            if ref not in self.inputs or event["input_sha256"] != digest(self.inputs[ref]):
+                return f"input_sha256 of {ref} is not the hash of its input"
+            if event.get("replaced_input_sha256") is not None:
+                if event["replaced_input_sha256"] != digest(event.get("replace_input")):
+                    return f"replaced_input_sha256 of {ref} is not the hash of the new input"
+                self.inputs[ref] = event.get("replace_input")
+        return None
+
+
+def check_events(lines: list[str], secrets: list[bytes],
+                 cp: dict[str, Any] | None, whole: bool) -> list[str]:
+    chats: dict[str, Chat] = {}
+    problems: dict[str, str] = {}
+    for line in lines:
+        row = json.loads(line)
+        cid = row["chat_id"]
+        if cid in problems:
+            continue
+        problem = chats.setdefault(cid, Chat(secrets)).add(row)
+        if problem:
+            problems[cid] = f"chat {cid}: version {row['version']}: {problem}"
+    out = list(problems.values())
+    for cid, version, link in cp["heads"] if cp else []:
+        chat = chats.get(cid)
+        if chat is None:
+            if whole:
+                out.append(f"chat {cid}: missing; the checkpoint lists it at version {version}")
+        elif cid not in problems and chat.version < version:
+            out.append(f"chat {cid}: ends at {chat.version}; the checkpoint lists {version}")
+        elif cid not in problems and chat.links.get(version) != link:
+            out.append(f"chat {cid}: differs from the checkpoint at version {version}")
+    return out
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+def verify(args: argparse.Namespace) -> list[str]:
+    key = Key(Path(args.public_key).read_text())
+    data = Path(args.export).read_bytes()
+    manifest = json.loads(Path(args.manifest or f"{args.export}.manifest.json").read_text())
+    signature = manifest.pop("signature", "")
+    if manifest.get("key_id") != key.id or not key.check(jcs(manifest).encode(), signature):
+        return ["manifest: signature does not verify (edited, or another key)"]
+    if hashlib.sha256(data).hexdigest() != manifest["sha256"]:
+        return ["export: its SHA-256 is not the one the manifest signs (the export was edited)"]
+    cp = manifest["checkpoint"]
+    problem = check_checkpoint(cp, key)
+    if problem:
+        return [problem]
+    if args.checkpoints:
+        found = _in_sequence(Path(args.checkpoints).read_text().splitlines(), cp, key)
+        if found:
+            return [found]
+    if manifest["kind"] != "events":
+        return []
+    secrets = [s.encode() for s in Path(args.secrets_file).read_text().splitlines() if s] \
+        if args.secrets_file else []
+    whole = all(v is None for v in manifest["filter"].values())
+    return check_events(data.decode().splitlines(), secrets, cp, whole)
+
+
+def _in_sequence(lines: list[str], cp: dict[str, Any], key: Key) -> str | None:
+    checkpoints = [json.loads(line) for line in lines if line.strip()]
+    problem = check_sequence(checkpoints, key)
+    if problem:
+        return problem
+    if cp not in checkpoints:
+        return "the manifest's checkpoint is not in the checkpoints file"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("export", help="the exported file")
+    parser.add_argument("--public-key", required=True, help="file with 64 hex digits")
+    parser.add_argument("--manifest", help="default: <export>.manifest.json")
+    parser.add_argument("--checkpoints", help="exported checkpoints (JSON Lines)")
+    parser.add_argument("--secrets-file", help="HMAC secrets, one per line: check seals too")
+    args = parser.parse_args(argv)
+    try:
+        problems = verify(args)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        problems = [f"unreadable input: {exc}"]
+    for p in problems:
+        print(p)
+    print("export verifies" if not problems else f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
