@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, expect
 
 from interlock.client import Client
 from tests.api.conftest import Live
@@ -50,7 +50,7 @@ def test_a_new_interrupt_appears_in_an_open_inbox_without_reload(
     page = signed_in("bob")
     expect(page).to_have_title(re.compile(r"^\(0\) Inbox"))
     page.evaluate("window.sameDocument = true")
-    chat_id, ref = _deploy(api, "alice", "api")
+    _, ref = _deploy(api, "alice", "api")
     row = page.locator(f'#inbox-rows tr[data-ref="{ref}"]')
     expect(row).to_contain_text("deploy", timeout=10_000)
     expect(row).to_contain_text("alice")
@@ -115,7 +115,8 @@ def test_an_edited_input_is_validated_in_the_browser_and_by_the_server(
     page.locator("#restart-to_account").fill("savings")
     page.locator("#restart-amount").fill("-5")  # the server's schema says amount > 0
     page.get_by_role("button", name="Run with this input").click()
-    expect(page.locator("#restart-errors li")).to_contain_text("amount: Input should be greater than 0")
+    expect(page.locator("#restart-errors li")).to_contain_text(
+        "amount: Input should be greater than 0")
     expect(page.locator("#restart-amount")).to_have_value("-5")
     assert "Restarted" not in _events(api, chat.id)
     page.locator("#restart-amount").fill("900")
@@ -132,13 +133,12 @@ def test_a_decision_made_elsewhere_meanwhile_is_a_clear_message(
     chat_id, ref = _deploy(api, "alice", "cache")
     page = signed_in("bob")
     page.goto(f"{live.url}/ui/chats/{chat_id}/interrupts/{ref}")
-    [pending] = api("root").open_chat(chat_id).state()["interrupts"]
     api("root").request("POST", f"/v1/chats/{chat_id}/resume", json={
         "respond": [{"ref": ref, "name": "deploy", "output": {"status": "done by root"}}]})
-    assert pending["ref"] == ref
     page.locator("#respond-status").fill("too late")
     page.get_by_role("button", name="Approve and respond").click()
-    expect(page.locator("#notice")).to_contain_text("Someone decided this meanwhile: respond by root")
+    expect(page.locator("#notice")).to_contain_text(
+        "Someone decided this meanwhile: respond by root")
     expect(page.locator("#decided")).to_contain_text("respond by root")
 
 
