@@ -13,9 +13,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from interlock.api.ui.session import CsrfError, Sessions, SignInRequired, keep_csrf
+from interlock.api.ui.session import Sessions, keep_csrf
 from interlock.api.ui.views import pretty
-from interlock.domain.errors import InterlockError, InvalidRequestError
+from interlock.domain.errors import InterlockError, InvalidRequestError, UnauthenticatedError
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -90,12 +90,12 @@ async def on_error(request: Request, exc: Exception) -> Response:
     """Typed errors as pages (sign-in as a redirect); polled fragments get a short answer."""
     assert isinstance(exc, InterlockError)
     fragment = request.headers.get("x-console-fetch") == "1"
-    if isinstance(exc, SignInRequired) and not fragment:
+    if isinstance(exc, UnauthenticatedError) and not fragment:
         target = quote(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
         return RedirectResponse(f"{base(request)}/sign-in?next={target}", status_code=303)
     if fragment:
         return JSONResponse({"error": {"code": exc.code, "message": exc.message}}, exc.status)
-    title = "Form expired" if isinstance(exc, CsrfError) else "Cannot show this"
+    title = "Form expired" if exc.details.get("csrf") else "Cannot show this"
     return render(request, "error.html", exc.status, title=title, message=exc.message,
                   code=exc.code)
 

@@ -26,18 +26,6 @@ CSRF_COOKIE = "interlock_csrf"
 SESSION_SECONDS = 8 * 3600
 
 
-class CsrfError(ForbiddenError):
-    """A form arrived without the token the page it came from carried."""
-
-    code = "csrf_failed"
-
-
-class SignInRequired(UnauthenticatedError):
-    """No valid session: the console sends the visitor to the sign-in page."""
-
-    code = "sign_in_required"
-
-
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
@@ -69,7 +57,7 @@ class Sessions:
         digest = self._read(request.cookies.get(SESSION_COOKIE, ""))
         principal = (self.auth.keys or {}).get(digest or "")
         if principal is None:
-            raise SignInRequired("sign in with your API key")
+            raise UnauthenticatedError("sign in with your API key")  # the console redirects
         return principal
 
     def _read(self, cookie: str) -> str | None:
@@ -105,7 +93,8 @@ class Sessions:
         """Signed double submit: the form's token must be the MAC of the cookie's nonce."""
         nonce = request.cookies.get(CSRF_COOKIE)
         if not nonce or not token or not hmac.compare_digest(token, self._mac("csrf:" + nonce)):
-            raise CsrfError("this form has no valid CSRF token; reload the page and try again")
+            raise ForbiddenError("this form has no valid CSRF token; reload the page and try again",
+                                 csrf=True)
 
 
 def keep_csrf(request: Request, response: Response, nonce: str) -> None:
