@@ -13,6 +13,7 @@ from interlock.api.auth import AuthConfig
 from interlock.api.limits import BodyLimit
 from interlock.api.routers import agents, chats, decisions, health, interrupts
 from interlock.api.streaming import TurnStreams
+from interlock.api.ui import console
 from interlock.domain import Interlock
 from interlock.projections.interface import ReadModels
 
@@ -68,5 +69,6 @@ def make_app(
     errors.install(app)
     for module in (health, chats, interrupts, decisions, agents):
         app.include_router(module.router)
+    app.mount("/ui", console(service, read_models, auth))
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY)
     return app

@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from interlock.domain.errors import (
     InterlockError,
+    InternalError,
     InvalidRequestError,
     NotFoundError,
     UnauthenticatedError,
@@ -38,13 +39,6 @@ class ViewsBehindError(InterlockError):
 
     def __init__(self) -> None:
         super().__init__("the read models are behind the event log; retry shortly")
-
-
-class InternalError(InterlockError):
-    """A bug, answered in the error shape; nothing a client sends should cause one."""
-
-    code = "internal_error"
-    status = 500
 
 
 class RouteNotFoundError(NotFoundError):

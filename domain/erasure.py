@@ -13,7 +13,7 @@ import json
 from typing import Any, Protocol
 from uuid import UUID
 
-from interlock.domain.errors import InterlockError
+from interlock.domain.errors import InternalError
 
 MARKER, FIELD = "$personal", "$erasable"
 ERASED = "[erased]"
@@ -42,10 +42,9 @@ class FieldCipher(Protocol):
     def decrypt(self, chat_id: UUID, version: int, field: str, token: str) -> bytes | None: ...
 
 
-class PersonalDataLockedError(InterlockError):
+class PersonalDataLockedError(InternalError):
     """The store holds encrypted personal data, and no key store was attached to read it."""
 
-    code = "internal_error"
 
 
 def seal_fields(data: dict[str, Any], topic: str, cipher: FieldCipher) -> bool:

@@ -27,7 +27,10 @@ InterlockError                        (a client's error: every subclass has code
 ├── AuthError                     403
 │   ├── UnauthenticatedError      401 unauthenticated
 │   └── ForbiddenError                forbidden
-└── ModelError                    502 model_error
+├── ModelError                    502 model_error
+└── InternalError                 500 internal_error
+    ├── TamperedEventError            (persistence.py: a stored event contradicts its record)
+    └── PersonalDataLockedError       (erasure.py: encrypted data, no key store attached)
 
 ConfigurationError (not an InterlockError): whoever configures the service made a mistake
 (an unknown store URL, a model string no resolver can build, bad settings). It never reaches
@@ -250,3 +253,10 @@ class ModelError(InterlockError):
 
     code = "model_error"
     status = 502
+
+
+class InternalError(InterlockError):
+    """A bug or a broken store, answered in the error shape; no client input causes one."""
+
+    code = "internal_error"
+    status = 500

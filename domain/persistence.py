@@ -15,15 +15,14 @@ from eventsourcing.utils import TopicError, resolve_topic
 from interlock.domain.canonical import canonical_json
 from interlock.domain.chain import Record, chain_v2, link_value, with_chain
 from interlock.domain.erasure import MARKER, PERSONAL, FieldCipher, open_fields, seal_fields
-from interlock.domain.errors import InterlockError
+from interlock.domain.errors import InternalError
 from interlock.domain.events import ChatEvent
 from interlock.domain.keys import Keyring
 
 
-class TamperedEventError(InterlockError):
+class TamperedEventError(InternalError):
     """A stored event contradicts its own record: the store was edited, never trust it."""
 
-    code = "internal_error"
 
     def __init__(self, chat_id: object, version: int, problem: str) -> None:
         super().__init__(f"stored event {chat_id}#{version} refused: {problem}",

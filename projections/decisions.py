@@ -51,6 +51,8 @@ class DecisionFilter(BaseModel):
     tool: str | None = None
     actor: str | None = None
     chat_id: str | None = None
+    agent: str | None = None
+    kind: DecisionKind | None = None
     since: datetime | None = None
     until: datetime | None = None
 
@@ -169,7 +171,8 @@ class DecisionsView(SqlView):
         return [self._row(r) for r in rows]
 
     def _where(self, f: DecisionFilter) -> tuple[list[str], dict[str, Any]]:
-        conds, params = equal_filters(f.model_dump(), ("tenant", "tool", "actor", "chat_id"))
+        conds, params = equal_filters(f.model_dump(),
+                                      ("tenant", "tool", "actor", "chat_id", "agent", "kind"))
         if f.since is not None:
             conds.append("decided_at >= %(since)s")
             params["since"] = self._ts(f.since)

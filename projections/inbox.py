@@ -49,6 +49,7 @@ class InboxFilter(BaseModel):
     tool: str | None = None
     chat_id: str | None = None
     older_than: datetime | None = None
+    newest_first: bool = False
 
 
 _COLUMNS = "chat_id, tenant, agent, ref, tool, input, metadata, requested_at, requested_by"
@@ -109,7 +110,7 @@ class InboxView(SqlView):
                   {"c": chat_id, "r": ref})
 
     def page(self, f: InboxFilter, limit: int, cursor: str | None) -> Page[InboxRow]:
-        """Oldest request first."""
+        """Oldest request first, unless `f.newest_first`."""
         rows = self.query(f, limit + 1, cursors.decode(cursor, str, str))
         return paginate(rows, limit, lambda r: (r.requested_at, r.chat_id, r.ref))
 
@@ -120,10 +121,12 @@ class InboxView(SqlView):
             conds.append("requested_at < %(older)s")
             params["older"] = self._ts(f.older_than)
         if after is not None:
-            conds.append("(requested_at, chat_id, ref) > (%(k0)s, %(k1)s, %(k2)s)")
+            beyond = "<" if f.newest_first else ">"
+            conds.append(f"(requested_at, chat_id, ref) {beyond} (%(k0)s, %(k1)s, %(k2)s)")
             params.update(k0=self._ts(after[0]), k1=after[1], k2=after[2])
-        rows = self._select(f"SELECT {_COLUMNS} FROM {{inbox}}", conds,
-                            "requested_at, chat_id, ref", params, limit)
+        order = ("requested_at DESC, chat_id DESC, ref DESC" if f.newest_first
+                 else "requested_at, chat_id, ref")
+        rows = self._select(f"SELECT {_COLUMNS} FROM {{inbox}}", conds, order, params, limit)
         return [self._row(r) for r in rows]
 
     def _row(self, r: Row) -> InboxRow:

@@ -53,3 +53,6 @@ def test_the_wheel_installs_only_interlock(tmp_path: Path) -> None:
         text=True,
     ).stdout.splitlines()
     assert out == [str(site / "interlock" / "__init__.py")]
+    ui = site / "interlock" / "api" / "ui"  # the console's templates and assets ship too
+    assert (ui / "templates" / "interrupt.html").is_file()
+    assert (ui / "static" / "console.js").is_file()

@@ -1,0 +1,29 @@
+"""The approval console: server-rendered pages under /ui over the same service and views."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from interlock.api.auth import AuthConfig
+from interlock.api.ui.render import HERE, on_bad_query, on_error, on_http_error
+from interlock.api.ui.router import router
+from interlock.api.ui.session import Sessions
+from interlock.domain import Interlock
+from interlock.domain.errors import InterlockError
+from interlock.projections.interface import ReadModels
+
+
+def console(service: Interlock, read_models: ReadModels, auth: AuthConfig) -> FastAPI:
+    """The console as an app of its own (mounted at /ui): its errors are pages, not JSON."""
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.service, app.state.read_models = service, read_models
+    app.state.sessions = Sessions(auth)
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    app.include_router(router)
+    app.add_exception_handler(InterlockError, on_error)
+    app.add_exception_handler(RequestValidationError, on_bad_query)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    return app

@@ -1,0 +1,233 @@
+"""The console's pages: sign-in, inbox, one interrupt, decisions, a chat."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from itertools import chain
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+
+from interlock.api.auth import Principal
+from interlock.api.deps import CurrentViews, ServiceDep
+from interlock.api.ui.forms import FormError
+from interlock.api.ui.render import (
+    base,
+    checked_form,
+    instant,
+    redirect,
+    render,
+    sessions,
+)
+from interlock.api.ui.session import sign_out
+from interlock.api.ui.views import InterruptPage, chat_page, interrupt_page
+from interlock.domain.decisions import RespondEntry, RestartEntry
+from interlock.domain.errors import (
+    ForbiddenError,
+    InterruptNotPendingError,
+    InvalidToolInputError,
+    InvalidToolOutputError,
+    StaleInterruptError,
+    UnauthenticatedError,
+)
+from interlock.projections.interface import DecisionFilter, InboxFilter, ReadModels
+
+router = APIRouter()
+PAGE = 50
+TITLE_COUNT_CAP = 100  # the title says "100+" beyond this: a count never scans the inbox
+AGES: dict[str, timedelta] = {"5m": timedelta(minutes=5), "1h": timedelta(hours=1),
+                              "1d": timedelta(days=1)}
+_MEDIA = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
+Short = Annotated[str | None, Query(max_length=200)]
+Cursor = Annotated[str | None, Query(max_length=1000)]
+
+
+def visitor(request: Request) -> Principal:
+    return sessions(request).principal(request)
+
+
+Visitor = Annotated[Principal, Depends(visitor)]
+
+
+@router.get("/", include_in_schema=False)
+def home(request: Request) -> RedirectResponse:
+    return redirect(request, "/inbox")
+
+
+# -- sign-in ------------------------------------------------------------------------------
+
+
+@router.get("/sign-in", response_class=HTMLResponse)
+def sign_in_page(request: Request, next: Annotated[str, Query(max_length=1000)] = "") -> Response:
+    if sessions(request).auth.dev_mode:
+        return redirect(request, "/inbox")
+    return render(request, "sign_in.html", next=next, error=None)
+
+
+@router.post("/sign-in")
+async def sign_in(request: Request) -> Response:
+    data = await checked_form(request)
+    target = data.get("next", "")
+    if not target.startswith(base(request) + "/") or target.startswith("//"):
+        target = base(request) + "/inbox"  # only the console's own pages: no open redirect
+    response = RedirectResponse(target, status_code=303)
+    try:
+        sessions(request).sign_in(data.get("api_key", ""), request, response)
+    except UnauthenticatedError:
+        return render(request, "sign_in.html", 401, next=target,
+                      error="That API key is not valid. Check it and try again.")
+    return response
+
+
+@router.post("/sign-out")
+async def sign_out_now(request: Request) -> Response:
+    await checked_form(request)
+    response = redirect(request, "/sign-in")
+    sign_out(request, response)
+    return response
+
+
+# -- inbox --------------------------------------------------------------------------------
+
+
+def inbox_filter(
+    who: Visitor, agent: Short = None, tool: Short = None,
+    age: Literal["", "5m", "1h", "1d"] = "", order: Literal["oldest", "newest"] = "oldest",
+) -> InboxFilter:
+    older = datetime.now(UTC) - AGES[age] if age else None
+    return InboxFilter(tenant=who.tenant, agent=agent or None, tool=tool or None,
+                       older_than=older, newest_first=order == "newest")
+
+
+InboxQuery = Annotated[InboxFilter, Depends(inbox_filter)]
+
+
+def _inbox(views: ReadModels, f: InboxFilter, cursor: str | None) -> dict[str, Any]:
+    rows = views.inbox(f, PAGE, cursor or None)
+    title = views.inbox(InboxFilter(tenant=f.tenant), TITLE_COUNT_CAP)
+    count = f"{len(title.items)}{'+' if title.next_cursor else ''}"
+    return {"page": rows, "count": count, "now": datetime.now(UTC)}
+
+
+@router.get("/inbox", response_class=HTMLResponse)
+def inbox(request: Request, views: CurrentViews, who: Visitor, f: InboxQuery,
+          cursor: Cursor = None) -> Response:
+    return render(request, "inbox.html", who=who, f=f, query=request.url.query,
+                  age=request.query_params.get("age", ""), **_inbox(views, f, cursor))
+
+
+@router.get("/inbox/rows", response_class=HTMLResponse)
+def inbox_rows(request: Request, views: CurrentViews, f: InboxQuery,
+               cursor: Cursor = None) -> Response:
+    """The inbox's rows alone: the open page polls this and swaps them in."""
+    context = _inbox(views, f, cursor)
+    response = render(request, "_inbox_rows.html", **context)
+    response.headers["X-Inbox-Count"] = context["count"]
+    return response
+
+
+# -- one interrupt ------------------------------------------------------------------------
+
+
+@router.get("/chats/{chat_id}/interrupts/{ref}", response_class=HTMLResponse)
+def interrupt(request: Request, chat_id: UUID, ref: str, service: ServiceDep,
+              views: CurrentViews, who: Visitor) -> Response:
+    page = interrupt_page(service, views, who, chat_id, ref)
+    return render(request, "interrupt.html", who=who, p=page)
+
+
+@router.post("/chats/{chat_id}/interrupts/{ref}/{action}")
+async def decide(request: Request, chat_id: UUID, ref: str, action: Literal["respond", "restart"],
+                 service: ServiceDep, views: CurrentViews, who: Visitor) -> Response:
+    """Respond with an output, or restart with the (edited) input; then show the chat."""
+    data = await checked_form(request)
+    page = interrupt_page(service, views, who, chat_id, ref)
+    try:
+        who.require("approver")
+        value = (page.respond_form if action == "respond" else page.restart_form).parse(data)
+        sha = data.get("input_sha256") or None
+        call = page.call
+        entry_respond = [RespondEntry(ref=ref, name=call.name, output=value, input_sha256=sha)]
+        entry_restart = [RestartEntry(ref=ref, name=call.name, replace_input=value,
+                                      input_sha256=sha)]
+        await service.resume(chat_id, actor=who.id, tenant=who.tenant,
+                             respond=entry_respond if action == "respond" else (),
+                             restart=entry_restart if action == "restart" else ())
+    except (FormError, InvalidToolOutputError, InvalidToolInputError) as exc:
+        errors = exc.errors if isinstance(exc, FormError) else exc.details["errors"]
+        return _again(request, page, who, 422, errors=errors, action=action, values=data)
+    except (InterruptNotPendingError, StaleInterruptError) as exc:
+        fresh = interrupt_page(service, views, who, chat_id, ref)
+        return _again(request, fresh, who, 409, notice=_conflict(exc))
+    except ForbiddenError as exc:
+        return _again(request, page, who, 403, notice=f"Refused: {exc.message}.")
+    return redirect(request, f"/chats/{chat_id}#latest")
+
+
+def _conflict(exc: InterruptNotPendingError | StaleInterruptError) -> str:
+    if isinstance(exc, StaleInterruptError):
+        return "The input changed while you were looking at it. Review it again below."
+    d = exc.details
+    return (f"Someone decided this meanwhile: {d.get('decision')} by {d.get('decided_by')} "
+            f"at {d.get('decided_at')}. Nothing you sent was recorded.")
+
+
+def _again(request: Request, page: InterruptPage, who: Principal, status: int,
+           **changes: Any) -> Response:
+    for name, value in changes.items():
+        setattr(page, name, value)
+    return render(request, "interrupt.html", status, who=who, p=page)
+
+
+# -- decisions ----------------------------------------------------------------------------
+
+
+def decision_filter(
+    who: Visitor, actor: Short = None, agent: Short = None, tool: Short = None,
+    kind: Literal["", "respond", "restart"] = "", since: Short = None, until: Short = None,
+) -> DecisionFilter:
+    return DecisionFilter(tenant=who.tenant, actor=actor or None, agent=agent or None,
+                          tool=tool or None, kind=kind or None, since=instant("since", since),
+                          until=instant("until", until))
+
+
+DecisionQuery = Annotated[DecisionFilter, Depends(decision_filter)]
+
+
+@router.get("/decisions", response_class=HTMLResponse)
+def decisions(request: Request, views: CurrentViews, who: Visitor, f: DecisionQuery,
+              cursor: Cursor = None) -> Response:
+    page = views.decisions(f, PAGE, cursor or None)
+    raw = {k: v for k, v in request.query_params.items() if k != "cursor"}
+    return render(request, "decisions.html", who=who, page=page, raw=raw)
+
+
+@router.get("/decisions/stats", response_class=HTMLResponse)
+def decision_stats(request: Request, views: CurrentViews, who: Visitor,
+                   f: DecisionQuery) -> Response:
+    raw = dict(request.query_params)
+    return render(request, "stats.html", who=who, stats=views.decision_stats(f), raw=raw)
+
+
+@router.get("/decisions/export")
+def export(views: CurrentViews, f: DecisionQuery,
+           format: Literal["csv", "jsonl"] = "csv") -> StreamingResponse:
+    """The matching decisions as a download (streamed, page by page)."""
+    chunks = views.export_decisions(f, format)
+    first = next(chunks, "")  # a refused filter fails here, as a page, not a cut stream
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    disposition = f'attachment; filename="decisions-{stamp}.{format}"'
+    return StreamingResponse(chain([first], chunks), media_type=_MEDIA[format],
+                             headers={"Content-Disposition": disposition})
+
+
+# -- a chat -------------------------------------------------------------------------------
+
+
+@router.get("/chats/{chat_id}", response_class=HTMLResponse)
+def chat(request: Request, chat_id: UUID, service: ServiceDep, views: CurrentViews,
+         who: Visitor, version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+         ) -> Response:
+    return render(request, "chat.html", who=who, c=chat_page(service, who, chat_id, version))

@@ -1,0 +1,131 @@
+"""View models the templates render: built from the service and read models, no HTTP."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from interlock.api.auth import Principal
+from interlock.api.schemas import EventPublic
+from interlock.api.ui.forms import SchemaForm, schema_form
+from interlock.domain import Interlock
+from interlock.domain.canonical import sha256_hex
+from interlock.domain.errors import UnknownInterruptError
+from interlock.domain.integrity import ChainBreak, Verifier
+from interlock.domain.messages import Message
+from interlock.domain.state import ToolCall
+from interlock.projections.interface import DecisionFilter, DecisionRow, ReadModels
+
+
+def pretty(value: Any) -> str:
+    """JSON as people read it: indented, keys in their order, unicode as is."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    """Who may decide, quorum, deadline and votes: filled once approval policies land."""
+
+    who_may_decide: str = ""
+    quorum: int | None = None
+    deadline: datetime | None = None
+    votes: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass
+class InterruptPage:
+    """Everything the approval page shows about one interrupt."""
+
+    chat_id: str
+    agent: str
+    call: ToolCall
+    description: str
+    input_json: str
+    input_sha256: str
+    metadata_json: str
+    conversation: list[Message]
+    decisions: list[DecisionRow]
+    respond_form: SchemaForm
+    restart_form: SchemaForm
+    why_not: str | None  # why this visitor cannot decide, shown instead of acting
+    policy: PolicyView | None = None  # issue 11 (approval policies) fills this slot
+    notice: str | None = None  # e.g. decided elsewhere meanwhile
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    action: str | None = None  # the form the errors belong to
+    values: dict[str, str] = field(default_factory=dict)  # what was submitted, to refill
+
+    @property
+    def pending(self) -> bool:
+        return self.call.status == "interrupted"
+
+
+def interrupt_page(
+    service: Interlock, views: ReadModels, who: Principal, chat_id: UUID, ref: str
+) -> InterruptPage:
+    """The approval page of `ref` in `chat_id` as `who` may see it (their tenant only)."""
+    chat = service.get_chat(chat_id, tenant=who.tenant)
+    call = chat.state.calls.get(ref)
+    if call is None or call.interrupted_at is None:
+        raise UnknownInterruptError(ref)
+    tool = service.agent(chat.state.agent).tool(call.name)
+    definition = tool.definition if tool else None
+    decisions = views.decisions(DecisionFilter(tenant=who.tenant, chat_id=str(chat_id)), 50)
+    return InterruptPage(
+        chat_id=str(chat_id), agent=chat.state.agent, call=call,
+        description=definition.description if definition else "(this tool is no longer served)",
+        input_json=pretty(call.input), input_sha256=sha256_hex(call.input),
+        metadata_json=pretty(call.interrupt),
+        conversation=[m for m in chat.state.messages if m.role != "system"],
+        decisions=[d for d in decisions.items if d.ref == ref],
+        respond_form=schema_form(definition.output_schema if definition else None),
+        restart_form=schema_form(definition.input_schema if definition else None),
+        why_not=why_not(who, call, tool.distinct_approver if tool else False),
+    )
+
+
+def why_not(who: Principal, call: ToolCall, distinct_approver: bool) -> str | None:
+    """The reason `who` cannot decide this call, or None (the server enforces it too)."""
+    if "approver" not in who.roles and "admin" not in who.roles:
+        return f"You ({who.id}) do not have the approver role, so you can read but not decide."
+    if distinct_approver and call.requested_by == who.id:
+        return (f"Four-eyes: {call.name} needs an approver other than the person who sent "
+                f"the turn, and that was you ({who.id}). Ask a colleague to decide.")
+    return None
+
+
+@dataclass(frozen=True)
+class ChatPage:
+    """A chat's timeline, its state as of a version, and whether its chain verifies."""
+
+    chat_id: str
+    agent: str
+    status: str
+    version: int
+    latest: int
+    events: list[EventPublic]
+    messages: list[Message]
+    pending: list[ToolCall]
+    chain_ok: bool
+    chain_problem: str | None
+
+
+def chat_page(service: Interlock, who: Principal, chat_id: UUID, version: int | None) -> ChatPage:
+    """The chat page; `version` None is now."""
+    events = [EventPublic.of(e) for e in service.chat_events(chat_id, tenant=who.tenant)]
+    chat = service.get_chat(chat_id, version=version, tenant=who.tenant)
+    broken = verify_chain(service, chat_id)
+    return ChatPage(
+        chat_id=str(chat_id), agent=chat.state.agent, status=chat.state.status,
+        version=chat.version, latest=len(events), events=events,
+        messages=[m for m in chat.state.messages if m.role != "system"],
+        pending=chat.pending_interrupts(), chain_ok=broken is None,
+        chain_problem=None if broken is None else f"version {broken.version}: {broken.reason}",
+    )
+
+
+def verify_chain(service: Interlock, chat_id: UUID) -> ChainBreak | None:
+    """The console's one call into domain.integrity: the chat's first break, or None."""
+    return Verifier(service.recorder, service.mapper, service.sealer.keys).verify_chat(chat_id)

@@ -1,0 +1,106 @@
+"""Console page latency on PostgreSQL with 10,000 pending interrupts and 1,000,000 decisions.
+
+    .venv/bin/python -m bench.bench_ui [--decisions 1000000] [--pending 10000] [--runs 200]
+
+Rows are seeded straight into the read-model tables (as bench_projections does); a few real
+chats are recorded too, so the interrupt and chat pages read real event streams. Each page is
+fetched over HTTP from a real uvicorn server with a signed-in session; target p95 < 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import sys
+import time
+
+import httpx
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.bench_projections import fill, make_log
+from bench.common import scratch_schema
+from interlock.api.app import make_app
+from interlock.api.auth import AuthConfig
+from interlock.bootstrap import build_service
+from interlock.examples.banking import AGENTS
+from interlock.projections import open_views
+from interlock.projections.interface import InboxFilter
+from tests.api.server import ThreadServer
+
+KEYS = {"key-reviewer": {"id": "reviewer", "tenant": "tenant4",
+                         "roles": ["approver", "auditor"]}}
+
+
+def sign_in(c: httpx.Client) -> None:
+    token = re.search(r'name="csrf" value="([^"]+)"', c.get("/ui/sign-in").text)
+    assert token is not None
+    answer = c.post("/ui/sign-in", data={"csrf": token[1], "api_key": "key-reviewer"})
+    assert answer.status_code == 303, answer.text
+
+
+def p95(c: httpx.Client, path: str, runs: int) -> tuple[float, float, int]:
+    c.get(path)  # warm up
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        answer = c.get(path)
+        times.append((time.perf_counter() - started) * 1000)
+        assert answer.status_code == 200, (path, answer.status_code, answer.text[:300])
+    return statistics.median(times), statistics.quantiles(times, n=20)[-1], len(answer.content)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--decisions", type=int, default=1_000_000)
+    parser.add_argument("--pending", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=200)
+    args = parser.parse_args()
+    with scratch_schema() as store:
+        app = build_service(store, AGENTS)
+        make_log(app, 600)  # ~100 real approval cycles, half of them still pending
+        models = open_views(app)
+        models.catch_up()
+        fill(models, args.decisions, args.pending)
+        real = models.inbox(InboxFilter(tenant="tenant4", agent="bankingAgent",
+                                        tool="userApproval", older_than=None), 1000)
+        mine = next(r for r in real.items if not r.ref.startswith("ref-"))
+        server = ThreadServer(make_app(app, models, AuthConfig.from_mapping(KEYS)))
+        pages = {
+            "inbox, oldest first": "/ui/inbox",
+            "inbox, newest, tool + age": "/ui/inbox?order=newest&tool=deploy&age=1d",
+            "inbox rows (polled)": "/ui/inbox/rows?order=oldest",
+            "one interrupt": f"/ui/chats/{mine.chat_id}/interrupts/{mine.ref}",
+            "chat (timeline, chain)": f"/ui/chats/{mine.chat_id}",
+            "decisions, first page": "/ui/decisions",
+            "decisions, actor + kind": "/ui/decisions?actor=approver7&kind=restart",
+            "decisions, time range": "/ui/decisions?since=2025-01-03T00:00&until=2025-01-04",
+            "stats, one actor": "/ui/decisions/stats?actor=approver7",
+            "stats, one day": "/ui/decisions/stats?since=2025-01-03&until=2025-01-04",
+            "stats, whole tenant": "/ui/decisions/stats",
+        }
+        try:
+            with httpx.Client(base_url=server.url) as c:
+                sign_in(c)
+                nxt = re.search(r'href="/ui/decisions\?&amp;cursor=([^"]+)"',
+                                c.get("/ui/decisions").text)
+                if nxt:
+                    pages["decisions, page 2"] = f"/ui/decisions?cursor={nxt[1]}"
+                print(f"{args.pending} pending, {args.decisions} decisions (tenant4 sees 1/10)",
+                      flush=True)
+                for name, path in pages.items():
+                    runs = args.runs if "whole tenant" not in name else max(10, args.runs // 10)
+                    p50, p95_, size = p95(c, path, runs)
+                    verdict = "ok" if p95_ < 50 else "OVER 50 ms"
+                    print(f"{name:<28} p50 {p50:7.2f} ms  p95 {p95_:7.2f} ms  {size:>7} B"
+                          f"  {verdict}", flush=True)
+        finally:
+            server.stop()
+            models.close()
+            app.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""A live server on PostgreSQL and Debian's Chromium driven by Playwright (no downloads)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+
+from interlock.client import Client
+from tests.api.conftest import Live
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail("Debian's chromium is missing: apt-get install -y chromium (see .ci/run)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                              args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def live(pg_store: str) -> Iterator[Live]:
+    server = Live(pg_store)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+Browse = Callable[[str], Page]
+
+
+@pytest.fixture
+def signed_in(browser: Browser, live: Live) -> Iterator[Browse]:
+    """`signed_in("bob")`: a page of a fresh browser context, signed in with bob's key."""
+    contexts: list[BrowserContext] = []
+
+    def open_as(name: str) -> Page:
+        context = browser.new_context(accept_downloads=True)
+        contexts.append(context)
+        page = context.new_page()
+        sign_in(page, live.url, f"key-{name}")
+        page.wait_for_url("**/ui/inbox**")
+        return page
+
+    yield open_as
+    for c in contexts:
+        c.close()
+
+
+def sign_in(page: Page, url: str, key: str) -> None:
+    page.goto(f"{url}/ui/inbox")
+    page.get_by_label("API key").fill(key)
+    page.get_by_role("button", name="Sign in").click()
+
+
+@pytest.fixture
+def api(live: Live) -> Iterator[Callable[[str], Client]]:
+    """`api("alice")`: the HTTP client with that principal's key (to act from elsewhere)."""
+    clients: list[Client] = []
+
+    def make(name: str) -> Client:
+        clients.append(Client(live.url, api_key=f"key-{name}"))
+        return clients[-1]
+
+    yield make
+    for c in clients:
+        c.close()
