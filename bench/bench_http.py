@@ -1,12 +1,15 @@
 """The banking cycle (create chat, send, resume) over HTTP vs in-process, on PostgreSQL.
 
-    .venv/bin/python -m bench.bench_http [--cycles 200] [--clients 1,8,32]
+    .venv/bin/python -m bench.bench_http [--cycles 200] [--clients 1,8,32] [--model-latency 100]
 
 One `interlock serve` subprocess (dev mode, loopback) on a fresh schema; clients are
 threads with keep-alive httpx connections. The in-process figure runs the same cycle on
 the `Interlock` service directly, in the same run, on its own fresh schema, with the read
 models running beside it as in the server; "+wait" also waits for the views after each
 write (what a write-path read-your-writes would cost; the API waits on reads instead).
+`--model-latency MS` puts the banking script behind a model that takes MS per call
+(`bench.agents`); the model-bound ideal is then printed beside the measured rate.
+`app/tx` is appends per transaction, read from the stored rows (one `xmin` per transaction).
 """
 
 from __future__ import annotations
@@ -25,11 +28,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import httpx
+import psycopg
+from psycopg import sql
 
 from bench.common import scratch_schema
-from interlock.bootstrap import build_service
+from interlock.bootstrap import build_service, load_agents
 from interlock.domain import Interlock, RespondEntry
-from interlock.examples.banking import AGENTS
 from interlock.projections import open_read_models
 
 TEXT = "Transfer $100 to savings."
@@ -53,10 +57,32 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
+def agents_spec(latency_ms: float) -> str:
+    if latency_ms <= 0:
+        return "interlock.examples.banking:AGENTS"
+    os.environ["BENCH_MODEL_LATENCY_MS"] = str(latency_ms)
+    return "bench.agents:AGENTS"
+
+
+def appends_per_transaction(store: str) -> float:
+    """Each append is one chat's events in one transaction; a transaction has one xmin."""
+    url, schema = store.split("?schema=")
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            sql.SQL(
+                "SELECT count(DISTINCT (originator_id, xmin::text)), count(DISTINCT xmin::text) "
+                "FROM {}.interlock_events"
+            ).format(sql.Identifier(schema))
+        ).fetchone()
+    assert row is not None
+    return float(row[0]) / max(1, row[1])
+
+
 @contextmanager
-def serve(store: str) -> Iterator[str]:
+def serve(store: str, agents: str) -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "interlock.cli.main", "serve", "--port", "0", "--store", store],
+        [sys.executable, "-m", "interlock.cli.main", "serve", "--port", "0", "--store", store,
+         "--agents", agents],
         env={**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_API_KEYS_FILE": ""},
         stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
@@ -123,9 +149,11 @@ async def local_cycle(
     figures.add(t1 - t0, t2 - t1)
 
 
-def run_local(store: str, clients: int, cycles: int, wait: bool) -> tuple[Figures, float]:
+def run_local(
+    store: str, agents: str, clients: int, cycles: int, wait: bool
+) -> tuple[Figures, float]:
     """The views run beside the service, as in `interlock serve`; `wait` also waits for them."""
-    app = build_service(store, AGENTS)
+    app = build_service(store, load_agents(agents))
     models = open_read_models(app)
     settle: Callable[[int | None], None] = models.wait if wait else (lambda _: None)
 
@@ -147,29 +175,42 @@ def run_local(store: str, clients: int, cycles: int, wait: bool) -> tuple[Figure
         app.close()
 
 
-def row(label: str, clients: int, figures: Figures, elapsed: float) -> str:
+def row(label: str, clients: int, figures: Figures, elapsed: float, per_tx: float) -> str:
     rate = len(figures.resume) / elapsed
     return (f"{label:<18}{clients:>4} {rate:>9.1f} {pct(figures.send, .5):>9.2f} "
             f"{pct(figures.send, .99):>9.2f} {pct(figures.resume, .5):>9.2f} "
-            f"{pct(figures.resume, .99):>9.2f}")
+            f"{pct(figures.resume, .99):>9.2f} {per_tx:>7.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=256)
     parser.add_argument("--clients", default="1,8,32")
+    parser.add_argument("--model-latency", type=float, default=0.0, metavar="MS",
+                        help="each model call takes MS milliseconds (default 0)")
+    parser.add_argument("--modes", default="in-process,in-process+wait,http",
+                        help="which of in-process, in-process+wait, http to run")
     args = parser.parse_args()
+    agents = agents_spec(args.model_latency)
+    modes = args.modes.split(",")
     print(f"{'mode':<18}{'cli':>4} {'cycles/s':>9} {'send p50':>9} {'send p99':>9} "
-          f"{'res p50':>9} {'res p99':>9}   (ms)")
+          f"{'res p50':>9} {'res p99':>9} {'app/tx':>7}   (ms)")
     for clients in [int(c) for c in args.clients.split(",")]:
         cycles = max(args.cycles, clients * 8)
-        for wait in (False, True):
+        for mode in modes:
             with scratch_schema() as store:
-                figures, elapsed = run_local(store, clients, cycles, wait)
-            print(row("in-process" + ("+wait" if wait else ""), clients, figures, elapsed))
-        with scratch_schema() as store, serve(store) as url:
-            figures, elapsed = run_http(url, clients, cycles)
-        print(row("http", clients, figures, elapsed), flush=True)
+                if mode == "http":
+                    with serve(store, agents) as url:
+                        figures, elapsed = run_http(url, clients, cycles)
+                else:
+                    wait = mode.endswith("+wait")
+                    figures, elapsed = run_local(store, agents, clients, cycles, wait)
+                print(row(mode, clients, figures, elapsed, appends_per_transaction(store)),
+                      flush=True)
+        if args.model_latency > 0:
+            # a cycle makes 3 model calls in a row; `clients` cycles run at once
+            ideal = clients / (3 * args.model_latency / 1000)
+            print(f"{'model-bound ideal':<18}{clients:>4} {ideal:>9.1f}")
 
 
 if __name__ == "__main__":

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any, ClassVar
+from functools import partial
+from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, Mapper, Recording, Transcoder
 
 from interlock.domain.agent import Agent
+from interlock.domain.cache import ChatCache
 from interlock.domain.canonical import sha256_hex
 from interlock.domain.chat import Chat
 from interlock.domain.decisions import RespondEntry, RestartEntry, check_entries
@@ -35,6 +39,7 @@ DEV_SECRET = b"interlock-dev-secret-change-me"
 IN_MEMORY = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
 ABANDONED_AFTER = timedelta(minutes=2)
 ModelResolver = Callable[[str], Model]
+T = TypeVar("T")
 
 
 class Interlock(Application[UUID]):
@@ -52,6 +57,8 @@ class Interlock(Application[UUID]):
         env: Mapping[str, str] | None = None,
         secret: bytes | Keyring | None = None,
         resolve_model: ModelResolver | None = None,
+        io_threads: int = 64,
+        cache: ChatCache | None = None,
     ) -> None:
         """`env` is eventsourcing's (the edge builds it from a store URL; memory if none).
 
@@ -63,6 +70,10 @@ class Interlock(Application[UUID]):
         self.sealer = Sealer(secret or DEV_SECRET)
         self.models = {a.name: _model(a, resolve_model) for a in agents}
         self.commit_listeners: list[Callable[[list[Recording[UUID]]], None]] = []
+        # Blocking store work of turns runs here; sized so that concurrent turns' commits
+        # meet in one group commit instead of queueing for a thread.
+        self._io = ThreadPoolExecutor(io_threads, thread_name_prefix="interlock-io")
+        self.chats = cache or ChatCache()
 
     def construct_mapper(self) -> Mapper[UUID]:
         return PydanticMapper(
@@ -103,11 +114,11 @@ class Interlock(Application[UUID]):
         max_turns: int | None = None,
     ) -> TurnResult:
         """Send a user message and run the turn; `max_turns` overrides the agent's budget."""
-        chat = self.get_chat(chat_id, tenant=tenant)
+        chat = await self.off_loop(self._checkout, chat_id, tenant)
         loop = self._loop(chat, max_turns)
         since = len(chat.state.messages)
         chat.send_message(text, actor=actor)
-        return await loop.run(chat, since, emit)
+        return self._checkin(chat, await loop.run(chat, since, emit))
 
     async def resume(
         self,
@@ -127,14 +138,14 @@ class Interlock(Application[UUID]):
         With `idempotency_key`, a repeat of the same body answers the first result.
         `metadata` is the resume's own (recorded on each decision, seen by restarted tools).
         """
-        chat = self.get_chat(chat_id, tenant=tenant)
+        chat = await self.off_loop(self._checkout, chat_id, tenant)
         loop = self._loop(chat, max_turns)
         body_sha = None
         if idempotency_key is not None:
             check_entries(respond, restart, metadata)  # before hashing: must be encodable
             body_sha = _body_sha256(respond, restart, metadata, max_turns)
             if idempotency_key in chat.state.resume_keys:
-                return self._first_answer(chat, idempotency_key, body_sha)
+                return await self.off_loop(self._first_answer, chat, idempotency_key, body_sha)
         since = len(chat.state.messages)
         chat.resume(
             respond,
@@ -145,7 +156,7 @@ class Interlock(Application[UUID]):
             request_sha256=body_sha,
             metadata=metadata,
         )
-        return await loop.run(chat, since, emit)
+        return self._checkin(chat, await loop.run(chat, since, emit))
 
     def _first_answer(self, chat: Chat, key: str, body_sha: str) -> TurnResult:
         use = chat.state.resume_keys[key]
@@ -172,11 +183,11 @@ class Interlock(Application[UUID]):
         A turn still `running` after `stale_after` was left by a crashed process: its
         requested tools run again with the same idempotency key.
         """
-        chat = self.get_chat(chat_id, tenant=tenant)
+        chat = await self.off_loop(self._checkout, chat_id, tenant)
         loop = self._loop(chat, max_turns)
         since = len(chat.state.messages)
         chat.retry(actor=actor, now=now(), stale_after=stale_after)
-        return await loop.run(chat, since, emit)
+        return self._checkin(chat, await loop.run(chat, since, emit))
 
     def _loop(self, chat: Chat, max_turns: int | None) -> TurnLoop:
         """The turn loop for this chat's agent, with this call's tool budget."""
@@ -188,8 +199,17 @@ class Interlock(Application[UUID]):
         )
 
     async def _commit_turn(self, chat: Chat) -> int | None:
-        """The loop's commit; async so that commits may later move off the event loop."""
-        return self.commit(chat)
+        """The loop's commit, off the event loop: concurrent turns' appends commit together."""
+        return await self.off_loop(self.commit, chat)
+
+    async def off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run blocking store work on the I/O threads, so no chat waits on another's disk."""
+        running = asyncio.get_running_loop()
+        return await running.run_in_executor(self._io, partial(fn, *args, **kwargs))
+
+    def close(self) -> None:
+        self._io.shutdown(wait=False)
+        super().close()
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -216,6 +236,22 @@ class Interlock(Application[UUID]):
                 latest=chat.version,
             )
         return chat
+
+    def _checkout(self, chat_id: UUID, tenant: str | None) -> Chat:
+        """The chat for a command: the cached one brought up to date, or loaded whole."""
+        chat = self.chats.take(chat_id)
+        if chat is None:
+            return self.get_chat(chat_id, tenant=tenant)
+        newer = self.events.get(chat_id, gt=chat.version)  # others' writes: one indexed read
+        chat = _replay(chat, newer) or chat
+        if tenant is not None and chat.state.tenant != tenant:
+            raise ChatNotFoundError(chat_id)
+        return chat
+
+    def _checkin(self, chat: Chat, result: TurnResult) -> TurnResult:
+        """The command is over and all it recorded committed: later commands may reuse it."""
+        self.chats.give(chat)
+        return result
 
     def chat_events(self, chat_id: UUID, *, tenant: str | None = None) -> list[ChatEvent]:
         """The chat's log, read once; its first event says whose chat it is."""

@@ -31,7 +31,9 @@ IdempotencyKey = Annotated[
 
 @router.post("", status_code=201, response_model=ChatPublic, responses=errors())
 async def create_chat(body: ChatCreate, service: ServiceDep, who: Requester) -> ChatPublic:
-    chat = service.start_chat(body.agent, actor=who.id, tenant=who.tenant, metadata=body.metadata)
+    chat = await service.off_loop(
+        service.start_chat, body.agent, actor=who.id, tenant=who.tenant, metadata=body.metadata
+    )
     return ChatPublic.of(chat)
 
 

@@ -1,9 +1,10 @@
-"""A PostgreSQL application recorder that appends in one round trip.
+"""A PostgreSQL application recorder that appends in one round trip, many chats at a time.
 
-The stock recorder pipelines LOCK, NOTIFY and INSERT, then commits: two round trips
-and composite-type adaptation per save. Here a server-side function does the same
-three steps (the table lock is kept, so notification ids still commit in order for
-subscribers) and is called in autocommit with four plain arrays.
+The stock recorder pipelines LOCK, NOTIFY and INSERT, then commits: two round trips, one
+transaction and one fsync per save, one save at a time under the table lock. Here a
+server-side function does the same steps (the lock is kept, so notification ids still commit
+in order for subscribers) for every append waiting in this process (group commit), called
+in autocommit with plain arrays; each chat's version check still holds on its own.
 """
 
 from __future__ import annotations
@@ -28,13 +29,21 @@ from eventsourcing.postgres import (
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Identifier
 
+from interlock.stores.groupcommit import Append, GroupCommit, conflict
+
 
 class InterlockPostgresRecorder(PostgresApplicationRecorder):
-    """Appends events with one call to `<table>_append(ids, versions, topics, states)`."""
+    """Appends concurrent chats' events together with one call to `<table>_append_groups`.
+
+    The function takes the table lock (so notification ids commit in order), finds the
+    groups (one per caller) that would conflict with a stored event and inserts the others;
+    it returns the refused groups, then the new notification ids in the order of the events
+    given. Nothing of a refused group is written. One transaction, one fsync, many chats.
+    """
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name=events_table_name)
-        function = f"{events_table_name}_append"
+        function = f"{events_table_name}_append_groups"
         self.check_identifier_length(function)
         names = {
             "schema": Identifier(self.datastore.schema),
@@ -43,34 +52,60 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
             "channel": Identifier(self.channel_name),
             "id_type": Identifier(self.datastore.originator_id_type),
         }
-        self.sql_create_statements.append(
-            SQL(
-                "CREATE OR REPLACE FUNCTION {schema}.{fn}("
-                "ids {id_type}[], versions bigint[], topics text[], states bytea[]) "
-                "RETURNS SETOF bigint LANGUAGE plpgsql AS $$ BEGIN "
-                "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; "
-                "NOTIFY {channel}; "
-                "RETURN QUERY INSERT INTO {schema}.{table} "
-                "(originator_id, originator_version, topic, state) "
-                "SELECT * FROM unnest(ids, versions, topics, states) RETURNING notification_id; "
-                "END $$"
-            ).format(**names)
+        self.sql_create_statements.append(SQL(APPEND_GROUPS).format(**names))
+        self.append_statement = SQL("SELECT * FROM {schema}.{fn}(%s, %s, %s, %s, %s)").format(
+            **names
         )
-        self.append_statement = SQL("SELECT * FROM {schema}.{fn}(%s, %s, %s, %s)").format(**names)
+        self.group_commit = GroupCommit(self._flush)
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int]:
         if not stored_events:
             return []
+        return self.group_commit.submit(stored_events)
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def _flush(self, batch: list[Append]) -> None:
+        events = [(n, e) for n, append in enumerate(batch) for e in append.events]
         params = (
-            [e.originator_id for e in stored_events],
-            [e.originator_version for e in stored_events],
-            [e.topic for e in stored_events],
-            [e.state for e in stored_events],
+            [e.originator_id for _, e in events],
+            [e.originator_version for _, e in events],
+            [e.topic for _, e in events],
+            [e.state for _, e in events],
+            [n for n, _ in events],
         )
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self.append_statement, params, prepare=True)
-            return [row[next(iter(row))] for row in curs.fetchall()]
+            rows = curs.fetchall()
+        refused = {row["grp"] for row in rows if row["nid"] is None}
+        inserted = iter(row["nid"] for row in rows if row["nid"] is not None)
+        for n, append in enumerate(batch):  # ids come in the order the events were given
+            if n in refused:
+                append.error = conflict(append)
+            else:
+                append.ids = [next(inserted) for _ in append.events]
+
+APPEND_GROUPS = """
+CREATE OR REPLACE FUNCTION {schema}.{fn}(
+    ids {id_type}[], versions bigint[], topics text[], states bytea[], groups int[]
+) RETURNS TABLE (grp int, nid bigint) LANGUAGE plpgsql AS $$
+DECLARE refused int[];
+BEGIN
+    LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE;
+    SELECT coalesce(array_agg(DISTINCT u.g), ARRAY[]::int[]) INTO refused
+      FROM unnest(ids, versions, groups) AS u(i, v, g)
+      JOIN {schema}.{table} AS e ON e.originator_id = u.i AND e.originator_version = u.v;
+    NOTIFY {channel};
+    RETURN QUERY SELECT r, NULL::bigint FROM unnest(refused) AS r;
+    RETURN QUERY WITH ins AS (
+        INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state)
+        SELECT u.i, u.v, u.t, u.s
+          FROM unnest(ids, versions, topics, states, groups) WITH ORDINALITY AS u(i, v, t, s, g, n)
+         WHERE NOT u.g = ANY(refused)
+         ORDER BY u.n
+        RETURNING notification_id
+    ) SELECT NULL::int, ins.notification_id FROM ins ORDER BY 2;
+END $$
+"""
 
 
 @contextmanager
