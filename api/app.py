@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from interlock.api import errors
 from interlock.api.auth import AuthConfig
 from interlock.api.limits import BodyLimit
+from interlock.api.observability.openapi import install_openapi, operation_id, package_version
 from interlock.api.routers import agents, chats, decisions, health, interrupts
 from interlock.api.streaming import TurnStreams
 from interlock.domain import Interlock
@@ -62,11 +63,14 @@ def make_app(
         if on_shutdown is not None:
             on_shutdown()
 
-    app = FastAPI(title="Interlock", version="1.0.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="Interlock", version=package_version(), description=DESCRIPTION,
+                  lifespan=lifespan, generate_unique_id_function=operation_id)
     app.state.service, app.state.read_models = service, read_models
     app.state.auth, app.state.streams = auth, streams
     errors.install(app)
-    for module in (health, chats, interrupts, decisions, agents):
-        app.include_router(module.router)
+    routers = [m.router for m in (health, chats, interrupts, decisions, agents)]
+    for router in routers:
+        app.include_router(router)
+    install_openapi(app, routers)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY)
     return app
