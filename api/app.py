@@ -11,6 +11,8 @@ from fastapi import FastAPI
 from interlock.api import errors
 from interlock.api.auth import AuthConfig
 from interlock.api.limits import BodyLimit
+from interlock.api.observability.logs import configure_logging
+from interlock.api.observability.middleware import Observe
 from interlock.api.observability.openapi import install_openapi, operation_id, package_version
 from interlock.api.routers import agents, chats, decisions, health, interrupts
 from interlock.api.streaming import TurnStreams
@@ -39,7 +41,9 @@ def create_app() -> FastAPI:
     from interlock.bootstrap import build_app  # bootstrap imports this module
     from interlock.settings import load_settings
 
-    return build_app(load_settings())
+    settings = load_settings()
+    configure_logging(settings.log_format)  # each worker process logs as the settings say
+    return build_app(settings)
 
 
 def make_app(
@@ -73,4 +77,5 @@ def make_app(
         app.include_router(router)
     install_openapi(app, routers)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY)
+    app.add_middleware(Observe)  # added last: outermost, so a 413 has a request id too
     return app
