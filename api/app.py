@@ -15,7 +15,7 @@ from interlock.api.observability.logs import configure_logging
 from interlock.api.observability.middleware import Observe
 from interlock.api.observability.openapi import install_openapi, operation_id, package_version
 from interlock.api.routers import agents, chats, decisions, health, interrupts
-from interlock.api.streaming import TurnStreams
+from interlock.api.streaming import KEEPALIVE, TurnStreams
 from interlock.domain import Interlock
 from interlock.projections.interface import ReadModels
 
@@ -52,10 +52,14 @@ def make_app(
     auth: AuthConfig | None = None,
     *,
     on_shutdown: Callable[[], None] | None = None,
+    keepalive: float = KEEPALIVE,
 ) -> FastAPI:
-    """The API; without `auth` keys it runs in dev mode (loopback clients only)."""
+    """The API; without `auth` keys it runs in dev mode (loopback clients only).
+
+    `keepalive`: seconds of silence after which a stream sends an SSE comment.
+    """
     auth = auth or AuthConfig(None)
-    streams = TurnStreams()
+    streams = TurnStreams(keepalive)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
