@@ -6,12 +6,15 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
+from starlette.concurrency import run_in_threadpool
 
 from interlock.api import errors
 from interlock.api.auth import AuthConfig
 from interlock.api.limits import BodyLimit
 from interlock.api.observability.logs import configure_logging
+from interlock.api.observability.metrics import CONTENT_TYPE as METRICS_TYPE
+from interlock.api.observability.metrics import Metrics
 from interlock.api.observability.middleware import Observe
 from interlock.api.observability.openapi import install_openapi, operation_id, package_version
 from interlock.api.routers import agents, chats, decisions, health, interrupts
@@ -81,5 +84,13 @@ def make_app(
         app.include_router(router)
     install_openapi(app, routers)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY)
-    app.add_middleware(Observe)  # added last: outermost, so a 413 has a request id too
+    metrics = Metrics(service, read_models)
+    app.state.metrics = metrics
+
+    async def scrape() -> Response:
+        body = await run_in_threadpool(metrics.render)
+        return Response(body, media_type=METRICS_TYPE)
+
+    app.add_api_route("/metrics", scrape, include_in_schema=False)
+    app.add_middleware(Observe, metrics=metrics)  # last: outermost, a 413 gets a request id
     return app

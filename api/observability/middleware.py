@@ -9,6 +9,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from interlock.api.observability.context import begin, request_id_from
+from interlock.api.observability.metrics import Metrics
 
 access = logging.getLogger("interlock.access")
 HEADER = "X-Request-ID"
@@ -17,8 +18,8 @@ HEADER = "X-Request-ID"
 class Observe:
     """Pure ASGI: sets the request context, answers `X-Request-ID`, logs one access line."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    def __init__(self, app: ASGIApp, metrics: Metrics | None = None) -> None:
+        self.app, self.metrics = app, metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -40,6 +41,8 @@ class Observe:
         finally:
             seconds = time.perf_counter() - started
             route = info.route or "unmatched"
+            if self.metrics is not None:
+                self.metrics.http.labels(scope["method"], route, str(status)).inc()
             access.info("%s %s %d %.1fms", scope["method"], scope["path"], status,
                         seconds * 1000, extra={"fields": {
                             "method": scope["method"], "path": scope["path"], "route": route,
