@@ -17,10 +17,12 @@ from interlock.api.observability.metrics import CONTENT_TYPE as METRICS_TYPE
 from interlock.api.observability.metrics import Metrics
 from interlock.api.observability.middleware import Observe
 from interlock.api.observability.openapi import install_openapi, operation_id, package_version
-from interlock.api.routers import agents, chats, decisions, health, interrupts
+from interlock.api.routers import agents, chats, decisions, health, interrupts, webhooks
 from interlock.api.streaming import KEEPALIVE, TurnStreams
 from interlock.domain import Interlock
 from interlock.projections.interface import ReadModels
+from interlock.projections.webhooks import WebhooksView
+from interlock.webhooks import Deliverer, DeliveryPolicy
 
 log = logging.getLogger("interlock.api")
 MAX_BODY = 1 << 20
@@ -49,6 +51,18 @@ def create_app() -> FastAPI:
     return build_app(settings)
 
 
+def webhooks_view(read_models: ReadModels) -> WebhooksView | None:
+    """The webhooks read model, when these read models keep one."""
+    view = getattr(read_models, "view", None)
+    if view is None:
+        return None
+    try:
+        found: WebhooksView = view(WebhooksView)
+    except LookupError:
+        return None
+    return found
+
+
 def make_app(
     service: Interlock,
     read_models: ReadModels,
@@ -56,21 +70,29 @@ def make_app(
     *,
     on_shutdown: Callable[[], None] | None = None,
     keepalive: float = KEEPALIVE,
+    delivery: DeliveryPolicy | None = DeliveryPolicy(),  # noqa: B008 - frozen, shared safely
 ) -> FastAPI:
     """The API; without `auth` keys it runs in dev mode (loopback clients only).
 
     `keepalive`: seconds of silence after which a stream sends an SSE comment.
+    `delivery`: how webhooks are delivered from this process (None: not from this one).
     """
     auth = auth or AuthConfig(None)
     streams = TurnStreams(keepalive)
+    hooks = webhooks_view(read_models)
+    deliverer = Deliverer(hooks, delivery) if hooks is not None and delivery else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if auth.dev_mode:
             for line in DEV_BANNER:
                 log.warning(line)
+        if deliverer is not None:
+            deliverer.start()
         yield
         await streams.drain()
+        if deliverer is not None:
+            deliverer.stop()
         if on_shutdown is not None:
             on_shutdown()
 
@@ -78,8 +100,9 @@ def make_app(
                   lifespan=lifespan, generate_unique_id_function=operation_id)
     app.state.service, app.state.read_models = service, read_models
     app.state.auth, app.state.streams = auth, streams
+    app.state.webhooks = hooks
     errors.install(app)
-    routers = [m.router for m in (health, chats, interrupts, decisions, agents)]
+    routers = [m.router for m in (health, chats, interrupts, decisions, agents, webhooks)]
     for router in routers:
         app.include_router(router)
     install_openapi(app, routers)
