@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Response
 from starlette.concurrency import run_in_threadpool
@@ -15,11 +16,12 @@ from interlock.api.limits import BodyLimit
 from interlock.api.observability.logs import configure_logging
 from interlock.api.observability.metrics import CONTENT_TYPE as METRICS_TYPE
 from interlock.api.observability.metrics import Metrics
-from interlock.api.observability.middleware import Observe
+from interlock.api.observability.middleware import Observe, Observed
 from interlock.api.observability.openapi import install_openapi, operation_id, package_version
 from interlock.api.routers import agents, chats, decisions, health, interrupts, webhooks
 from interlock.api.streaming import KEEPALIVE, TurnStreams
 from interlock.domain import Interlock
+from interlock.domain.errors import ConfigurationError
 from interlock.projections.interface import ReadModels
 from interlock.projections.webhooks import WebhooksView
 from interlock.webhooks import Deliverer, DeliveryPolicy
@@ -48,7 +50,22 @@ def create_app() -> FastAPI:
 
     settings = load_settings()
     configure_logging(settings.log_format)  # each worker process logs as the settings say
-    return build_app(settings)
+    app = build_app(settings)
+    if settings.tracing:
+        enable_tracing(app, None)
+    return app
+
+
+def enable_tracing(app: FastAPI, tracer: Any) -> None:
+    """Trace turns and requests with an OpenTelemetry tracer (None: the global one)."""
+    try:
+        from interlock.api.observability import tracing
+    except ImportError as exc:
+        raise ConfigurationError("tracing needs OpenTelemetry: pip install 'interlock[otel]'"
+                                 f" ({exc.name} is missing)") from None
+    tracer = tracer or tracing.default_tracer()
+    app.state.service.tracer = tracing.OtelTracer(tracer)
+    app.state.observed.spans = tracing.RequestSpans(tracer)
 
 
 def webhooks_view(read_models: ReadModels) -> WebhooksView | None:
@@ -71,11 +88,13 @@ def make_app(
     on_shutdown: Callable[[], None] | None = None,
     keepalive: float = KEEPALIVE,
     delivery: DeliveryPolicy | None = DeliveryPolicy(),  # noqa: B008 - frozen, shared safely
+    tracer: Any = None,
 ) -> FastAPI:
     """The API; without `auth` keys it runs in dev mode (loopback clients only).
 
     `keepalive`: seconds of silence after which a stream sends an SSE comment.
     `delivery`: how webhooks are delivered from this process (None: not from this one).
+    `tracer`: an OpenTelemetry tracer; turns and requests are traced with it (off if None).
     """
     auth = auth or AuthConfig(None)
     streams = TurnStreams(keepalive)
@@ -115,5 +134,8 @@ def make_app(
         return Response(body, media_type=METRICS_TYPE)
 
     app.add_api_route("/metrics", scrape, include_in_schema=False)
-    app.add_middleware(Observe, metrics=metrics)  # last: outermost, a 413 gets a request id
+    app.state.observed = observed = Observed(metrics)
+    app.add_middleware(Observe, observed=observed)  # last: outermost, a 413 gets a request id
+    if tracer is not None:
+        enable_tracing(app, tracer)
     return app

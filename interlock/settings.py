@@ -38,6 +38,7 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=0, le=65535, description="port; 0 picks a free one")
     workers: int = Field(1, ge=1, le=64, description="server processes on the one store")
     log_format: Literal["text", "json"] = Field("text", description="text, or json (a line each)")
+    tracing: bool = Field(False, description="OpenTelemetry traces (the otel extra)")
 
     @model_validator(mode="after")
     def _no_retired_variables(self) -> Settings:
