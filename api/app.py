@@ -5,17 +5,27 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
+from starlette.concurrency import run_in_threadpool
 
 from interlock.api import errors
 from interlock.api.auth import AuthConfig
 from interlock.api.limits import BodyLimit
-from interlock.api.routers import agents, chats, decisions, health, interrupts
-from interlock.api.streaming import TurnStreams
+from interlock.api.observability.logs import configure_logging
+from interlock.api.observability.metrics import CONTENT_TYPE as METRICS_TYPE
+from interlock.api.observability.metrics import Metrics
+from interlock.api.observability.middleware import Observe, Observed
+from interlock.api.observability.openapi import install_openapi, operation_id, package_version
+from interlock.api.routers import agents, chats, decisions, health, interrupts, webhooks
+from interlock.api.streaming import KEEPALIVE, TurnStreams
 from interlock.api.ui import console
 from interlock.domain import Interlock
+from interlock.domain.errors import ConfigurationError
 from interlock.projections.interface import ReadModels
+from interlock.projections.webhooks import WebhooksView
+from interlock.webhooks import Deliverer, DeliveryPolicy
 
 log = logging.getLogger("interlock.api")
 MAX_BODY = 1 << 20
@@ -39,7 +49,36 @@ def create_app() -> FastAPI:
     from interlock.bootstrap import build_app  # bootstrap imports this module
     from interlock.settings import load_settings
 
-    return build_app(load_settings())
+    settings = load_settings()
+    configure_logging(settings.log_format)  # each worker process logs as the settings say
+    app = build_app(settings)
+    if settings.tracing:
+        enable_tracing(app, None)
+    return app
+
+
+def enable_tracing(app: FastAPI, tracer: Any) -> None:
+    """Trace turns and requests with an OpenTelemetry tracer (None: the global one)."""
+    try:
+        from interlock.api.observability import tracing
+    except ImportError as exc:
+        raise ConfigurationError("tracing needs OpenTelemetry: pip install 'interlock[otel]'"
+                                 f" ({exc.name} is missing)") from None
+    tracer = tracer or tracing.default_tracer()
+    app.state.service.tracer = tracing.OtelTracer(tracer)
+    app.state.observed.spans = tracing.RequestSpans(tracer)
+
+
+def webhooks_view(read_models: ReadModels) -> WebhooksView | None:
+    """The webhooks read model, when these read models keep one."""
+    view = getattr(read_models, "view", None)
+    if view is None:
+        return None
+    try:
+        found: WebhooksView = view(WebhooksView)
+    except LookupError:
+        return None
+    return found
 
 
 def make_app(
@@ -48,27 +87,57 @@ def make_app(
     auth: AuthConfig | None = None,
     *,
     on_shutdown: Callable[[], None] | None = None,
+    keepalive: float = KEEPALIVE,
+    delivery: DeliveryPolicy | None = DeliveryPolicy(),  # noqa: B008 - frozen, shared safely
+    tracer: Any = None,
 ) -> FastAPI:
-    """The API; without `auth` keys it runs in dev mode (loopback clients only)."""
+    """The API; without `auth` keys it runs in dev mode (loopback clients only).
+
+    `keepalive`: seconds of silence after which a stream sends an SSE comment.
+    `delivery`: how webhooks are delivered from this process (None: not from this one).
+    `tracer`: an OpenTelemetry tracer; turns and requests are traced with it (off if None).
+    """
     auth = auth or AuthConfig(None)
-    streams = TurnStreams()
+    streams = TurnStreams(keepalive)
+    hooks = webhooks_view(read_models)
+    deliverer = Deliverer(hooks, delivery) if hooks is not None and delivery else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if auth.dev_mode:
             for line in DEV_BANNER:
                 log.warning(line)
+        if deliverer is not None:
+            deliverer.start()
         yield
         await streams.drain()
+        if deliverer is not None:
+            deliverer.stop()
         if on_shutdown is not None:
             on_shutdown()
 
-    app = FastAPI(title="Interlock", version="1.0.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="Interlock", version=package_version(), description=DESCRIPTION,
+                  lifespan=lifespan, generate_unique_id_function=operation_id)
     app.state.service, app.state.read_models = service, read_models
     app.state.auth, app.state.streams = auth, streams
+    app.state.webhooks = hooks
     errors.install(app)
-    for module in (health, chats, interrupts, decisions, agents):
-        app.include_router(module.router)
+    routers = [m.router for m in (health, chats, interrupts, decisions, agents, webhooks)]
+    for router in routers:
+        app.include_router(router)
+    install_openapi(app, routers)
     app.mount("/ui", console(service, read_models, auth))
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY)
+    metrics = Metrics(service, read_models)
+    app.state.metrics = metrics
+
+    async def scrape() -> Response:
+        body = await run_in_threadpool(metrics.render)
+        return Response(body, media_type=METRICS_TYPE)
+
+    app.add_api_route("/metrics", scrape, include_in_schema=False)
+    app.state.observed = observed = Observed(metrics)
+    app.add_middleware(Observe, observed=observed)  # last: outermost, a 413 gets a request id
+    if tracer is not None:
+        enable_tracing(app, tracer)
     return app

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
+import stat
 import tomllib
 from dataclasses import dataclass
 from ipaddress import ip_address
@@ -38,8 +40,27 @@ class Principal(BaseModel):
 DEV_PRINCIPAL = Principal(id="dev", tenant="default", roles=ALL_ROLES)
 
 
+HASHED = "sha256:"
+_HEX = re.compile(r"[0-9a-f]{64}")
+
+
 def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+def hash_key(key: str) -> str:
+    """How a keys file may hold a key: `sha256:<hex digest>`, never the key itself."""
+    return HASHED + _digest(key)
+
+
+def _stored(entry: str) -> str:
+    """The digest an entry of the keys file stands for: given (`sha256:...`) or computed."""
+    if entry.startswith(HASHED):
+        digest = entry.removeprefix(HASHED).lower()
+        if not _HEX.fullmatch(digest):
+            raise ConfigurationError("a hashed API key must be sha256: and 64 hex digits")
+        return digest
+    return _digest(entry)
 
 
 @dataclass(frozen=True)
@@ -54,12 +75,21 @@ class AuthConfig:
 
     @classmethod
     def from_mapping(cls, raw: dict[str, Any]) -> AuthConfig:
+        """Each entry maps a key, or its `sha256:` hash, to a principal; a principal may
+        hold several keys (rotation), given the same tenant and roles under each."""
         try:
-            keys = {_digest(k): Principal.model_validate(v) for k, v in raw.items()}
+            keys = {_stored(k): Principal.model_validate(v) for k, v in raw.items()}
         except ValidationError as exc:
-            raise ConfigurationError(f"bad API key entry: {exc}") from None
+            raise ConfigurationError(f"bad API key entry: {_first(exc)}") from None
         if not keys:
             raise ConfigurationError("the API key set is empty")
+        if len(keys) < len(raw):
+            raise ConfigurationError("one API key is listed twice (as itself and its hash)")
+        seen: dict[str, Principal] = {}
+        for principal in keys.values():
+            if seen.setdefault(principal.id, principal) != principal:
+                raise ConfigurationError(f"principal {principal.id!r} has keys with different "
+                                         "tenants or roles")
         return cls(keys)
 
     def authenticate(self, authorization: str | None, client_host: str | None) -> Principal:
@@ -74,6 +104,11 @@ class AuthConfig:
         if principal is None:
             raise UnauthenticatedError("unknown API key")
         return principal
+
+
+def _first(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
 
 
 def is_loopback(host: str | None) -> bool:
@@ -96,12 +131,18 @@ def _parse(text: str, toml: bool) -> dict[str, Any]:
 
 
 def load_auth(keys_file: Path | None = None, keys_json: str | None = None) -> AuthConfig:
-    """Keys from a JSON or TOML file, else from JSON text, else dev mode (no keys)."""
+    """Keys from a JSON or TOML file (only its owner may read it), else from JSON text,
+    else dev mode (no keys)."""
     if keys_file is not None:
         try:
+            mode = keys_file.stat().st_mode
             text = keys_file.read_text()
         except OSError as exc:
             raise ConfigurationError(f"cannot read API keys file {keys_file}: {exc}") from None
+        if mode & 0o077:
+            raise ConfigurationError(
+                f"API keys file {keys_file} is readable by others (mode {stat.S_IMODE(mode):o});"
+                f" run: chmod 600 {keys_file}")
         return AuthConfig.from_mapping(_parse(text, keys_file.suffix == ".toml"))
     if keys_json:
         return AuthConfig.from_mapping(_parse(keys_json, toml=False))

@@ -10,6 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from interlock.api.auth import AuthConfig, Principal, Role
 from interlock.api.errors import ViewsBehindError
+from interlock.api.observability.context import note_principal
 from interlock.api.streaming import TurnStreams
 from interlock.domain import Interlock
 from interlock.projections.interface import ReadModels
@@ -38,7 +39,9 @@ async def get_principal(
 ) -> Principal:
     auth: AuthConfig = request.app.state.auth
     header = f"Bearer {credentials.credentials}" if credentials else None
-    return auth.authenticate(header, request.client.host if request.client else None)
+    principal = auth.authenticate(header, request.client.host if request.client else None)
+    note_principal(principal.id, principal.tenant)  # for log lines and the access log
+    return principal
 
 
 ServiceDep = Annotated[Interlock, Depends(get_service)]

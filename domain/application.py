@@ -33,6 +33,7 @@ from interlock.domain.keys import Keyring
 from interlock.domain.models import Model
 from interlock.domain.persistence import PydanticMapper, Sealer
 from interlock.domain.results import TurnResult
+from interlock.domain.tracing import Tracer
 from interlock.domain.turns import Emit, TurnLoop
 
 DEV_SECRET = b"interlock-dev-secret-change-me"
@@ -49,6 +50,7 @@ class Interlock(Application[UUID]):
     # No snapshots: they sat outside the chain, grew quadratically and were taken on the
     # request path; the mapper refuses to read one (docs/audit.md, "Snapshots").
     snapshotting_intervals: ClassVar[dict[Any, int]] = {}
+    tracer: Tracer | None = None  # the edge sets one when tracing is configured
 
     def __init__(
         self,
@@ -195,7 +197,8 @@ class Interlock(Application[UUID]):
         if max_turns is not None and max_turns < 1:
             raise InvalidRequestError("max_turns must be at least 1", max_turns=max_turns)
         return TurnLoop(
-            agent, self.models[agent.name], self._commit_turn, max_turns or agent.max_turns
+            agent, self.models[agent.name], self._commit_turn, max_turns or agent.max_turns,
+            self.tracer,
         )
 
     async def _commit_turn(self, chat: Chat) -> int | None:

@@ -20,6 +20,7 @@ from interlock.domain.models import Model, ModelChunk, ModelRequest
 from interlock.domain.results import StreamEvent, TurnResult
 from interlock.domain.state import ToolCall
 from interlock.domain.tools import Resumed, SchemaError, ToolContext, ToolInterrupt, jsonable
+from interlock.domain.tracing import Tracer, decision_events, span
 
 Emit = Callable[[StreamEvent], Awaitable[None]]
 Commit = Callable[[Chat], Awaitable[int | None]]
@@ -40,9 +41,25 @@ class TurnLoop:
     model: Model
     commit: Commit
     max_turns: int
+    tracer: Tracer | None = None
 
     async def run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
         """Run the turn; whatever fails in it (but a lost race) ends it `failed`, recorded."""
+        if self.tracer is None:
+            return await self._run(chat, since, emit)
+        with self.tracer.span("invoke_agent", f"invoke_agent {self.agent.name}", {
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.agent.name,
+            "gen_ai.conversation.id": str(chat.id),
+        }) as turn:
+            for event in chat.pending_events:  # the decisions this resume carries
+                if (decision := decision_events(event)) is not None:
+                    turn.event(*decision)
+            result = await self._run(chat, since, emit)
+            turn.set({"interlock.finish_reason": result.finish_reason,
+                      "interlock.interrupts": len(result.interrupts)})
+            return result
+
+    async def _run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
         try:
             await self._drive(chat, emit)
             position = await self.commit(chat)
@@ -83,11 +100,18 @@ class TurnLoop:
         self, chat: Chat, emit: Emit | None
     ) -> tuple[Message, dict[str, int] | None] | None:
         """The model's reply, or None once a model failure has finished the turn."""
-        try:
-            reply = await self.model.generate(self._request(chat), _chunks(emit))
-        except ModelError as exc:
-            chat.finish_turn("failed", error=str(exc))
-            return None
+        with span(self.tracer, "chat", f"chat {self.model.name}", {
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": self.model.name,
+        }) as call:
+            try:
+                reply = await self.model.generate(self._request(chat), _chunks(emit))
+            except ModelError as exc:
+                call.fail("ModelError", str(exc))
+                chat.finish_turn("failed", error=str(exc))
+                return None
+            if reply.usage is not None:
+                call.set({"gen_ai.usage.input_tokens": reply.usage.input_tokens,
+                          "gen_ai.usage.output_tokens": reply.usage.output_tokens})
         message = reply.message.model_copy(update={"role": "model"})
         try:
             check_json(message.wire(), "the model's reply")
@@ -113,7 +137,8 @@ class TurnLoop:
         if any(_has_side_effects(self.agent, c) for c in calls):
             await self.commit(chat)  # write-ahead: the request is durable before the tool acts
         await _announce(calls, emit)  # after that commit: a lost race streams nothing
-        outcomes = await asyncio.gather(*(_run_tool(chat, self.agent, c) for c in calls))
+        outcomes = await asyncio.gather(
+            *(_traced_tool(self.tracer, chat, self.agent, c) for c in calls))
         for call, (kind, value) in zip(calls, outcomes, strict=True):
             if kind == "completed":
                 chat.record_completed(call.ref, value)
@@ -166,6 +191,24 @@ def _context(chat: Chat, call: ToolCall) -> ToolContext:
         interrupt_metadata=call.interrupt,
         resume_metadata=call.resume_metadata,
     )
+
+
+async def _traced_tool(
+    tracer: Tracer | None, chat: Chat, agent: Agent, call: ToolCall
+) -> Outcome:
+    """`_run_tool` in an `execute_tool` span: an interrupt is an event, not an error."""
+    if tracer is None:
+        return await _run_tool(chat, agent, call)
+    with tracer.span("execute_tool", f"execute_tool {call.name}", {
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.ref,
+    }) as run:
+        kind, value = await _run_tool(chat, agent, call)
+        if kind == "interrupted":
+            run.event("interlock.interrupt", {"interlock.interrupt.ref": call.ref})
+        elif kind == "failed":
+            run.fail("tool_error", str(value))
+        return kind, value
 
 
 async def _run_tool(chat: Chat, agent: Agent, call: ToolCall) -> Outcome:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -42,6 +42,8 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="bind address")
     port: int = Field(8000, ge=0, le=65535, description="port; 0 picks a free one")
     workers: int = Field(1, ge=1, le=64, description="server processes on the one store")
+    log_format: Literal["text", "json"] = Field("text", description="text, or json (a line each)")
+    tracing: bool = Field(False, description="OpenTelemetry traces (the otel extra)")
 
     @model_validator(mode="after")
     def _no_retired_variables(self) -> Settings:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from interlock.projections import chats, decisions, inbox
+from interlock.projections import chats, decisions, inbox, webhooks
 from interlock.projections.sql import ReadModel
 
 READ_MODELS: tuple[ReadModel, ...] = (
     inbox.READ_MODEL,
     decisions.READ_MODEL,
     chats.READ_MODEL,
+    webhooks.READ_MODEL,
 )

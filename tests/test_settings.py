@@ -58,6 +58,7 @@ def test_a_keys_file_wins_over_keys_in_the_environment(
     monkeypatch.setenv("INTERLOCK_API_KEYS", json.dumps(KEYS))
     keys_file = tmp_path / "keys.toml"
     keys_file.write_text('[key-bo]\nid = "bo"\nroles = ["admin"]\n')
+    keys_file.chmod(0o600)
     auth = auth_from(load_settings(api_keys_file=keys_file))
     assert auth.authenticate("Bearer key-bo", None).id == "bo"
     assert auth_from(load_settings()).authenticate("Bearer key-ann", None).id == "ann"

@@ -74,7 +74,7 @@ async def send_message(
     """Send a user message and run the turn until it stops or interrupts."""
     return await answer_turn(request, lambda emit: service.send(
         chat_id, body.text, actor=who.id, tenant=who.tenant, emit=emit,
-        max_turns=body.max_turns), streams)
+        max_turns=body.max_turns), streams, who.tenant)
 
 
 @router.post("/{chat_id}/resume", response_model=TurnPublic,
@@ -88,7 +88,7 @@ async def resume(
     return await answer_turn(request, lambda emit: service.resume(
         chat_id, respond=body.respond, restart=body.restart, actor=who.id, tenant=who.tenant,
         emit=emit, idempotency_key=idempotency_key, metadata=body.metadata,
-        max_turns=body.max_turns), streams)
+        max_turns=body.max_turns), streams, who.tenant)
 
 
 @router.post("/{chat_id}/retry", response_model=TurnPublic,
@@ -99,4 +99,4 @@ async def retry(
 ) -> TurnPublic | StreamingResponse:
     """Continue a failed turn from its last recorded step."""
     return await answer_turn(request, lambda emit: service.retry(
-        chat_id, actor=who.id, tenant=who.tenant, emit=emit), streams)
+        chat_id, actor=who.id, tenant=who.tenant, emit=emit), streams, who.tenant)

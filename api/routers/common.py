@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from interlock.api.schemas import ErrorBody, TurnPublic
 from interlock.api.streaming import Turn, TurnStreams
+from interlock.domain import Interlock
 from interlock.domain.errors import ModelError
 
 Responses = dict[int | str, dict[str, Any]]
@@ -30,11 +32,20 @@ def wants_stream(request: Request) -> bool:
 
 
 async def answer_turn(
-    request: Request, turn: Turn, streams: TurnStreams
+    request: Request, turn: Turn, streams: TurnStreams, tenant: str
 ) -> TurnPublic | StreamingResponse:
-    """Run the turn; answer its result, or stream its events when the client asks."""
+    """Run the turn; answer its result, or stream its events when the client asks.
+
+    A stream request with `Last-Event-ID` is a reconnect: it never runs the command again.
+    """
     if wants_stream(request):
-        return await streams.open(turn)
+        chat_id = str(request.path_params["chat_id"])
+        last = request.headers.get("last-event-id")
+        if last is None:
+            return await streams.open(turn, (chat_id, tenant))
+        service: Interlock = request.app.state.service
+        return streams.rejoin(last, (chat_id, tenant)) or await streams.from_log(
+            lambda: service.get_chat(UUID(chat_id), tenant=tenant))
     result = await turn(None)
     if result.finish_reason == "failed":
         raise ModelError(result.error or "the model failed", chat_id=result.chat_id,

@@ -12,7 +12,8 @@ from eventsourcing.persistence import PersistenceError
 from interlock.domain.errors import ConfigurationError, InterlockError
 
 # Each module adds its subcommands with `register(subparsers)`.
-COMMAND_MODULES = ("interlock.cli.demo", "interlock.cli.serve", "interlock.cli.audit")
+COMMAND_MODULES = ("interlock.cli.demo", "interlock.cli.serve", "interlock.cli.audit",
+                   "interlock.cli.webhooks")
 
 
 def build_parser() -> argparse.ArgumentParser:

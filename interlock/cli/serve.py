@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 
+from interlock.api.observability.logs import configure_logging
 from interlock.bootstrap import check_serving
 from interlock.settings import flag_help as _help
 from interlock.settings import load_settings
@@ -38,17 +38,20 @@ def register(subparsers: Any) -> None:
     p.add_argument("--keys", type=Path, dest="api_keys_file",
                    help=_help("API keys file, JSON or TOML, mapping key -> {id, tenant, roles}; "
                               "or JSON text in INTERLOCK_API_KEYS", "api_keys_file"))
+    p.add_argument("--log-format", choices=["text", "json"],
+                   help=_help("log lines as text or one JSON object each", "log_format"))
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = load_settings(agents=args.agents, store=args.store, host=args.host,
                              port=args.port, workers=args.workers,
-                             api_keys_file=args.api_keys_file)
+                             api_keys_file=args.api_keys_file, log_format=args.log_format)
+    configure_logging(settings.log_format)
     check_serving(settings)  # one clear line and exit 2, before any worker starts
     # Every process, this one included, builds the app from the environment: one path.
     os.environ.update(settings.to_env())
     uvicorn.run(FACTORY, factory=True, host=settings.host, port=settings.port,
-                workers=settings.workers, access_log=False, log_level="info")
+                workers=settings.workers, access_log=False, log_level="info",
+                log_config=None)  # our handler (configure_logging) formats uvicorn's lines too
     return 0

@@ -85,6 +85,8 @@ def test_keys_load_from_json_toml_and_environment(tmp_path: Path) -> None:
     as_json.write_text(json.dumps(KEYS))
     as_toml = tmp_path / "keys.toml"
     as_toml.write_text('[key-x]\nid = "x"\ntenant = "t"\nroles = ["auditor"]\n')
+    as_json.chmod(0o600)
+    as_toml.chmod(0o600)
     assert load_auth(as_json).authenticate("Bearer key-bob", None).id == "bob"
     assert load_auth(as_toml).authenticate("Bearer key-x", None).roles == {"auditor"}
     from_env = auth_from(load_settings(api_keys=json.dumps(KEYS)))

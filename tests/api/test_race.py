@@ -22,6 +22,7 @@ CLIENTS = 20
 def servers(pg_store: str, tmp_path: Path) -> Iterator[list[ServeProcess]]:
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps(KEYS))
+    keys.chmod(0o600)
     args = ("--store", pg_store, "--agents", "tests.api.agents:AGENTS", "--keys", str(keys))
     started: list[ServeProcess] = []
     try:

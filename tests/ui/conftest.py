@@ -14,7 +14,7 @@ from tests.api.conftest import Live
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # closed before other packages run: it holds a loop
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
         pytest.fail("Debian's chromium is missing: apt-get install -y chromium (see .ci/run)")

@@ -1,0 +1,73 @@
+"""What is known about the request being served, for log lines, metrics and webhooks."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.types import Scope
+
+# A client's id is kept when it is a sane token: no spaces, no control characters, short.
+_SANE_ID = re.compile(r"[A-Za-z0-9._:@+=/-]{1,128}")
+
+
+@dataclass
+class RequestInfo:
+    """Mutable on purpose: the auth dependency fills in the caller after the middleware
+    made it, and tasks the request starts (a streamed turn) see the same object."""
+
+    request_id: str
+    scope: Scope = field(default_factory=dict, repr=False)
+    principal: str | None = None
+    tenant: str | None = None
+
+    @property
+    def chat_id(self) -> str | None:
+        """The chat the route names, once routing has resolved it."""
+        value = self.scope.get("path_params", {}).get("chat_id")
+        return None if value is None else str(value)
+
+    @property
+    def route(self) -> str | None:
+        """The route's template (`/v1/chats/{chat_id}`), once routing has resolved it."""
+        route = self.scope.get("route")
+        path = getattr(route, "path", None)
+        return path if isinstance(path, str) else None
+
+    def fields(self) -> dict[str, Any]:
+        """What log lines carry: only what is known."""
+        known = {"request_id": self.request_id, "principal": self.principal,
+                 "tenant": self.tenant, "chat_id": self.chat_id}
+        return {k: v for k, v in known.items() if v is not None}
+
+
+_current: ContextVar[RequestInfo | None] = ContextVar("interlock_request", default=None)
+
+
+def request_id_from(header: str | None) -> str:
+    """The client's `X-Request-ID` when it is sane, else a fresh one."""
+    if header is not None and _SANE_ID.fullmatch(header):
+        return header
+    return uuid.uuid4().hex
+
+
+def begin(request_id: str, scope: Scope) -> RequestInfo:
+    """Start a request's context (the middleware calls this)."""
+    info = RequestInfo(request_id, scope)
+    _current.set(info)
+    return info
+
+
+def current() -> RequestInfo | None:
+    """The request being served in this context, if any."""
+    return _current.get()
+
+
+def note_principal(principal_id: str, tenant: str) -> None:
+    """Record who is calling (the auth dependency calls this)."""
+    info = _current.get()
+    if info is not None:
+        info.principal, info.tenant = principal_id, tenant

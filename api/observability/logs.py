@@ -1,0 +1,62 @@
+"""Log lines as text or as one JSON object a line, carrying the request's context."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import IO, Any, Literal
+
+from interlock.api.observability.context import current
+
+LogFormat = Literal["text", "json"]
+TEXT = "%(levelname)s %(name)s: %(message)s%(context)s"
+
+
+class ContextFilter(logging.Filter):
+    """Adds the current request's fields to every record (`record.context_fields`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        info = current()
+        fields = info.fields() if info is not None else {}
+        record.context_fields = fields
+        record.context = "".join(f" {k}={v}" for k, v in fields.items())
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message, request context, extras."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+            **getattr(record, "context_fields", {}),
+            **getattr(record, "fields", {}),  # `extra={"fields": {...}}` (the access log)
+        }
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str, ensure_ascii=False)
+
+
+def handler(fmt: LogFormat, stream: IO[str] | None = None) -> logging.Handler:
+    """A handler writing `fmt` lines to `stream` (stderr by default)."""
+    out = logging.StreamHandler(stream or sys.stderr)
+    out.addFilter(ContextFilter())
+    out.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT))
+    return out
+
+
+def configure_logging(fmt: LogFormat, level: int = logging.INFO) -> None:
+    """Send every logger (uvicorn's included) through one handler in `fmt`."""
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler(fmt))
+    root.setLevel(level)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).handlers.clear()
+        logging.getLogger(name).propagate = True

@@ -1,0 +1,167 @@
+"""Prometheus metrics at `/metrics`.
+
+Counts of what the service did (decisions, turns, model calls) are read from the event log
+at scrape time, so every worker reports the same, complete figures; HTTP request counts are
+the scraped process's own. Pending approvals and view lag are read when scraped.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from interlock.domain import Interlock
+from interlock.domain.events import (
+    ChatStarted,
+    Interrupted,
+    ModelResponded,
+    Responded,
+    Restarted,
+    TurnFinished,
+    TurnRetried,
+    UserMessageSent,
+)
+from interlock.projections.interface import InboxFilter, ReadModels
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+BATCH = 1000
+WAIT_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600, float("inf"))
+TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, float("inf"))
+# A decision event and its kind; approval events (votes, expiry, withdrawal) are one line each.
+DECISION_KINDS: dict[type[Any], str] = {Responded: "respond", Restarted: "restart"}
+TURN_STARTS = (UserMessageSent, TurnRetried, Responded, Restarted)
+_ATTEMPTS = re.compile(r"\(after (\d+) attempts\)")
+
+
+def provider_of(model: object) -> str:
+    """`openai:gpt-4.1` → `openai`; a Model object → its name."""
+    if isinstance(model, str):
+        return model.partition(":")[0]
+    return str(getattr(model, "name", "unknown"))
+
+
+class Metrics:
+    """The registry, the process's HTTP counts, and the log follower feeding the rest."""
+
+    def __init__(self, service: Interlock, views: ReadModels) -> None:
+        self.service, self.views = service, views
+        self.registry = r = CollectorRegistry()
+        self.http = Counter("interlock_http_requests", "HTTP requests answered",
+                            ["method", "route", "status"], registry=r)
+        self.decisions = Counter("interlock_decisions", "Decisions recorded", ["kind"],
+                                 registry=r)
+        self.decision_seconds = Histogram(
+            "interlock_decision_seconds", "Time from an interrupt to its decision", ["kind"],
+            buckets=WAIT_BUCKETS, registry=r)
+        self.turns = Counter("interlock_turns", "Turns finished", ["finish_reason"], registry=r)
+        self.turn_seconds = Histogram("interlock_turn_seconds", "Turn duration, start to finish",
+                                      ["finish_reason"], buckets=TURN_BUCKETS, registry=r)
+        self.model_calls = Counter("interlock_model_calls", "Model replies recorded",
+                                   ["provider"], registry=r)
+        self.model_errors = Counter("interlock_model_errors", "Turns failed by the model",
+                                    ["provider"], registry=r)
+        self.model_retries = Counter("interlock_model_retries",
+                                     "Retries spent on calls that failed", ["provider"],
+                                     registry=r)
+        r.register(_ScrapeTime(self))
+        self._lock = threading.Lock()
+        self._position = 0
+        self._agent_of: dict[UUID, str] = {}
+        self._asked: dict[tuple[UUID, str], datetime] = {}
+        self._began: dict[UUID, datetime] = {}
+
+    def render(self) -> bytes:
+        """The exposition, after following the log to its head."""
+        self.follow()
+        return bytes(generate_latest(self.registry))
+
+    def follow(self) -> None:
+        """Count the events recorded since the last scrape."""
+        with self._lock:
+            recorder = self.service.recorder
+            head = recorder.max_notification_id() or 0
+            while self._position < head:
+                notes = recorder.select_notifications(self._position, BATCH, stop=head,
+                                                      inclusive_of_start=False)
+                if not notes:
+                    break
+                for note in notes:
+                    self._count(self.service.mapper.to_domain_event(note))
+                self._position = notes[-1].id
+
+    def _provider(self, chat: UUID) -> str:
+        agent = self.service.agents.get(self._agent_of.get(chat, ""))
+        return provider_of(agent.model) if agent is not None else "unknown"
+
+    def _count(self, event: Any) -> None:
+        chat = event.originator_id
+        if isinstance(event, ChatStarted):
+            self._agent_of[chat] = event.agent
+        if isinstance(event, TURN_STARTS):
+            self._began.setdefault(chat, event.timestamp)
+        if isinstance(event, Interrupted):
+            self._asked[(chat, event.ref)] = event.timestamp
+        kind = DECISION_KINDS.get(type(event))
+        if kind is not None:
+            self.decisions.labels(kind).inc()
+            asked = self._asked.pop((chat, event.ref), None)
+            if asked is not None:
+                self.decision_seconds.labels(kind).observe(
+                    (event.timestamp - asked).total_seconds())
+        if isinstance(event, ModelResponded):
+            self.model_calls.labels(self._provider(chat)).inc()
+        if isinstance(event, TurnFinished):
+            self._finished(chat, event)
+
+    def _finished(self, chat: UUID, event: TurnFinished) -> None:
+        self.turns.labels(event.reason).inc()
+        began = self._began.pop(chat, None)
+        if began is not None:
+            self.turn_seconds.labels(event.reason).observe(
+                (event.timestamp - began).total_seconds())
+        provider = self._provider(chat)
+        # A model's failure is recorded as its ModelError, which begins with the provider
+        # ("openai: 503 ...") or the model's name; a tool's or the loop's does not.
+        if event.reason == "failed" and (event.error or "").startswith(provider):
+            self.model_errors.labels(provider).inc()
+            attempts = _ATTEMPTS.search(event.error or "")
+            if attempts:
+                self.model_retries.labels(provider).inc(int(attempts.group(1)) - 1)
+
+
+class _ScrapeTime(Collector):
+    """Gauges read when scraped: pending approvals by agent and tool, view lag."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        pending = GaugeMetricFamily("interlock_pending_approvals",
+                                    "Interrupts awaiting a decision", labels=["agent", "tool"])
+        for (agent, tool), n in sorted(_pending(self.metrics.views).items()):
+            pending.add_metric([agent, tool], n)
+        yield pending
+        lag = GaugeMetricFamily("interlock_view_lag_events",
+                                "Recorded events some read model has not processed")
+        lag.add_metric([], self.metrics.views.lag())
+        yield lag
+
+
+def _pending(views: ReadModels) -> dict[tuple[str, str], int]:
+    counts: dict[tuple[str, str], int] = {}
+    cursor: str | None = None
+    while True:
+        page = views.inbox(InboxFilter(), 500, cursor)
+        for row in page.items:
+            counts[(row.agent, row.tool)] = counts.get((row.agent, row.tool), 0) + 1
+        cursor = page.next_cursor
+        if cursor is None:
+            return counts

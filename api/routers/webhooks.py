@@ -1,0 +1,94 @@
+"""Webhook subscriptions of the caller's tenant, and their deliveries (admins only)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
+
+from interlock.api.auth import Principal
+from interlock.api.deps import PrincipalDep
+from interlock.api.errors import RouteNotFoundError
+from interlock.api.routers.common import errors
+from interlock.projections.webhooks import (
+    EVENT_TYPES,
+    Delivery,
+    DeliveryStatus,
+    EventType,
+    Subscription,
+    WebhooksView,
+)
+
+router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
+Id = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+async def _admin(principal: PrincipalDep) -> Principal:
+    principal.require("admin")
+    return principal
+
+
+Admin = Annotated[Principal, Depends(_admin)]
+
+
+def _view(request: Request) -> WebhooksView:
+    view: WebhooksView | None = request.app.state.webhooks
+    if view is None:
+        raise RouteNotFoundError("webhooks are not enabled on this server")
+    return view
+
+
+View = Annotated[WebhooksView, Depends(_view)]
+
+
+class SubscriptionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: AnyHttpUrl = Field(description="where to POST; http(s) only")
+    events: list[EventType] = Field(default=list(EVENT_TYPES), min_length=1)
+
+
+class SubscriptionList(BaseModel):
+    items: list[Subscription]
+
+
+class DeliveryList(BaseModel):
+    items: list[Delivery]
+
+
+@router.post("", status_code=201, response_model=Subscription, responses=errors())
+def create_webhook(body: SubscriptionCreate, view: View, who: Admin) -> Subscription:
+    """Subscribe a URL to the tenant's notifications; the `secret` is shown only here."""
+    return view.subscribe(who.tenant, str(body.url), list(body.events))
+
+
+@router.get("", response_model=SubscriptionList, responses=errors())
+def list_webhooks(view: View, who: Admin) -> SubscriptionList:
+    """The tenant's subscriptions (without their secrets)."""
+    return SubscriptionList(items=view.subscriptions(who.tenant))
+
+
+@router.delete("/{subscription_id}", status_code=204, responses=errors(404))
+def delete_webhook(subscription_id: str, view: View, who: Admin) -> Response:
+    """Remove a subscription and its undelivered notifications."""
+    if not view.unsubscribe(who.tenant, subscription_id):
+        raise RouteNotFoundError(f"no webhook subscription {subscription_id}")
+    return Response(status_code=204)
+
+
+@router.get("/deliveries", response_model=DeliveryList, responses=errors())
+def list_deliveries(
+    view: View, who: Admin, status: DeliveryStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> DeliveryList:
+    """The tenant's deliveries, oldest first; `status=failed` lists those that gave up."""
+    return DeliveryList(items=view.deliveries(who.tenant, status, limit))
+
+
+@router.post("/deliveries/{delivery_id}/redeliver", status_code=202, responses=errors(404))
+def redeliver(delivery_id: str, view: View, who: Admin) -> Response:
+    """Queue a delivery again, from its first attempt, with the same id and body."""
+    if not view.redeliver(who.tenant, delivery_id):
+        raise RouteNotFoundError(f"no webhook delivery {delivery_id}")
+    return Response(status_code=202)

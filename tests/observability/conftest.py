@@ -1,0 +1,69 @@
+"""An in-process app with API keys, a TestClient on it, and captured JSON log lines."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from interlock.api.app import make_app
+from interlock.api.auth import AuthConfig
+from interlock.api.observability.logs import handler
+from interlock.bootstrap import build_service
+from interlock.domain import Interlock
+from interlock.projections import open_read_models
+from tests.api.agents import AGENTS
+from tests.api.conftest import KEYS
+
+
+def auth(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer key-{name}"}
+
+
+@pytest.fixture
+def service(sqlite_store: str) -> Iterator[Interlock]:
+    service = build_service(sqlite_store, AGENTS)
+    yield service
+    service.close()
+
+
+@pytest.fixture
+def http(service: Interlock) -> Iterator[TestClient]:
+    views = open_read_models(service)
+    app = make_app(service, views, AuthConfig.from_mapping(KEYS))
+    with TestClient(app) as client:
+        yield client
+    views.close()
+
+
+class Lines:
+    """JSON log lines written while the fixture is active."""
+
+    def __init__(self, stream: io.StringIO) -> None:
+        self.stream = stream
+
+    def all(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.stream.getvalue().splitlines()]
+
+    def of(self, logger: str) -> list[dict[str, Any]]:
+        return [line for line in self.all() if line["logger"] == logger]
+
+
+@pytest.fixture
+def json_logs() -> Iterator[Lines]:
+    stream = io.StringIO()
+    out = handler("json", stream)
+    logger = logging.getLogger("interlock")
+    level = logger.level
+    logger.addHandler(out)
+    logger.setLevel(logging.INFO)
+    try:
+        yield Lines(stream)
+    finally:
+        logger.removeHandler(out)
+        logger.setLevel(level)

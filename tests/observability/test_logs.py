@@ -1,0 +1,73 @@
+"""JSON logs carry the request's context; every answer names its request id."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from fastapi.testclient import TestClient
+
+from interlock.api.observability.context import current
+from interlock.cli.main import build_parser
+from interlock.domain.errors import ConfigurationError
+from interlock.settings import load_settings
+from tests.observability.conftest import Lines, auth
+
+
+def test_a_sane_request_id_is_kept_and_logged_with_the_caller(
+    http: TestClient, json_logs: Lines
+) -> None:
+    chat = http.post("/v1/chats", json={"agent": "bankingAgent"}, headers=auth("alice")).json()
+    answer = http.get(f"/v1/chats/{chat['id']}",
+                      headers={**auth("alice"), "X-Request-ID": "req-42.a:b"})
+
+    assert answer.headers["X-Request-ID"] == "req-42.a:b"
+    line = json_logs.of("interlock.access")[-1]
+    assert line["request_id"] == "req-42.a:b"
+    assert (line["principal"], line["tenant"], line["chat_id"]) == ("alice", "acme", chat["id"])
+    assert (line["method"], line["route"], line["status"]) == (
+        "GET", "/v1/chats/{chat_id}", 200)
+    assert line["path"] == f"/v1/chats/{chat['id']}" and line["duration_ms"] >= 0
+
+
+@pytest.mark.parametrize("given", ["has space", "x" * 129, "a;b", "a\tb", "<script>"])
+def test_an_insane_request_id_is_replaced(http: TestClient, given: str) -> None:
+    answer = http.get("/healthz", headers={"X-Request-ID": given})
+    rid = answer.headers["X-Request-ID"]
+    assert rid != given and len(rid) == 32 and int(rid, 16) >= 0
+
+
+def test_every_answer_has_its_own_id_even_a_refusal(http: TestClient, json_logs: Lines) -> None:
+    first = http.get("/v1/chats")  # no key: 401
+    big = http.post("/v1/chats", content=b"x" * (2 << 20), headers=auth("alice"))  # 413
+    assert (first.status_code, big.status_code) == (401, 413)
+    ids = {first.headers["X-Request-ID"], big.headers["X-Request-ID"]}
+    assert len(ids) == 2
+    lines = json_logs.of("interlock.access")
+    assert [(x["status"], x["request_id"] in ids) for x in lines] == [(401, True), (413, True)]
+    assert "principal" not in lines[0]  # unknown: left out, not invented
+
+
+def test_lines_logged_while_serving_carry_the_request(
+    http: TestClient, json_logs: Lines, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from interlock.api.routers import health
+
+    def probe(*_: object) -> tuple[bool, bool]:
+        logging.getLogger("interlock.test").warning("probing %s", current() is not None)
+        return True, True
+
+    monkeypatch.setattr(health, "_probe", probe)
+    http.get("/readyz", headers={"X-Request-ID": "r-1"})
+    [line] = [x for x in json_logs.all() if x["logger"] == "interlock.test"]
+    assert line == {**line, "level": "warning", "message": "probing True", "request_id": "r-1"}
+
+
+def test_the_format_is_a_setting_and_a_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().log_format == "text"
+    monkeypatch.setenv("INTERLOCK_LOG_FORMAT", "json")
+    assert load_settings().log_format == "json"
+    assert build_parser().parse_args(["serve", "--log-format", "text"]).log_format == "text"
+    monkeypatch.setenv("INTERLOCK_LOG_FORMAT", "xml")
+    with pytest.raises(ConfigurationError, match="INTERLOCK_LOG_FORMAT"):
+        load_settings()

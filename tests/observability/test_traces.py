@@ -1,0 +1,115 @@
+"""Spans and their attributes for a full interrupt cycle (in-memory exporter)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from interlock.api.app import make_app
+from interlock.api.auth import AuthConfig
+from interlock.domain import Interlock
+from interlock.projections import open_read_models
+from tests.api.conftest import KEYS
+from tests.observability.conftest import auth
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
+
+
+@pytest.fixture
+def spans() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def traced(service: Interlock, spans: InMemorySpanExporter) -> Iterator[TestClient]:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    views = open_read_models(service)
+    app = make_app(service, views, AuthConfig.from_mapping(KEYS),
+                   tracer=provider.get_tracer("test"))
+    with TestClient(app) as client:
+        yield client
+    views.close()
+
+
+def _named(spans: InMemorySpanExporter, prefix: str) -> list[ReadableSpan]:
+    return [s for s in spans.get_finished_spans() if s.name.startswith(prefix)]
+
+
+def test_a_full_interrupt_cycle_is_traced(
+    traced: TestClient, spans: InMemorySpanExporter
+) -> None:
+    chat = traced.post("/v1/chats", json={"agent": "bankingAgent"}, headers=auth("dana")).json()
+    sent = traced.post(f"/v1/chats/{chat['id']}/messages", json={
+        "text": "Transfer $500 to savings."}, headers={**auth("dana"), "traceparent": PARENT})
+    [ask] = sent.json()["interrupts"]
+
+    [turn] = _named(spans, "invoke_agent")
+    attrs = dict(turn.attributes or {})
+    assert attrs["gen_ai.operation.name"] == "invoke_agent"
+    assert (attrs["gen_ai.agent.name"], attrs["gen_ai.conversation.id"]) == (
+        "bankingAgent", chat["id"])
+    assert attrs["interlock.finish_reason"] == "interrupted"
+    assert format(turn.context.trace_id, "032x") == TRACE_ID  # the caller's trace flows in
+    [server] = [s for s in spans.get_finished_spans() if s.kind == SpanKind.SERVER
+                and s.context.trace_id == turn.context.trace_id]
+    assert turn.parent is not None and turn.parent.span_id == server.context.span_id
+    assert server.name == "POST /v1/chats/{chat_id}/messages"
+    [model] = _named(spans, "chat ")
+    assert model.kind == SpanKind.CLIENT and model.parent is not None
+    assert model.parent.span_id == turn.context.span_id
+    assert dict(model.attributes or {})["gen_ai.request.model"] == "banking-script"
+    [tool] = _named(spans, "execute_tool")
+    tool_attrs = dict(tool.attributes or {})
+    assert (tool_attrs["gen_ai.tool.name"], tool_attrs["gen_ai.tool.call.id"]) == (
+        "userApproval", ask["ref"])
+    assert [e.name for e in tool.events] == ["interlock.interrupt"]
+    assert tool.status.status_code != StatusCode.ERROR  # an interrupt is not an error
+
+    spans.clear()
+    decide = {"respond": [{"ref": ask["ref"], "name": ask["name"], "output": {"approved": True}}]}
+    done = traced.post(f"/v1/chats/{chat['id']}/resume", json=decide, headers=auth("bob"))
+    assert done.json()["finish_reason"] == "stop"
+
+    [resumed] = _named(spans, "invoke_agent")
+    [decision] = resumed.events
+    assert decision.name == "interlock.decision"
+    assert dict(decision.attributes or {}) == {
+        "interlock.interrupt.ref": ask["ref"], "interlock.decision": "respond",
+        "gen_ai.tool.name": "userApproval", "interlock.actor": "bob"}
+    assert dict(resumed.attributes or {})["interlock.finish_reason"] == "stop"
+    # a responded interrupt does not run again; the transfer it approved does
+    assert [s.name for s in _named(spans, "execute_tool")] == ["execute_tool transferMoney"]
+    assert all(s.parent is not None and s.parent.span_id == resumed.context.span_id
+               for s in _named(spans, "chat ") + _named(spans, "execute_tool"))
+    assert all(s.status.status_code != StatusCode.ERROR for s in spans.get_finished_spans())
+
+
+def test_a_model_failure_is_an_error_span(traced: TestClient, spans: InMemorySpanExporter,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.api.agents import FLAKY_DOWN
+
+    FLAKY_DOWN.set()
+    try:
+        chat = traced.post("/v1/chats", json={"agent": "flakyAgent"}, headers=auth("dana")).json()
+        traced.post(f"/v1/chats/{chat['id']}/messages", json={"text": "hi"},
+                    headers=auth("dana"))
+    finally:
+        FLAKY_DOWN.clear()
+    [model] = _named(spans, "chat ")
+    assert model.status.status_code == StatusCode.ERROR
+    assert dict(model.attributes or {})["error.type"] == "ModelError"
+    [turn] = _named(spans, "invoke_agent")
+    assert dict(turn.attributes or {})["interlock.finish_reason"] == "failed"
+
+
+def test_tracing_is_off_unless_configured(http: TestClient, service: Interlock) -> None:
+    assert service.tracer is None
+    assert http.app.state.observed.spans is None  # type: ignore[attr-defined]
