@@ -81,6 +81,7 @@ class InterruptExpired(ChatEvent):
 
     ref: str
     expires_at: datetime
+    input_sha256: str
 
     def apply(self, state: ChatState) -> None:
         call = state.calls[self.ref]
@@ -97,6 +98,7 @@ class InterruptWithdrawn(ChatEvent):
     ref: str
     actor: str
     reason: str
+    input_sha256: str
 
     def apply(self, state: ChatState) -> None:
         call = state.calls[self.ref]

@@ -216,7 +216,8 @@ class Chat:
         expires_at = call.approval.terms.expires_at if call and call.approval else None
         if call is None or not call.awaiting_approval or expires_at is None or now < expires_at:
             return False
-        self._trigger(InterruptExpired, ref=ref, expires_at=expires_at)
+        self._trigger(InterruptExpired, ref=ref, expires_at=expires_at,
+                      input_sha256=sha256_hex(call.input))
         return True
 
     def escalate(self, ref: str, now: datetime) -> bool:
@@ -246,7 +247,8 @@ class Chat:
                 raise InterruptNotPendingError(ref, call.decided_by, call.decided_at, call.decision)
             check_withdrawer(call, decider)
         for ref in refs:
-            self._trigger(InterruptWithdrawn, ref=ref, actor=decider.id, reason=reason)
+            self._trigger(InterruptWithdrawn, ref=ref, actor=decider.id, reason=reason,
+                          input_sha256=sha256_hex(self.state.calls[ref].input))
 
     def record_fingerprint(self, fingerprint: str) -> None:
         """Record the agent's fingerprint when it differs from the one last recorded."""
