@@ -176,3 +176,20 @@ def test_a_treasury_only_key_passes_the_resume_route_gate(live: Live) -> None:
     r = httpx.post(f"{live.url}/v1/chats/00000000-0000-0000-0000-000000000000/resume",
                    headers={"Authorization": "Bearer key-tina"}, json={})
     assert r.status_code == 404
+
+
+def test_the_treasury_banking_example_needs_two_treasurers(
+    live: Live, client_for: ClientFor
+) -> None:
+    chat = client_for("alice").chat("treasuryBankingAgent")
+    ask = chat.send("transfer $2500 to savings").interrupts[0]
+    held = client_for("bob").open_chat(chat.id).decide(ask.respond({"approved": True}))
+    transfer = held.interrupts[0]
+    assert transfer.name == "transferMoney" and transfer.approval["terms"]["quorum"] == 2
+    client_for("tina").open_chat(chat.id).decide(transfer.approve())
+    done = client_for("tom").open_chat(chat.id).decide(transfer.approve())
+    assert done.text.startswith("Done. Your checking balance is now")
+    small = client_for("alice").chat("treasuryBankingAgent")
+    ask = small.send("transfer $20 to savings").interrupts[0]
+    done = client_for("bob").open_chat(small.id).decide(ask.respond({"approved": True}))
+    assert done.text.startswith("Done.")  # under the limit: no approval asked
