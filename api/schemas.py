@@ -198,9 +198,9 @@ class ToolPublic(BaseModel):
         default=None, description="the approval policy its calls are held under, if any")
 
     @classmethod
-    def of(cls, tool: Tool, agent: Agent) -> ToolPublic:
+    def of(cls, tool: Tool, agent: Agent | None = None) -> ToolPublic:
         d = tool.definition
-        policy = agent.policy(tool.name)
+        policy = agent.policy(tool.name) if agent is not None else tool.approval
         return cls(
             name=tool.name, description=tool.description, input_schema=d.input_schema,
             output_schema=d.output_schema, interrupts=tool.interrupts,

@@ -19,7 +19,6 @@ from pydantic import BaseModel, Field
 
 from interlock.domain import (
     Agent,
-    Approval as Policy,
     FunctionModel,
     Message,
     ModelRequest,
@@ -28,6 +27,7 @@ from interlock.domain import (
     ToolContext,
     tool,
 )
+from interlock.domain import Approval as Policy
 from interlock.domain import ToolRequest as Request
 
 LIMIT = 1000.0
