@@ -8,17 +8,20 @@ import logging
 import re
 import stat
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from ipaddress import ip_address
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from interlock.domain.approvals import Decider, normalise_id
 from interlock.domain.errors import ConfigurationError, ForbiddenError, UnauthenticatedError
 
 Role = Literal["requester", "approver", "auditor", "admin"]
-ALL_ROLES: frozenset[Role] = frozenset({"requester", "approver", "auditor", "admin"})
+NAME = r"^[a-z][a-z0-9_.-]{0,63}$"  # a role or group name, such as `treasury`
+ALL_ROLES: frozenset[str] = frozenset({"requester", "approver", "auditor", "admin"})
 log = logging.getLogger("interlock.auth")
 
 
@@ -29,7 +32,19 @@ class Principal(BaseModel):
 
     id: str = Field(min_length=1, max_length=200)
     tenant: str = Field(default="default", min_length=1, max_length=200)
-    roles: frozenset[Role] = frozenset()
+    roles: frozenset[Annotated[str, Field(pattern=NAME)]] = frozenset()  # built-in or custom
+    groups: frozenset[Annotated[str, Field(pattern=NAME)]] = frozenset()
+
+    @field_validator("id")
+    @classmethod
+    def _plain_id(cls, value: str) -> str:
+        if value != value.strip():
+            raise ValueError("a principal id must not start or end with spaces")
+        return value
+
+    def decider(self) -> Decider:
+        """This principal as the domain's approval rules see it."""
+        return Decider(self.id, frozenset(self.roles), frozenset(self.groups))
 
     def require(self, role: Role) -> None:
         """Admins may do anything; everyone else needs the role."""
@@ -90,6 +105,7 @@ class AuthConfig:
             if seen.setdefault(principal.id, principal) != principal:
                 raise ConfigurationError(f"principal {principal.id!r} has keys with different "
                                          "tenants or roles")
+        _check_distinct_ids(keys.values())
         return cls(keys)
 
     def authenticate(self, authorization: str | None, client_host: str | None) -> Principal:
@@ -109,6 +125,17 @@ class AuthConfig:
 def _first(exc: ValidationError) -> str:
     error = exc.errors()[0]
     return f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
+
+
+def _check_distinct_ids(principals: Iterable[Principal]) -> None:
+    """Four eyes compares normalised ids: two spellings of one id would be one person twice."""
+    seen: dict[tuple[str, str], str] = {}
+    for p in principals:
+        key = (p.tenant, normalise_id(p.id))
+        if seen.setdefault(key, p.id) != p.id:
+            raise ConfigurationError(
+                f"API keys name {seen[key]!r} and {p.id!r} in tenant {p.tenant!r}: ids that"
+                " differ only in case or spacing are one person; use one spelling")
 
 
 def is_loopback(host: str | None) -> bool:

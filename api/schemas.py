@@ -9,9 +9,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializ
 
 from interlock.domain import (
     Agent,
+    ApproveEntry,
     Chat,
+    EditEntry,
     Interrupt,
     Message,
+    RejectEntry,
     RespondEntry,
     RestartEntry,
     Tool,
@@ -72,6 +75,12 @@ class MessageCreate(_Body):
 class ResumeRequest(_Body):
     respond: list[RespondEntry] = Field(default=[], max_length=MAX_ENTRIES)
     restart: list[RestartEntry] = Field(default=[], max_length=MAX_ENTRIES)
+    approve: list[ApproveEntry] = Field(default=[], max_length=MAX_ENTRIES,
+                                        description="yes votes on calls held for approval")
+    edit: list[EditEntry] = Field(default=[], max_length=MAX_ENTRIES,
+                                  description="changed inputs of held calls; others approve them")
+    reject: list[RejectEntry] = Field(default=[], max_length=MAX_ENTRIES,
+                                      description="no votes, with the reason the model is given")
     metadata: dict[str, Any] | None = Field(
         default=None, description="the resume's own metadata: on each decision, seen by restarts")
     max_turns: MaxTurns = None
@@ -82,9 +91,19 @@ class ResumeRequest(_Body):
         {"restart": [{"ref": "transferMoney-2", "name": "transferMoney",
                       "resumed_metadata": {"override": True}}],
          "metadata": {"ticket": "OPS-7"}, "max_turns": 3},
+        {"approve": [{"ref": "transferMoney-2", "name": "transferMoney"}]},
+        {"reject": [{"ref": "transferMoney-2", "name": "transferMoney",
+                     "reason": "not to that account"}]},
         {"restart": [{"ref": "transferMoney-2", "name": "transferMoney",
                       "replace_input": {"amount": 900, "to_account": "savings"}}]},
     ]})
+
+
+class WithdrawRequest(_Body):
+    """Take pending requests back; the model is told the reason."""
+
+    refs: list[str] = Field(min_length=1, max_length=MAX_ENTRIES)
+    reason: str = Field(min_length=1, max_length=2000)
 
 
 class TurnPublic(BaseModel):
@@ -175,14 +194,18 @@ class ToolPublic(BaseModel):
     interrupts: bool
     side_effects: bool
     distinct_approver: bool
+    approval: dict[str, Any] | None = Field(
+        default=None, description="the approval policy its calls are held under, if any")
 
     @classmethod
-    def of(cls, tool: Tool) -> ToolPublic:
+    def of(cls, tool: Tool, agent: Agent | None = None) -> ToolPublic:
         d = tool.definition
+        policy = agent.policy(tool.name) if agent is not None else tool.approval
         return cls(
             name=tool.name, description=tool.description, input_schema=d.input_schema,
             output_schema=d.output_schema, interrupts=tool.interrupts,
             side_effects=tool.side_effects, distinct_approver=tool.distinct_approver,
+            approval=policy.describe() if policy else None,
         )
 
 
@@ -191,12 +214,14 @@ class AgentPublic(BaseModel):
     description: str
     model: str
     tools: list[ToolPublic]
+    fingerprint: str = Field(description="hash of prompt, model id, tools, schemas, policies")
 
     @classmethod
     def of(cls, agent: Agent) -> AgentPublic:
         model = agent.model if isinstance(agent.model, str) else agent.model.name
         return cls(name=agent.name, description=agent.description, model=model,
-                   tools=[ToolPublic.of(t) for t in agent.tools])
+                   tools=[ToolPublic.of(t, agent) for t in agent.tools],
+                   fingerprint=agent.fingerprint)
 
 
 class AgentList(BaseModel):

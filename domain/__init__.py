@@ -2,6 +2,8 @@
 
 from interlock.domain.agent import Agent
 from interlock.domain.application import Interlock
+from interlock.domain.approval_rules import ApproveEntry, EditEntry, RejectEntry
+from interlock.domain.approvals import Approval, Decider
 from interlock.domain.chat import Chat
 from interlock.domain.decisions import RespondEntry, RestartEntry
 from interlock.domain.messages import Message, Part, ToolRequest, ToolResponse
@@ -17,7 +19,11 @@ from interlock.domain.tools import Tool, ToolContext, interrupt, tool
 
 __all__ = [
     "Agent",
+    "Approval",
+    "ApproveEntry",
     "Chat",
+    "Decider",
+    "EditEntry",
     "FunctionModel",
     "Interlock",
     "Interrupt",
@@ -25,6 +31,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "Part",
+    "RejectEntry",
     "RespondEntry",
     "RestartEntry",
     "StreamEvent",

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from interlock.domain.approvals import Approval
+from interlock.domain.canonical import sha256_hex
 from interlock.domain.models import Model, ToolDefinition
 from interlock.domain.tools import Tool
 
 
 @dataclass(frozen=True)
 class Agent:
-    """`model` is a Model, or a provider string such as "openai:gpt-4.1-mini"."""
+    """`model` is a Model, or a provider string such as "openai:gpt-4.1-mini".
+
+    `approvals` maps tool names to policies; one here overrides the tool's own `approval`.
+    """
 
     name: str
     system: str
@@ -20,6 +25,7 @@ class Agent:
     model: Model | str
     max_turns: int = 5
     description: str = ""
+    approvals: Mapping[str, Approval] = field(default_factory=dict)
     _by_name: dict[str, Tool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -28,7 +34,24 @@ class Agent:
             raise ValueError(f"agent {self.name}: two tools share a name")
         if self.max_turns < 1:
             raise ValueError(f"agent {self.name}: max_turns must be at least 1")
+        unknown = sorted(set(self.approvals) - set(by_name))
+        if unknown:
+            raise ValueError(f"agent {self.name}: approvals name unknown tools {unknown}")
         object.__setattr__(self, "_by_name", by_name)
+
+    def policy(self, name: str) -> Approval | None:
+        """The approval policy a tool's calls are held under, if any."""
+        tool = self._by_name.get(name)
+        return self.approvals.get(name) or (tool.approval if tool is not None else None)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A hash of what decides behaviour: prompt, model id, tools, schemas and policies."""
+        model = self.model if isinstance(self.model, str) else self.model.name
+        tools = [{**t.definition.model_dump(mode="json"),
+                  "approval": p.describe() if (p := self.policy(t.name)) else None}
+                 for t in self.tools]
+        return sha256_hex({"system": self.system, "model": model, "tools": tools})
 
     def tool(self, name: str) -> Tool | None:
         return self._by_name.get(name)

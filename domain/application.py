@@ -14,6 +14,8 @@ from eventsourcing.application import AggregateNotFoundError, Application, Proce
 from eventsourcing.persistence import IntegrityError, Mapper, Recording, Transcoder
 
 from interlock.domain.agent import Agent
+from interlock.domain.approval_rules import VoteEntry, held_call
+from interlock.domain.approvals import Decider
 from interlock.domain.cache import ChatCache
 from interlock.domain.canonical import sha256_hex
 from interlock.domain.chat import Chat
@@ -120,6 +122,7 @@ class Interlock(Application[UUID]):
         loop = self._loop(chat, max_turns)
         since = len(chat.state.messages)
         chat.send_message(text, actor=actor)
+        chat.record_fingerprint(loop.agent.fingerprint)
         return self._checkin(chat, await loop.run(chat, since, emit))
 
     async def resume(
@@ -134,12 +137,40 @@ class Interlock(Application[UUID]):
         idempotency_key: str | None = None,
         metadata: dict[str, Any] | None = None,
         max_turns: int | None = None,
+        votes: Sequence[VoteEntry] = (),
+        decider: Decider | None = None,
     ) -> TurnResult:
         """Decide pending interrupts and continue the turn with a fresh tool budget.
 
         With `idempotency_key`, a repeat of the same body answers the first result.
         `metadata` is the resume's own (recorded on each decision, seen by restarted tools).
+        `votes` decide calls held for approval (each its own event); while an approval
+        waits for more votes, no turn runs. `decider` says who votes (HTTP callers).
         """
+        try:
+            return await self._resume(
+                chat_id, respond, restart, actor=actor, tenant=tenant, emit=emit,
+                idempotency_key=idempotency_key, metadata=metadata, max_turns=max_turns,
+                votes=votes, decider=decider)
+        except ConcurrencyError:
+            await self.off_loop(self._explain_lost_vote, chat_id, votes)
+            raise
+
+    async def _resume(
+        self,
+        chat_id: UUID,
+        respond: Sequence[RespondEntry],
+        restart: Sequence[RestartEntry],
+        *,
+        actor: str,
+        tenant: str | None,
+        emit: Emit | None,
+        idempotency_key: str | None,
+        metadata: dict[str, Any] | None,
+        max_turns: int | None,
+        votes: Sequence[VoteEntry],
+        decider: Decider | None,
+    ) -> TurnResult:
         chat = await self.off_loop(self._checkout, chat_id, tenant)
         loop = self._loop(chat, max_turns)
         body_sha = None
@@ -153,12 +184,77 @@ class Interlock(Application[UUID]):
             respond,
             restart,
             actor=actor,
-            tools=self.agent(chat.state.agent).tool_map,
+            tools=loop.agent.tool_map,
             request_key=idempotency_key,
             request_sha256=body_sha,
             metadata=metadata,
+            votes=votes,
+            decider=decider,
+            now=now(),
         )
+        chat.record_fingerprint(loop.agent.fingerprint)
+        if chat.status == "interrupted":  # votes only, none resolved: record them, run nothing
+            position = await self.off_loop(self.commit, chat)
+            return self._checkin(chat, await self._answer(chat, since, position, emit))
         return self._checkin(chat, await loop.run(chat, since, emit))
+
+    async def _answer(
+        self, chat: Chat, since: int, position: int | None, emit: Emit | None
+    ) -> TurnResult:
+        result = TurnResult.of(chat, since, position)
+        if emit is not None:
+            for event in result.closing_events():
+                await emit(event)
+        return result
+
+    def _explain_lost_vote(self, chat_id: UUID, votes: Sequence[VoteEntry]) -> None:
+        """A vote that lost a race says what won (expiry, another decision) when it can."""
+        if not votes:
+            return
+        chat = self.get_chat(chat_id)
+        for entry in votes:
+            held_call(chat.state.calls, entry, now())  # raises the winner's story, if any
+
+    async def expire_due(self, chat_id: UUID, ref: str) -> bool:
+        """Escalate or expire one held call if due (the sweeper's command); False if not due.
+
+        An expiry is told to the model as the tool's response and the turn goes on.
+        """
+        chat = await self.off_loop(self.get_chat, chat_id)
+        at = now()
+        escalated, expired = chat.escalate(ref, at), chat.expire(ref, at)
+        if not (escalated or expired):
+            return False
+        await self._continue(chat)
+        return True
+
+    async def withdraw(
+        self,
+        chat_id: UUID,
+        refs: Sequence[str],
+        *,
+        reason: str,
+        decider: Decider,
+        tenant: str | None = None,
+        emit: Emit | None = None,
+    ) -> TurnResult:
+        """Take pending requests back; the model is told, and the chat goes on."""
+        chat = await self.off_loop(self.get_chat, chat_id, tenant=tenant)
+        since = len(chat.state.messages)
+        chat.withdraw(refs, decider=decider, reason=reason)
+        return await self._continue(chat, since, emit)
+
+    async def _continue(
+        self, chat: Chat, since: int | None = None, emit: Emit | None = None
+    ) -> TurnResult:
+        """Run the turn on if nothing else is pending; a service without the agent only records."""
+        since = len(chat.state.messages) if since is None else since
+        if chat.status != "running":
+            return await self._answer(chat, since, await self.off_loop(self.commit, chat), emit)
+        if chat.state.agent not in self.agents:  # a sweeper without agents: retry continues it
+            chat.finish_turn("failed", error="a pending request ended; retry to continue")
+            return await self._answer(chat, since, await self.off_loop(self.commit, chat), emit)
+        return await self._loop(chat, None).run(chat, since, emit)
 
     def _first_answer(self, chat: Chat, key: str, body_sha: str) -> TurnResult:
         use = chat.state.resume_keys[key]
@@ -189,6 +285,7 @@ class Interlock(Application[UUID]):
         loop = self._loop(chat, max_turns)
         since = len(chat.state.messages)
         chat.retry(actor=actor, now=now(), stale_after=stale_after)
+        chat.record_fingerprint(loop.agent.fingerprint)
         return self._checkin(chat, await loop.run(chat, since, emit))
 
     def _loop(self, chat: Chat, max_turns: int | None) -> TurnLoop:

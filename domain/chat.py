@@ -11,7 +11,24 @@ from uuid import UUID, uuid4
 from eventsourcing.utils import register_topic
 
 from interlock.domain import events as ev
+from interlock.domain.approval_events import (
+    AgentFingerprinted,
+    ApprovalEscalated,
+    ApprovalRequested,
+    InterruptExpired,
+    InterruptWithdrawn,
+)
+from interlock.domain.approval_rules import (
+    VoteEntry,
+    check_voter,
+    check_withdrawer,
+    held_call,
+    vote_decision,
+)
+from interlock.domain.approvals import ApprovalTerms, Decider
+from interlock.domain.canonical import sha256_hex
 from interlock.domain.decisions import (
+    Decision,
     Entry,
     RespondEntry,
     RestartEntry,
@@ -22,14 +39,17 @@ from interlock.domain.decisions import (
     restart_decision,
 )
 from interlock.domain.errors import (
+    ForbiddenError,
+    InterruptNotPendingError,
     InvalidRequestError,
     NothingToRetryError,
     PendingInterruptsError,
     TurnInProgressError,
+    UnknownInterruptError,
 )
 from interlock.domain.jsonsafe import check_json
 from interlock.domain.messages import Message, Part
-from interlock.domain.state import ChatState, ChatStatus, ToolCall
+from interlock.domain.state import RUNNABLE, ChatState, ChatStatus, ToolCall
 from interlock.domain.tools import Tool
 
 _PLAIN_REF = re.compile(r"[\w.:\-]{1,80}")
@@ -137,17 +157,26 @@ class Chat:
         request_key: str | None = None,
         request_sha256: str | None = None,
         metadata: dict[str, Any] | None = None,
+        votes: Sequence[VoteEntry] = (),
+        decider: Decider | None = None,
+        now: datetime | None = None,
     ) -> None:
         """Validate the whole batch, then record one decision event per entry.
 
         `metadata` belongs to the resume as a whole (Genkit's `resume.metadata`): it is
-        recorded on each decision event and given to restarted tools.
+        recorded on each decision event and given to restarted tools. `votes` decide
+        calls held for approval, by `decider` (an in-process caller is trusted).
         """
         check_entries(respond, restart, metadata)
+        check_json([dict(v) for v in votes], "votes")
         if self.state.status == "running":
             raise TurnInProgressError()  # a restarted tool may be running: it must not run twice
-        check_batch([e.ref for e in respond] + [e.ref for e in restart])
-        decisions = [
+        check_batch([e.ref for e in (*respond, *restart, *votes)])
+        decider = decider or Decider.trusted(actor)
+        if (respond or restart) and not decider.may_decide({"approver"}, set()):
+            raise ForbiddenError(f"{decider.id} lacks the approver role", principal=decider.id,
+                                 role="approver")
+        decisions = [*self._vote_decisions(votes, decider, tools, now or ev.now()),
             *(
                 respond_decision(e, self._pending(e, actor, tools), tools.get(e.name))
                 for e in respond
@@ -165,6 +194,67 @@ class Chat:
         for event_class, data in decisions:
             self._trigger(event_class, actor=actor, **keyed, **data)
 
+    def _vote_decisions(
+        self, votes: Sequence[VoteEntry], decider: Decider, tools: Mapping[str, Tool],
+        now: datetime,
+    ) -> list[Decision]:
+        decisions = []
+        for entry in votes:
+            call = held_call(self.state.calls, entry, now)
+            check_voter(call, decider)
+            decisions.append(vote_decision(entry, call, tools.get(entry.name)))
+        return decisions
+
+    def hold_for_approval(self, ref: str, terms: ApprovalTerms) -> None:
+        """Hold a requested call before it runs: its policy needs a yes."""
+        call = self.state.calls[ref]
+        self._trigger(ApprovalRequested, ref=ref, terms=terms, input_sha256=sha256_hex(call.input))
+
+    def expire(self, ref: str, now: datetime) -> bool:
+        """Fail a held call closed once its deadline passed; False when nothing is due."""
+        call = self.state.calls.get(ref)
+        expires_at = call.approval.terms.expires_at if call and call.approval else None
+        if call is None or not call.awaiting_approval or expires_at is None or now < expires_at:
+            return False
+        self._trigger(InterruptExpired, ref=ref, expires_at=expires_at,
+                      input_sha256=sha256_hex(call.input))
+        return True
+
+    def escalate(self, ref: str, now: datetime) -> bool:
+        """Widen who may decide once `escalate_after` passed; False when nothing is due."""
+        call = self.state.calls.get(ref)
+        approval = call.approval if call is not None else None
+        if call is None or approval is None or not call.awaiting_approval or approval.escalated:
+            return False
+        if approval.terms.escalate_at is None or now < approval.terms.escalate_at:
+            return False
+        self._trigger(ApprovalEscalated, ref=ref)
+        return True
+
+    def withdraw(self, refs: Sequence[str], *, decider: Decider, reason: str) -> None:
+        """Take pending requests back (all or nothing); the model is told why."""
+        if not reason.strip():
+            raise InvalidRequestError("a withdrawal needs a reason")
+        check_json(reason, "reason")
+        if self.state.status == "running":
+            raise TurnInProgressError()
+        check_batch(list(refs))
+        for ref in refs:
+            call = self.state.calls.get(ref)
+            if call is None:
+                raise UnknownInterruptError(ref)
+            if call.status != "interrupted":
+                raise InterruptNotPendingError(ref, call.decided_by, call.decided_at, call.decision)
+            check_withdrawer(call, decider)
+        for ref in refs:
+            self._trigger(InterruptWithdrawn, ref=ref, actor=decider.id, reason=reason,
+                          input_sha256=sha256_hex(self.state.calls[ref].input))
+
+    def record_fingerprint(self, fingerprint: str) -> None:
+        """Record the agent's fingerprint when it differs from the one last recorded."""
+        if self.state.fingerprint != fingerprint:
+            self._trigger(AgentFingerprinted, fingerprint=fingerprint)
+
     # -- queries ----------------------------------------------------------------------------------
 
     @property
@@ -179,7 +269,7 @@ class Chat:
 
     def runnable_calls(self) -> list[ToolCall]:
         """Calls of the current reply that must run now (new requests and restarts)."""
-        return [c for c in self.batch_calls() if c.status in ("requested", "restarted")]
+        return [c for c in self.batch_calls() if c.status in RUNNABLE]
 
     def needs_model(self) -> bool:
         return bool(self.state.messages) and self.state.messages[-1].role in ("user", "tool")

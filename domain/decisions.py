@@ -8,8 +8,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from interlock.domain import events as ev
+from interlock.domain.approvals import normalise_id
 from interlock.domain.canonical import sha256_hex
 from interlock.domain.errors import (
+    ApprovalRequiredError,
     DuplicateRefError,
     EmptyResumeError,
     ForbiddenError,
@@ -89,6 +91,8 @@ def pending_call(
         raise InterruptNotPendingError(entry.ref, call.decided_by, call.decided_at, call.decision)
     if call.name != entry.name:
         raise InterruptNameMismatchError(entry.ref, call.name, entry.name)
+    if call.awaiting_approval:
+        raise ApprovalRequiredError(entry.ref)  # a respond must not bypass the policy
     _check_seen(entry, call)
     _check_approver(tools.get(entry.name), call, actor)
     return call
@@ -140,9 +144,14 @@ def _check_seen(entry: Entry, call: ToolCall) -> None:
 
 
 def _check_approver(tool: Tool | None, call: ToolCall, actor: str) -> None:
-    if tool is not None and tool.distinct_approver and actor == call.requested_by:
+    """Four eyes: not who sent the turn, nor whoever last replaced the input (ids normalised)."""
+    if tool is None or not tool.distinct_approver:
+        return
+    if normalise_id(actor) == normalise_id(call.requester):
+        asked = "last replaced its input" if call.input_by else "sent the turn"
         raise ForbiddenError(
-            f"{call.name} needs an approver other than {actor}, who sent the turn",
+            f"{call.name} needs an approver other than {actor}, who {asked}",
             ref=call.ref,
             actor=actor,
+            reason="requester",
         )

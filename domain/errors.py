@@ -16,8 +16,12 @@ InterlockError                        (a client's error: every subclass has code
 │   ├── InterruptNameMismatchError    interrupt_name_mismatch
 │   ├── InvalidToolOutputError        invalid_tool_output
 │   ├── InvalidToolInputError         invalid_tool_input
+│   ├── NotAnApprovalError            not_an_approval
+│   ├── ApprovalRequiredError         approval_required
 │   ├── InterruptNotPendingError  409 interrupt_not_pending
-│   └── StaleInterruptError       409 stale_interrupt
+│   ├── StaleInterruptError       409 stale_interrupt
+│   ├── AlreadyVotedError         409 already_voted
+│   └── InterruptExpiredError     409 interrupt_expired
 ├── ConflictError                 409
 │   ├── ChatStateError
 │   │   ├── PendingInterruptsError    pending_interrupts
@@ -188,6 +192,42 @@ class StaleInterruptError(ResumeError):
             expected_input_sha256=expected,
             input_sha256=actual,
         )
+
+
+class NotAnApprovalError(ResumeError):
+    code = "not_an_approval"
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(
+            f"{ref!r} is a tool's own interrupt, not an approval: respond or restart it", ref=ref)
+
+
+class ApprovalRequiredError(ResumeError):
+    code = "approval_required"
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(
+            f"{ref!r} awaits approval under its policy: approve, edit or reject it", ref=ref)
+
+
+class AlreadyVotedError(ResumeError):
+    code = "already_voted"
+    status = 409
+
+    def __init__(self, ref: str, actor: str, vote: str, at: datetime) -> None:
+        super().__init__(
+            f"{actor} already voted ({vote}) on this input of {ref!r}",
+            ref=ref, actor=actor, vote=vote, voted_at=at.isoformat())
+
+
+class InterruptExpiredError(ResumeError):
+    code = "interrupt_expired"
+    status = 409
+
+    def __init__(self, ref: str, expired_at: datetime) -> None:
+        super().__init__(
+            f"interrupt {ref!r} expired at {expired_at.isoformat()}; it failed closed",
+            ref=ref, expired_at=expired_at.isoformat())
 
 
 class ConflictError(InterlockError):

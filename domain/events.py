@@ -230,6 +230,7 @@ class Restarted(ChatEvent):
         call.decision, call.decided_by, call.decided_at = "restart", self.actor, self.timestamp
         if self.replaced_input_sha256 is not None:
             call.original_input, call.input = self.original_input, self.replace_input
+            call.input_by = self.actor  # the four-eyes rule now counts them as the requester
         state.status = "running"
 
 

@@ -23,6 +23,8 @@ class Interrupt(BaseModel):
     metadata: Any = None  # the interrupt's payload: any JSON value
     requested_at: datetime
     input_sha256: str  # echo it in a resume entry to refuse a decision on a changed input
+    approval: dict[str, Any] | None = None  # a held call: terms, votes so far, escalated
+
 
     @classmethod
     def of(cls, chat: Chat, call: ToolCall) -> Interrupt:
@@ -34,6 +36,7 @@ class Interrupt(BaseModel):
             input_sha256=sha256_hex(call.input),
             metadata=call.interrupt,
             requested_at=call.interrupted_at or call.requested_at,
+            approval=call.approval.model_dump(mode="json") if call.approval else None,
         )
 
 

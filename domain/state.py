@@ -7,12 +7,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from interlock.domain.approvals import ApprovalState
 from interlock.domain.messages import Message, Part, ToolResponse
 
 ChatStatus = Literal["idle", "running", "interrupted", "failed"]
 FinishReason = Literal["stop", "interrupted", "max_turns", "failed"]
-CallStatus = Literal["requested", "completed", "failed", "interrupted", "responded", "restarted"]
-RESOLVED: frozenset[str] = frozenset({"completed", "failed", "responded"})
+CallStatus = Literal[
+    "requested", "completed", "failed", "interrupted", "responded", "restarted",
+    "approved", "rejected", "expired", "withdrawn",
+]
+DecisionKind = Literal["respond", "restart", "approve", "edit", "reject", "expire", "withdraw"]
+# Resolved: the model gets its response. Rejected, expired and withdrawn calls never ran;
+# their response says why (`output` holds the structured outcome).
+RESOLVED: frozenset[str] = frozenset(
+    {"completed", "failed", "responded", "rejected", "expired", "withdrawn"}
+)
+RUNNABLE: frozenset[str] = frozenset({"requested", "restarted", "approved"})
 
 
 class ToolCall(BaseModel):
@@ -24,18 +34,30 @@ class ToolCall(BaseModel):
     turn: int
     requested_at: datetime
     requested_by: str | None = None
+    input_by: str | None = None  # who last replaced the input: its requester from then on
     status: CallStatus = "requested"
     attempt: int = 1
     output: Any = None
     error: str | None = None
     interrupt: Any = None  # the interrupt's payload: any JSON value
     interrupted_at: datetime | None = None
-    decision: Literal["respond", "restart"] | None = None
+    decision: DecisionKind | None = None
     decided_by: str | None = None
     decided_at: datetime | None = None
     resumed: dict[str, Any] | None = None  # a restart's own metadata ({} for a bare one)
     resume_metadata: dict[str, Any] | None = None  # the metadata of the resume that restarted it
     original_input: Any = None
+    approval: ApprovalState | None = None
+
+    @property
+    def requester(self) -> str | None:
+        """Who asked for this exact input: whoever last changed it, else who sent the turn."""
+        return self.input_by or self.requested_by
+
+    @property
+    def awaiting_approval(self) -> bool:
+        return (self.status == "interrupted" and self.approval is not None
+                and self.approval.outcome == "pending")
 
     def response_output(self) -> Any:
         """What the model is told: the output, or `{"error": ...}` for a failed call."""
@@ -76,6 +98,7 @@ class ChatState(BaseModel):
     finish_reason: FinishReason | None = None
     error: str | None = None
     chain_tip: str | None = None
+    fingerprint: str | None = None  # of the agent, as last recorded
     resume_keys: dict[str, KeyUse] = {}
 
     def remember_key(self, key: str | None, request_sha256: str | None, version: int) -> None:

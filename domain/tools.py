@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from interlock.domain.approvals import Approval
 from interlock.domain.models import ToolDefinition
 
 
@@ -99,6 +100,7 @@ class Tool:
     side_effects: bool = True
     interrupts: bool = False
     distinct_approver: bool = False
+    approval: Approval | None = None  # held for approval before it runs, when it applies
 
     @cached_property
     def _input(self) -> TypeAdapter[Any]:
@@ -171,13 +173,14 @@ def tool(
     side_effects: bool = True,
     interrupts: bool = False,
     distinct_approver: bool = False,
+    approval: Approval | None = None,
 ) -> Callable[[ToolFunction], Tool]:
     """Make an async function `(input: T, ctx: ToolContext) -> output` a tool.
 
     `side_effects=False` lets the runtime run it without committing its request first;
     `interrupts=True` declares that it may call `ctx.interrupt` (an undeclared interrupt
     fails the call); `distinct_approver=True` refuses a resume by the principal who sent
-    the turn.
+    the turn; `approval=Approval(...)` holds a call for approval before it runs.
     """
 
     def wrap(fn: ToolFunction) -> Tool:
@@ -193,6 +196,7 @@ def tool(
             side_effects=side_effects,
             interrupts=interrupts,
             distinct_approver=distinct_approver,
+            approval=approval,
         )
 
     return wrap

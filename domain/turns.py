@@ -14,6 +14,8 @@ from typing import Any, Literal
 from interlock.domain.agent import Agent
 from interlock.domain.chat import Chat
 from interlock.domain.errors import ConcurrencyError, ModelError
+from interlock.domain.events import now
+from interlock.domain.gating import hold_for_approval
 from interlock.domain.jsonsafe import UnsafeJsonError, check_json
 from interlock.domain.messages import Message, text_message
 from interlock.domain.models import Model, ModelChunk, ModelRequest
@@ -77,7 +79,7 @@ class TurnLoop:
     async def _drive(self, chat: Chat, emit: Emit | None) -> None:
         rounds = 0
         while True:
-            runnable = chat.runnable_calls()
+            runnable = hold_for_approval(chat, self.agent, chat.runnable_calls(), now())
             if runnable:
                 await self._run_tools(chat, runnable, emit)
             if chat.pending_interrupts():

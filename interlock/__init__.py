@@ -4,12 +4,14 @@ The authoring API lives here; the client is `interlock.client`, the service `int
 """
 
 from interlock.domain.agent import Agent
+from interlock.domain.approvals import Approval
 from interlock.domain.messages import Message, Part
 from interlock.domain.models import FunctionModel, ModelRequest, ModelResponse
 from interlock.domain.tools import ToolContext, tool
 
 __all__ = [
     "Agent",
+    "Approval",
     "FunctionModel",
     "Message",
     "ModelRequest",

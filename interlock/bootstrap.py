@@ -15,6 +15,7 @@ from interlock.domain.errors import ConfigurationError
 from interlock.domain.keys import Keyring
 from interlock.domain.models import Model
 from interlock.projections import open_read_models
+from interlock.projections.sweeper import Sweeper
 from interlock.settings import Settings
 from interlock.stores.urls import store_env
 
@@ -56,8 +57,11 @@ def build_app(settings: Settings) -> FastAPI:
     auth = auth_from(settings)
     service = service_from(settings)
     views = open_read_models(service)
+    sweeper = Sweeper(service, views)  # due approvals expire in process, beside the views
+    sweeper.start()
 
     def close() -> None:
+        sweeper.stop()
         views.close()
         service.close()
 

@@ -11,13 +11,21 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 from pydantic import BaseModel, ConfigDict
 
+from interlock.domain.approval_events import (
+    AgentFingerprinted,
+    ApprovalRequested,
+    ApprovalVoted,
+    InterruptExpired,
+    InterruptWithdrawn,
+)
 from interlock.domain.events import ChatStarted, Interrupted, Responded, Restarted, ToolRequested
 from interlock.projections import cursors
 from interlock.projections.pages import Page, paginate
 from interlock.projections.sql import Key, ReadModel, Row, SqlView, equal_filters
 from interlock.projections.stats import percentile
 
-DecisionKind = Literal["respond", "restart"]
+DecisionKind = Literal["respond", "restart", "approve", "edit", "reject", "expire", "withdraw"]
+SWEEPER = "interlock:sweeper"  # the actor of an expiry: no person decided it
 
 
 class DecisionRow(BaseModel):
@@ -40,6 +48,7 @@ class DecisionRow(BaseModel):
     requested_at: datetime
     decided_at: datetime
     version: int
+    fingerprint: str | None = None  # the agent definition in force (see GET /v1/agents)
 
 
 class DecisionFilter(BaseModel):
@@ -88,7 +97,8 @@ class Decided:
 
 
 _COLUMNS = ("chat_id, tenant, agent, ref, tool, kind, original_input, replaced_input, output,"
-            " resumed_metadata, actor, input_sha256, requested_at, decided_at, version")
+            " resumed_metadata, actor, input_sha256, requested_at, decided_at, version,"
+            " fingerprint")
 _JSON = ("original_input", "replaced_input", "output", "resumed_metadata")
 _WAIT = "extract(epoch FROM decided_at - requested_at)::float8"
 _PG_PERCENTILES = (f"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY {_WAIT}) AS p50,"
@@ -105,14 +115,15 @@ class DecisionsView(SqlView):
               "decisions_chat_idx")
     ddl = (
         "CREATE TABLE IF NOT EXISTS {decision_chats} (chat_id text PRIMARY KEY,"
-        " tenant text NOT NULL, agent text NOT NULL)",
+        " tenant text NOT NULL, agent text NOT NULL, fingerprint text)",
         "CREATE TABLE IF NOT EXISTS {decision_calls} (chat_id text NOT NULL, ref text NOT NULL,"
         " name text NOT NULL, input {json}, interrupted_at {ts}, PRIMARY KEY (chat_id, ref))",
         "CREATE TABLE IF NOT EXISTS {decisions} (chat_id text NOT NULL, version bigint NOT NULL,"
         " ref text NOT NULL, tenant text NOT NULL, agent text NOT NULL, tool text NOT NULL,"
         " kind text NOT NULL, original_input {json}, replaced_input {json}, output {json},"
         " resumed_metadata {json}, actor text NOT NULL, input_sha256 text NOT NULL,"
-        " requested_at {ts} NOT NULL, decided_at {ts} NOT NULL, PRIMARY KEY (chat_id, version))",
+        " requested_at {ts} NOT NULL, decided_at {ts} NOT NULL, fingerprint text,"
+        " PRIMARY KEY (chat_id, version))",
         "CREATE INDEX IF NOT EXISTS {decisions_time_idx} ON {decisions}"
         " (decided_at, chat_id, version)",
         "CREATE INDEX IF NOT EXISTS {decisions_tenant_idx} ON {decisions}"
@@ -127,7 +138,7 @@ class DecisionsView(SqlView):
     dump_sql = f"SELECT {_COLUMNS} FROM {{decisions}} ORDER BY chat_id, version"
 
     def chat_started(self, chat_id: str, tenant: str, agent: str) -> None:
-        self._run("INSERT INTO {decision_chats} VALUES (%(c)s, %(t)s, %(a)s)",
+        self._run("INSERT INTO {decision_chats} VALUES (%(c)s, %(t)s, %(a)s, NULL)",
                   {"c": chat_id, "t": tenant, "a": agent})
 
     def tool_requested(self, chat_id: str, ref: str, name: str, input: Any) -> None:
@@ -143,11 +154,16 @@ class DecisionsView(SqlView):
         self._run("UPDATE {decision_calls} SET input = %(i)s WHERE chat_id = %(c)s"
                   " AND ref = %(r)s", {"c": chat_id, "r": ref, "i": self._json(input)})
 
+    def fingerprinted(self, chat_id: str, fingerprint: str) -> None:
+        self._run("UPDATE {decision_chats} SET fingerprint = %(f)s WHERE chat_id = %(c)s",
+                  {"c": chat_id, "f": fingerprint})
+
     def decided(self, d: Decided) -> None:
-        original = "c.input" if d.kind == "respond" else "%(oi)s"
+        original = "%(oi)s" if d.kind == "restart" else "c.input"
         self._run(
             "INSERT INTO {decisions} SELECT c.chat_id, %(v)s, c.ref, h.tenant, h.agent, c.name,"
-            f" %(k)s, {original}, %(ri)s, %(o)s, %(rm)s, %(a)s, %(sha)s, c.interrupted_at, %(at)s"
+            f" %(k)s, {original}, %(ri)s, %(o)s, %(rm)s, %(a)s, %(sha)s, c.interrupted_at, %(at)s,"
+            " h.fingerprint"
             " FROM {decision_calls} c JOIN {decision_chats} h ON h.chat_id = c.chat_id"
             " WHERE c.chat_id = %(c)s AND c.ref = %(r)s",
             {"c": d.chat_id, "r": d.ref, "v": d.version, "k": d.kind,
@@ -216,7 +232,8 @@ class DecisionsProjection(Projection[DecisionsView]):
 
     name = "decisions"
     topics = tuple(c.TOPIC for c in (ChatStarted, ToolRequested, Interrupted, Responded,
-                                     Restarted))
+                                     Restarted, ApprovalRequested, ApprovalVoted,
+                                     InterruptExpired, InterruptWithdrawn, AgentFingerprinted))
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
@@ -253,6 +270,41 @@ class DecisionsProjection(Projection[DecisionsView]):
         ))
         if replaced:
             self.view.input_replaced(str(e.originator_id), e.ref, e.replace_input)
+
+    @process_event.register
+    def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:
+        self.view.interrupted(str(e.originator_id), e.ref, e.timestamp)
+
+    @process_event.register
+    def _voted(self, e: ApprovalVoted, tracking: Tracking) -> None:
+        edited = e.edited_input_sha256 is not None
+        output = {"rejected": True, "by": e.actor, "reason": e.reason} if e.vote == "reject" \
+            else {"outcome": e.outcome}
+        self.view.decided(Decided(
+            chat_id=str(e.originator_id), version=e.originator_version, ref=e.ref, kind=e.vote,
+            actor=e.actor, input_sha256=e.input_sha256, decided_at=e.timestamp,
+            replaced_input=e.edited_input if edited else None, output=output,
+            resumed_metadata=e.resume_metadata))
+        if edited:
+            self.view.input_replaced(str(e.originator_id), e.ref, e.edited_input)
+
+    @process_event.register
+    def _expired(self, e: InterruptExpired, tracking: Tracking) -> None:
+        self.view.decided(Decided(
+            chat_id=str(e.originator_id), version=e.originator_version, ref=e.ref,
+            kind="expire", actor=SWEEPER, input_sha256=e.input_sha256, decided_at=e.timestamp,
+            output={"expired": True, "at": e.expires_at.isoformat()}))
+
+    @process_event.register
+    def _withdrawn(self, e: InterruptWithdrawn, tracking: Tracking) -> None:
+        self.view.decided(Decided(
+            chat_id=str(e.originator_id), version=e.originator_version, ref=e.ref,
+            kind="withdraw", actor=e.actor, input_sha256=e.input_sha256, decided_at=e.timestamp,
+            output={"withdrawn": True, "by": e.actor, "reason": e.reason}))
+
+    @process_event.register
+    def _fingerprinted(self, e: AgentFingerprinted, tracking: Tracking) -> None:
+        self.view.fingerprinted(str(e.originator_id), e.fingerprint)
 
 
 READ_MODEL = ReadModel(DecisionsView, DecisionsProjection)

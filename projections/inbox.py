@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -10,6 +11,14 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 from pydantic import BaseModel, ConfigDict
 
+from interlock.domain.approval_events import (
+    ApprovalEscalated,
+    ApprovalRequested,
+    ApprovalVoted,
+    InterruptExpired,
+    InterruptWithdrawn,
+)
+from interlock.domain.approvals import ApprovalState, Vote, normalise_id
 from interlock.domain.events import (
     ChatStarted,
     Interrupted,
@@ -37,6 +46,8 @@ class InboxRow(BaseModel):
     metadata: Any = None  # the interrupt payload: any JSON value
     requested_at: datetime
     requested_by: str | None = None
+    approval: dict[str, Any] | None = None  # a held call: terms, votes so far, escalated
+    expires_at: datetime | None = None
 
 
 class InboxFilter(BaseModel):
@@ -50,9 +61,21 @@ class InboxFilter(BaseModel):
     chat_id: str | None = None
     older_than: datetime | None = None
     newest_first: bool = False
+    decidable_by: Decidable | None = None  # only what this principal may decide now
 
 
-_COLUMNS = "chat_id, tenant, agent, ref, tool, input, metadata, requested_at, requested_by"
+@dataclass(frozen=True)
+class Decidable:
+    """A principal as the inbox filters for it: normalised id, roles and groups."""
+
+    id: str
+    roles: frozenset[str]
+    groups: frozenset[str]
+
+
+_COLUMNS = ("chat_id, tenant, agent, ref, tool, input, metadata, requested_at, requested_by,"
+            " approval, expires_at")
+# `deciders` lists ",role:x,group:y," and `voters` ",id," (normalised) so LIKE can filter.
 
 
 class InboxView(SqlView):
@@ -60,7 +83,7 @@ class InboxView(SqlView):
 
     view_name = "inbox"
     tables = ("inbox", "inbox_chats", "inbox_calls", "inbox_time_idx", "inbox_tenant_idx",
-              "inbox_agent_idx", "inbox_tool_idx")
+              "inbox_agent_idx", "inbox_tool_idx", "inbox_due_idx")
     ddl = (
         "CREATE TABLE IF NOT EXISTS {inbox_chats} (chat_id text PRIMARY KEY, tenant text NOT NULL,"
         " agent text NOT NULL, turn_by text)",
@@ -69,13 +92,17 @@ class InboxView(SqlView):
         "CREATE TABLE IF NOT EXISTS {inbox} (chat_id text NOT NULL, ref text NOT NULL,"
         " tenant text NOT NULL, agent text NOT NULL, tool text NOT NULL, input {json},"
         " metadata {json}, requested_at {ts} NOT NULL, requested_by text,"
-        " PRIMARY KEY (chat_id, ref))",
+        " approval {json}, expires_at {ts}, due_at {ts}, deciders text NOT NULL DEFAULT '',"
+        " voters text NOT NULL DEFAULT ',', PRIMARY KEY (chat_id, ref))",
         "CREATE INDEX IF NOT EXISTS {inbox_time_idx} ON {inbox} (requested_at, chat_id, ref)",
         "CREATE INDEX IF NOT EXISTS {inbox_tenant_idx} ON {inbox}"
         " (tenant, requested_at, chat_id, ref)",
         "CREATE INDEX IF NOT EXISTS {inbox_agent_idx} ON {inbox}"
         " (agent, requested_at, chat_id, ref)",
         "CREATE INDEX IF NOT EXISTS {inbox_tool_idx} ON {inbox} (tool, requested_at, chat_id, ref)",
+        # The sweeper's query: what is due (expiry or escalation) soonest first.
+        "CREATE INDEX IF NOT EXISTS {inbox_due_idx} ON {inbox} (due_at, chat_id, ref)"
+        " WHERE due_at IS NOT NULL",
     )
     dump_sql = f"SELECT {_COLUMNS} FROM {{inbox}} ORDER BY chat_id, ref"
 
@@ -96,14 +123,52 @@ class InboxView(SqlView):
         self, chat_id: str, ref: str, metadata: Any, at: datetime
     ) -> None:
         self._run(
-            "INSERT INTO {inbox} SELECT c.chat_id, c.ref, h.tenant, h.agent, c.name, c.input,"
-            " %(m)s, %(at)s, c.requested_by FROM {inbox_calls} c JOIN {inbox_chats} h"
+            "INSERT INTO {inbox} (chat_id, ref, tenant, agent, tool, input, metadata,"
+            " requested_at, requested_by) SELECT c.chat_id, c.ref, h.tenant, h.agent, c.name,"
+            " c.input, %(m)s, %(at)s, c.requested_by FROM {inbox_calls} c JOIN {inbox_chats} h"
             " ON h.chat_id = c.chat_id WHERE c.chat_id = %(c)s AND c.ref = %(r)s",
             {"c": chat_id, "r": ref, "m": self._json(metadata), "at": self._ts(at)})
+        self._run("UPDATE {inbox} SET deciders = ',role:approver,' WHERE chat_id = %(c)s"
+                  " AND ref = %(r)s", {"c": chat_id, "r": ref})
+
+    def held(self, chat_id: str, ref: str, state: ApprovalState, at: datetime) -> None:
+        """A call held for approval enters the inbox with its terms."""
+        self.interrupted(chat_id, ref, {"approval": state.terms.model_dump(mode="json")}, at)
+        self.approval_changed(chat_id, ref, state, None)
+
+    def approval_changed(self, chat_id: str, ref: str, state: ApprovalState, input: Any) -> None:
+        """Votes, an edit or an escalation: the row shows them and who may decide now."""
+        terms, (roles, groups) = state.terms, state.deciders()
+        due = [t for t in (terms.expires_at, None if state.escalated else terms.escalate_at) if t]
+        self._run(
+            "UPDATE {inbox} SET approval = %(ap)s, expires_at = %(ex)s, due_at = %(due)s,"
+            " deciders = %(d)s, voters = %(v)s, input = COALESCE(%(i)s, input)"
+            " WHERE chat_id = %(c)s AND ref = %(r)s",
+            {"c": chat_id, "r": ref, "ap": self._json(state.model_dump(mode="json")),
+             "ex": self._ts(terms.expires_at) if terms.expires_at else None,
+             "due": self._ts(min(due)) if due else None,
+             "d": _tags(roles, groups), "v": _voters(state, terms.requested_by),
+             "i": None if input is None else self._json(input)})
+
+    def approval(self, chat_id: str, ref: str) -> ApprovalState | None:
+        rows = self._fetch("SELECT approval FROM {inbox} WHERE chat_id = %(c)s AND ref = %(r)s",
+                           {"c": chat_id, "r": ref})
+        raw = self._load_json(rows[0]["approval"]) if rows else None
+        return None if raw is None else ApprovalState.model_validate(raw)
+
+    def due(self, now: datetime, limit: int) -> list[tuple[str, str]]:
+        """Held calls whose expiry or escalation is due at `now`, soonest first (indexed)."""
+        rows = self._fetch("SELECT chat_id, ref FROM {inbox} WHERE due_at <= %(now)s"
+                           " ORDER BY due_at, chat_id, ref LIMIT %(limit)s",
+                           {"now": self._ts(now), "limit": limit})
+        return [(r["chat_id"], r["ref"]) for r in rows]
 
     def input_replaced(self, chat_id: str, ref: str, input: Any) -> None:
         self._run("UPDATE {inbox_calls} SET input = %(i)s WHERE chat_id = %(c)s AND ref = %(r)s",
                   {"c": chat_id, "r": ref, "i": self._json(input)})
+
+    def gone(self, chat_id: str, ref: str) -> None:
+        self.decided(chat_id, ref)
 
     def decided(self, chat_id: str, ref: str) -> None:
         self._run("DELETE FROM {inbox} WHERE chat_id = %(c)s AND ref = %(r)s",
@@ -120,6 +185,8 @@ class InboxView(SqlView):
         if f.older_than is not None:
             conds.append("requested_at < %(older)s")
             params["older"] = self._ts(f.older_than)
+        if f.decidable_by is not None:
+            _decidable(f.decidable_by, conds, params)
         if after is not None:
             beyond = "<" if f.newest_first else ">"
             conds.append(f"(requested_at, chat_id, ref) {beyond} (%(k0)s, %(k1)s, %(k2)s)")
@@ -130,9 +197,34 @@ class InboxView(SqlView):
         return [self._row(r) for r in rows]
 
     def _row(self, r: Row) -> InboxRow:
+        expires = r["expires_at"]
         return InboxRow(**{**r, "input": self._load_json(r["input"]),
                            "metadata": self._load_json(r["metadata"]),
+                           "approval": self._load_json(r["approval"]),
+                           "expires_at": None if expires is None else self._load_ts(expires),
                            "requested_at": self._load_ts(r["requested_at"])})
+
+
+def _tags(roles: set[str], groups: set[str]) -> str:
+    return "," + "".join(f"{t}," for t in sorted(
+        {f"role:{r}" for r in roles} | {f"group:{g}" for g in groups}))
+
+
+def _voters(state: ApprovalState, requester: str | None) -> str:
+    """Who may not vote now: who voted on any input, and who asked (normalised)."""
+    ids = {normalise_id(v.actor) for v in state.votes} | {normalise_id(requester)}
+    return "," + "".join(f"{i}," for i in sorted(ids))
+
+
+def _decidable(who: Decidable, conds: list[str], params: dict[str, Any]) -> None:
+    """Rows naming one of the caller's roles or groups (any, for an admin), not voted by them."""
+    if "admin" not in who.roles:
+        tags = [f"role:{r}" for r in sorted(who.roles)] + [f"group:{g}" for g in sorted(who.groups)]
+        ors = [f"deciders LIKE %(tag{i})s" for i in range(len(tags))] or ["1 = 0"]
+        params.update({f"tag{i}": f"%,{t},%" for i, t in enumerate(tags)})
+        conds.append("(" + " OR ".join(ors) + ")")
+    conds.append("voters NOT LIKE %(me)s")
+    params["me"] = f"%,{normalise_id(who.id)},%"
 
 
 class InboxProjection(Projection[InboxView]):
@@ -140,7 +232,8 @@ class InboxProjection(Projection[InboxView]):
 
     name = "inbox"
     topics = tuple(c.TOPIC for c in (ChatStarted, UserMessageSent, ToolRequested, Interrupted,
-                                     Responded, Restarted))
+                                     Responded, Restarted, ApprovalRequested, ApprovalVoted,
+                                     ApprovalEscalated, InterruptExpired, InterruptWithdrawn))
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
@@ -171,6 +264,42 @@ class InboxProjection(Projection[InboxView]):
         self.view.decided(str(e.originator_id), e.ref)
         if e.replaced_input_sha256 is not None:
             self.view.input_replaced(str(e.originator_id), e.ref, e.replace_input)
+
+    @process_event.register
+    def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:
+        self.view.held(str(e.originator_id), e.ref, ApprovalState(terms=e.terms), e.timestamp)
+
+    @process_event.register
+    def _voted(self, e: ApprovalVoted, tracking: Tracking) -> None:
+        chat_id = str(e.originator_id)
+        if e.outcome != "pending":
+            self.view.decided(chat_id, e.ref)
+            return
+        state = self.view.approval(chat_id, e.ref)
+        if state is None:
+            return
+        vote = Vote(actor=e.actor, kind=e.vote, at=e.timestamp, reason=e.reason,
+                    input_sha256=e.edited_input_sha256 or e.input_sha256)
+        terms = state.terms
+        if e.edited_input_sha256 is not None:  # the editor now asks for the new input
+            terms = terms.model_copy(update={"requested_by": e.actor})
+        state = state.model_copy(update={"votes": [*state.votes, vote], "terms": terms})
+        self.view.approval_changed(chat_id, e.ref, state, e.edited_input)
+
+    @process_event.register
+    def _escalated(self, e: ApprovalEscalated, tracking: Tracking) -> None:
+        state = self.view.approval(str(e.originator_id), e.ref)
+        if state is not None:
+            state = state.model_copy(update={"escalated": True})
+            self.view.approval_changed(str(e.originator_id), e.ref, state, None)
+
+    @process_event.register
+    def _expired(self, e: InterruptExpired, tracking: Tracking) -> None:
+        self.view.decided(str(e.originator_id), e.ref)
+
+    @process_event.register
+    def _withdrawn(self, e: InterruptWithdrawn, tracking: Tracking) -> None:
+        self.view.decided(str(e.originator_id), e.ref)
 
 
 READ_MODEL = ReadModel(InboxView, InboxProjection)

@@ -8,7 +8,7 @@ from uuid import UUID
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from interlock.api.deps import Approver, CurrentViews, Reader, Requester, ServiceDep, StreamsDep
+from interlock.api.deps import CurrentViews, Reader, Requester, ServiceDep, StreamsDep
 from interlock.api.routers.common import STREAMED, answer_turn, errors
 from interlock.api.schemas import (
     MAX_LIMIT,
@@ -19,6 +19,7 @@ from interlock.api.schemas import (
     MessageCreate,
     ResumeRequest,
     TurnPublic,
+    WithdrawRequest,
 )
 from interlock.projections.interface import ChatFilter, ChatSummary, Page
 
@@ -81,14 +82,31 @@ async def send_message(
              responses={**STREAMED, **errors(404, 409, 502)})
 async def resume(
     chat_id: ChatId, body: ResumeRequest, request: Request, service: ServiceDep,
-    streams: StreamsDep, who: Approver,
+    streams: StreamsDep, who: Reader,
     idempotency_key: IdempotencyKey = None,
 ) -> TurnPublic | StreamingResponse:
-    """Decide pending interrupts (respond or restart, all or nothing) and continue the turn."""
+    """Decide pending interrupts, all or nothing, and continue the turn.
+
+    `respond`/`restart` decide a tool's own interrupts (the `approver` role); `approve`,
+    `edit` and `reject` vote on calls held by an approval policy (whoever it names).
+    """
     return await answer_turn(request, lambda emit: service.resume(
         chat_id, respond=body.respond, restart=body.restart, actor=who.id, tenant=who.tenant,
         emit=emit, idempotency_key=idempotency_key, metadata=body.metadata,
-        max_turns=body.max_turns), streams, who.tenant)
+        max_turns=body.max_turns, votes=[*body.approve, *body.edit, *body.reject],
+        decider=who.decider()), streams, who.tenant)
+
+
+@router.post("/{chat_id}/withdraw", response_model=TurnPublic,
+             responses={**STREAMED, **errors(404, 409, 502)})
+async def withdraw(
+    chat_id: ChatId, body: WithdrawRequest, request: Request, service: ServiceDep,
+    streams: StreamsDep, who: Reader,
+) -> TurnPublic | StreamingResponse:
+    """Withdraw pending requests (requester or admin); the model is told, the chat goes on."""
+    return await answer_turn(request, lambda emit: service.withdraw(
+        chat_id, body.refs, reason=body.reason, decider=who.decider(), tenant=who.tenant,
+        emit=emit), streams, who.tenant)
 
 
 @router.post("/{chat_id}/retry", response_model=TurnPublic,

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query
 from interlock.api.deps import CurrentViews, Reader
 from interlock.api.routers.common import errors
 from interlock.api.schemas import MAX_LIMIT, Instant
+from interlock.projections.inbox import Decidable
 from interlock.projections.interface import InboxFilter, InboxRow, Page
 
 router = APIRouter(prefix="/v1/interrupts", tags=["interrupts"])
@@ -25,8 +26,15 @@ def list_interrupts(
     older_than: Instant | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
     cursor: Annotated[str | None, Query(max_length=1000)] = None,
+    decidable: bool = False,
 ) -> Page[InboxRow]:
-    """Pending interrupts, oldest first; `status` is always `pending` (the inbox)."""
+    """Pending interrupts, oldest first; `status` is always `pending` (the inbox).
+
+    `decidable=true` lists only what the caller may decide now (their roles or groups,
+    not asked or already voted by them). Held calls show their votes, quorum and deadline.
+    """
+    mine = Decidable(id=who.id, roles=frozenset(who.roles), groups=frozenset(who.groups))
     f = InboxFilter(tenant=who.tenant, agent=agent, tool=tool,
-                    chat_id=str(chat_id) if chat_id else None, older_than=older_than)
+                    chat_id=str(chat_id) if chat_id else None, older_than=older_than,
+                    decidable_by=mine if decidable else None)
     return views.inbox(f, limit, cursor)

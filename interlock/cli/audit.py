@@ -20,6 +20,7 @@ from interlock.domain.events import ChatEvent
 from interlock.projections import READ_MODELS, open_views
 from interlock.projections.interface import DecisionFilter
 from interlock.projections.readmodels import SqlReadModels
+from interlock.projections.sweeper import Sweeper
 from interlock.settings import flag_help as _help
 from interlock.settings import load_settings
 
@@ -137,10 +138,12 @@ def _progress(name: str, position: int, head: int) -> None:
 
 def _run_projections(args: argparse.Namespace) -> int:
     models = _models(args.store, args.batch)
+    sweeper = Sweeper(models.app, models)  # type: ignore[arg-type]
     try:
         while True:
             for runner in models.runners:
                 runner.catch_up(_progress)
+            sweeper.sweep()  # due approvals expire here too (see docs/approvals.md)
             if args.once:
                 return 0
             time.sleep(args.poll)  # SQLite has no LISTEN/NOTIFY: poll the notification log

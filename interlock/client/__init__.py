@@ -9,6 +9,8 @@ if res.finish_reason == "interrupted":
 
 from interlock.client._async import AsyncChat, AsyncClient
 from interlock.client._errors import (
+    AlreadyVotedError,
+    ApprovalRequiredError,
     AuthError,
     ChatNotFoundError,
     ConcurrencyError,
@@ -20,6 +22,7 @@ from interlock.client._errors import (
     IdempotencyKeyReusedError,
     InterlockAPIError,
     InternalError,
+    InterruptExpiredError,
     InterruptNameMismatchError,
     InterruptNotPendingError,
     InvalidRequestError,
@@ -27,6 +30,7 @@ from interlock.client._errors import (
     InvalidToolOutputError,
     MethodNotAllowedError,
     ModelError,
+    NotAnApprovalError,
     NotFoundError,
     NothingToRetryError,
     PayloadTooLargeError,
@@ -40,10 +44,22 @@ from interlock.client._errors import (
     UnknownInterruptError,
     ViewsBehindError,
 )
-from interlock.client._models import Interrupt, Respond, Restart, StreamEvent, TurnResult
+from interlock.client._models import (
+    Approve,
+    Edit,
+    Interrupt,
+    Reject,
+    Respond,
+    Restart,
+    StreamEvent,
+    TurnResult,
+)
 from interlock.client._sync import Chat, Client
 
 __all__ = [
+    "AlreadyVotedError",
+    "ApprovalRequiredError",
+    "Approve",
     "AsyncChat",
     "AsyncClient",
     "AuthError",
@@ -54,12 +70,14 @@ __all__ = [
     "ConcurrentModificationError",
     "ConflictError",
     "DuplicateRefError",
+    "Edit",
     "EmptyResumeError",
     "ForbiddenError",
     "IdempotencyKeyReusedError",
     "InterlockAPIError",
     "InternalError",
     "Interrupt",
+    "InterruptExpiredError",
     "InterruptNameMismatchError",
     "InterruptNotPendingError",
     "InvalidRequestError",
@@ -67,10 +85,12 @@ __all__ = [
     "InvalidToolOutputError",
     "MethodNotAllowedError",
     "ModelError",
+    "NotAnApprovalError",
     "NotFoundError",
     "NothingToRetryError",
     "PayloadTooLargeError",
     "PendingInterruptsError",
+    "Reject",
     "Respond",
     "Restart",
     "ResumeError",

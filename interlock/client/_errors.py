@@ -78,6 +78,14 @@ class InvalidToolInputError(ResumeError):
     code = "invalid_tool_input"
 
 
+class NotAnApprovalError(ResumeError):
+    code = "not_an_approval"
+
+
+class ApprovalRequiredError(ResumeError):
+    code = "approval_required"
+
+
 class ConflictError(InterlockAPIError):
     """A 409: the chat's state or a concurrent request refused the command."""
 
@@ -88,6 +96,14 @@ class InterruptNotPendingError(ConflictError):
 
 class StaleInterruptError(ConflictError):
     code = "stale_interrupt"
+
+
+class AlreadyVotedError(ConflictError):
+    code = "already_voted"
+
+
+class InterruptExpiredError(ConflictError):
+    code = "interrupt_expired"
 
 
 class PendingInterruptsError(ConflictError):

@@ -55,6 +55,51 @@ class Restart:
 
 
 @dataclass(frozen=True)
+class Approve:
+    """A yes vote on a call held for approval."""
+
+    ref: str
+    name: str
+    input_sha256: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        return query({"ref": self.ref, "name": self.name, "input_sha256": self.input_sha256})
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A changed input for a held call; someone other than its author must approve it."""
+
+    ref: str
+    name: str
+    input: Any
+    input_sha256: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        body = {"ref": self.ref, "name": self.name, "input": self.input}
+        return {**body, **query({"input_sha256": self.input_sha256})}
+
+
+@dataclass(frozen=True)
+class Reject:
+    """A no vote; the model is told who and why."""
+
+    ref: str
+    name: str
+    reason: str
+    input_sha256: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        body = {"ref": self.ref, "name": self.name, "reason": self.reason}
+        return {**body, **query({"input_sha256": self.input_sha256})}
+
+
+Decision = Respond | Restart | Approve | Edit | Reject
+_FIELD = {Respond: "respond", Restart: "restart", Approve: "approve", Edit: "edit",
+          Reject: "reject"}
+
+
+@dataclass(frozen=True)
 class Interrupt:
     """A paused tool request awaiting the client's decision."""
 
@@ -65,10 +110,12 @@ class Interrupt:
     metadata: Any = None  # the interrupt's payload: any JSON value
     requested_at: str | None = None
     input_sha256: str | None = None
+    approval: dict[str, Any] | None = None  # a held call: terms, votes so far, escalated
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Interrupt:
         return cls(
+            approval=data.get("approval"),
             chat_id=data["chat_id"],
             ref=data["ref"],
             name=data["name"],
@@ -86,6 +133,18 @@ class Interrupt:
         self, replace_input: Any = UNSET, resumed_metadata: dict[str, Any] | None = None
     ) -> Restart:
         return Restart(self.ref, self.name, resumed_metadata, replace_input, self.input_sha256)
+
+    def approve(self) -> Approve:
+        """Vote yes on exactly this input."""
+        return Approve(self.ref, self.name, self.input_sha256)
+
+    def edit(self, input: Any) -> Edit:
+        """Propose another input; it runs once others approve it."""
+        return Edit(self.ref, self.name, input, self.input_sha256)
+
+    def reject(self, reason: str) -> Reject:
+        """Vote no; the tool does not run and the model is told why."""
+        return Reject(self.ref, self.name, reason, self.input_sha256)
 
 
 @dataclass(frozen=True)
@@ -139,6 +198,15 @@ def resume_body(
         "restart": [r.wire() for r in restart],
     }
     return {**body, **query({"metadata": metadata, "max_turns": max_turns})}
+
+
+def decide_body(decisions: list[Decision], metadata: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
+    """A resume body from decisions of any kind, mixed in one batch."""
+    body: dict[str, Any] = {}
+    for d in decisions:
+        body.setdefault(_FIELD[type(d)], []).append(d.wire())
+    return {**body, **query({"metadata": metadata})}
 
 
 def message_body(text: str, max_turns: int | None = None) -> dict[str, Any]:

@@ -11,10 +11,12 @@ import httpx
 from interlock.client._errors import from_text
 from interlock.client._models import (
     STREAM,
+    Decision,
     Respond,
     Restart,
     StreamEvent,
     TurnResult,
+    decide_body,
     key_header,
     message_body,
     query,
@@ -121,6 +123,20 @@ class Chat:
                 headers=key_header(idempotency_key),
             )
         )
+
+    def decide(
+        self, *decisions: Decision, metadata: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> TurnResult:
+        """One resume of any mix: `i.approve()`, `i.edit(x)`, `i.reject(why)`, respond, restart."""
+        body = decide_body(list(decisions), metadata)
+        return TurnResult.parse(self.client.request(
+            "POST", f"{self.path}/resume", json=body, headers=key_header(idempotency_key)))
+
+    def withdraw(self, refs: Sequence[str], reason: str) -> TurnResult:
+        """Take pending requests back (the requester or an admin); the model is told why."""
+        body = {"refs": list(refs), "reason": reason}
+        return TurnResult.parse(self.client.request("POST", f"{self.path}/withdraw", json=body))
 
     def retry(self) -> TurnResult:
         return TurnResult.parse(self.client.request("POST", f"{self.path}/retry"))

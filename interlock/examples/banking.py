@@ -3,12 +3,17 @@
 userApproval always interrupts (the client answers with respond); transferMoney moves
 money in an in-memory ledger and interrupts for amounts over its limit unless restarted
 with `resumed_metadata={"override": true}` (or a smaller `replace_input`).
+
+`treasuryBankingAgent` plays the same script under an approval policy instead: a
+transfer over the limit is held before it runs until two principals of role `treasury`
+approve it, and fails closed after an hour.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from pydantic import BaseModel, Field
 
@@ -22,6 +27,7 @@ from interlock.domain import (
     ToolContext,
     tool,
 )
+from interlock.domain import Approval as Policy
 from interlock.domain import ToolRequest as Request
 
 LIMIT = 1000.0
@@ -134,6 +140,9 @@ def banking_script(request: ModelRequest) -> ModelResponse:
         )
     if "error" in output:
         return _reply(Part(text=f"The transfer failed: {output['error']}"))
+    if output.get("rejected") or output.get("expired") or output.get("withdrawn"):
+        why = output.get("reason") or ("it expired" if output.get("expired") else "")
+        return _reply(Part(text=f"The transfer was not made: {why}".strip()))
     return _reply(
         Part(text=f"Done. Your checking balance is now ${output.get('balance', 0):,.2f}.")
     )
@@ -147,4 +156,22 @@ banking = Agent(
     description="Moves money between accounts after the user approves.",
 )
 
-AGENTS = [banking]
+OVER_LIMIT = Policy(when=lambda t: t.amount > LIMIT, roles=["treasury"], quorum=2,
+                    expires_in=timedelta(hours=1))
+
+
+@tool(name="transferMoney", description="Move money from checking to another account.")
+async def treasury_transfer(input: TransferInput, ctx: ToolContext) -> TransferResult:
+    return LEDGER.transfer(ctx.idempotency_key, input.amount, input.to_account)
+
+
+treasury_banking = Agent(
+    name="treasuryBankingAgent",
+    system="If the user wants to transfer money, ALWAYS use userApproval.",
+    tools=[user_approval, treasury_transfer],
+    model=FunctionModel(banking_script, name="banking-script"),
+    description="Moves money; transfers over the limit need two treasury approvers.",
+    approvals={"transferMoney": OVER_LIMIT},
+)
+
+AGENTS = [banking, treasury_banking]

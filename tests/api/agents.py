@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from pydantic import BaseModel
 
 from interlock.domain import (
     Agent,
+    Approval,
     FunctionModel,
     Message,
     ModelRequest,
@@ -42,7 +44,7 @@ def _say(text: str) -> ModelResponse:
     return ModelResponse(message=Message(role="model", content=[Part(text=text)]))
 
 
-def _ask(*requests: tuple[str, dict[str, str]]) -> ModelResponse:
+def _ask(*requests: tuple[str, dict[str, object]]) -> ModelResponse:
     parts = [Part(tool_request=ToolRequest(name=n, input=i)) for n, i in requests]
     return ModelResponse(message=Message(role="model", content=parts))
 
@@ -110,6 +112,31 @@ def flaky_script(request: ModelRequest) -> ModelResponse:
     return _say("back online")
 
 
+class Payment(BaseModel):
+    amount: int
+    to: str = "acme"
+
+
+PAID: list[dict[str, object]] = []
+
+
+@tool(name="pay", description="Pay someone; over 100 needs two treasurers.",
+      approval=Approval(when=lambda p: p.amount > 100, roles=["treasury"], quorum=2,
+                        expires_in=timedelta(hours=1)))
+async def pay(input: Payment, ctx: ToolContext) -> dict[str, object]:
+    PAID.append({"chat": ctx.chat_id, **input.model_dump()})
+    return {"paid": input.amount, "to": input.to}
+
+
+def pay_script(request: ModelRequest) -> ModelResponse:
+    last = request.messages[-1]
+    if last.role == "tool":
+        part = last.content[0].tool_response
+        return _say(f"outcome: {part.output if part else None}")
+    words = last.text.split()
+    return _ask(("pay", {"amount": int(words[1]), "to": words[2]}))
+
+
 ops = Agent(name="opsAgent", system="Deploy with approval.", tools=[deploy, confirm],
             model=FunctionModel(ops_script, name="ops-script"))
 gated = Agent(name="gateAgent", system="Waits for the test.", tools=[hold],
@@ -117,4 +144,7 @@ gated = Agent(name="gateAgent", system="Waits for the test.", tools=[hold],
 flaky = Agent(name="flakyAgent", system="Fails while FLAKY_DOWN is set.", tools=[],
               model=FunctionModel(flaky_script, name="flaky-script"))
 
-AGENTS = [*BANKING, ops, gated, flaky]
+payer = Agent(name="payAgent", system="Pays with approval.", tools=[pay],
+              model=FunctionModel(pay_script, name="pay-script"))
+
+AGENTS = [*BANKING, ops, gated, flaky, payer]

@@ -20,6 +20,8 @@ KEYS = {
     "key-dana": {"id": "dana", "tenant": "acme", "roles": ["requester", "approver"]},
     "key-carol": {"id": "carol", "tenant": "acme", "roles": ["auditor"]},
     "key-root": {"id": "root", "tenant": "acme", "roles": ["admin"]},
+    "key-tina": {"id": "tina", "tenant": "acme", "roles": ["treasury"]},
+    "key-tom": {"id": "tom", "tenant": "acme", "roles": ["treasury"], "groups": ["finance"]},
     "key-eve": {"id": "eve", "tenant": "globex", "roles": ["requester", "approver", "auditor"]},
 }
 ClientFor = Callable[[str], Client]

@@ -57,7 +57,7 @@ def test_a_distinct_approver_tool_refuses_the_sender(client_for: ClientFor) -> N
     go = deploy.restart(resumed_metadata={"approved": True})
     with pytest.raises(ForbiddenError) as info:
         chat.resume(restart=[go])
-    assert info.value.details == {"ref": deploy.ref, "actor": "dana"}
+    assert info.value.details == {"ref": deploy.ref, "actor": "dana", "reason": "requester"}
     done = client_for("bob").open_chat(chat.id).resume(restart=[go])
     assert done.finish_reason == "stop"
     [decided] = [e for e in chat.events() if e["type"] == "Restarted"]

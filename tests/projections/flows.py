@@ -118,7 +118,9 @@ def expected_inbox(app: Interlock, chat_ids: list[UUID]) -> list[InboxRow]:
                 rows.append(InboxRow(
                     chat_id=str(chat_id), tenant=chat.state.tenant, agent=chat.state.agent,
                     ref=call.ref, tool=call.name, input=call.input, metadata=call.interrupt,
-                    requested_at=call.interrupted_at, requested_by=call.requested_by))
+                    requested_at=call.interrupted_at, requested_by=call.requested_by,
+                    approval=call.approval.model_dump(mode="json") if call.approval else None,
+                    expires_at=call.approval.terms.expires_at if call.approval else None))
     return sorted(rows, key=lambda r: (r.requested_at, r.chat_id, r.ref))
 
 
@@ -138,7 +140,8 @@ def _decision(app: Interlock, chat_id: UUID, e: Responded | Restarted) -> Decisi
     common = {"chat_id": str(chat_id), "tenant": before.tenant, "agent": before.agent,
               "ref": e.ref, "tool": call.name, "actor": e.actor, "input_sha256": e.input_sha256,
               "requested_at": call.interrupted_at, "decided_at": e.timestamp,
-              "version": e.originator_version, "original_input": call.input}
+              "version": e.originator_version, "original_input": call.input,
+              "fingerprint": before.fingerprint}
     if isinstance(e, Responded):
         return DecisionRow(kind="respond", output=e.output, resumed_metadata=e.metadata, **common)
     replaced = e.replace_input if e.replaced_input_sha256 is not None else None

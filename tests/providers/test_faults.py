@@ -47,7 +47,8 @@ async def test_500s_until_retries_run_out_fail_the_turn_and_a_retry_works(wire: 
     assert failed.error is not None
     assert f"HTTP 500: {OVERLOADED}" in failed.error and "after 3 attempts" in failed.error
     assert len(wire.fake.requests) == 3
-    assert event_types(app, chat.id) == ["ChatStarted", "UserMessageSent", "TurnFinished"]
+    assert event_types(app, chat.id) == [
+        "ChatStarted", "UserMessageSent", "AgentFingerprinted", "TurnFinished"]
     assert app.get_chat(chat.id).status == "failed"
 
     wire.fake.queue(Reply(text="Sorry for the wait. Hello!"))
@@ -129,7 +130,8 @@ async def test_a_stream_cut_after_text_fails_without_repeating_it(wire: Wire) ->
     assert failed.error is not None and "connection" in failed.error.lower()
     assert len(wire.fake.requests) == 1
     assert "Hello there, friend!".startswith(seen.text()) and seen.text()
-    assert event_types(app, chat.id) == ["ChatStarted", "UserMessageSent", "TurnFinished"]
+    assert event_types(app, chat.id) == [
+        "ChatStarted", "UserMessageSent", "AgentFingerprinted", "TurnFinished"]
 
 
 def _hello() -> ModelRequest:

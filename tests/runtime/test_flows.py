@@ -42,6 +42,7 @@ def test_respond_flow_banking(store: str) -> None:
     assert event_types(app, chat.id) == [
         "ChatStarted",
         "UserMessageSent",
+        "AgentFingerprinted",  # the first turn records which agent definition ran it
         "ModelResponded",
         "ToolRequested",
         "Interrupted",
@@ -53,7 +54,7 @@ def test_respond_flow_banking(store: str) -> None:
         "ModelResponded",
         "TurnFinished",
     ]
-    responded = app.chat_events(chat.id)[6]
+    responded = app.chat_events(chat.id)[7]
     assert responded.actor == "bob"  # type: ignore[attr-defined]
 
 

@@ -1,0 +1,174 @@
+"""Approval policies: which calls need a yes, who may give it, how many, by when.
+
+`Approval` is what an author declares (with `when`, a function); `ApprovalTerms` is what
+the log records when a call is held for approval (the policy without the function, with
+its deadlines made absolute). `ApprovalState` is the held call's votes so far.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+VoteKind = Literal["approve", "edit", "reject"]
+Outcome = Literal["pending", "approved", "rejected"]
+DEFAULT_ROLES = ("approver",)
+
+
+def normalise_id(principal: str | None) -> str:
+    """One person, one id: "dave", "Dave" and "dave " compare equal (NFKC, trimmed, casefolded)."""
+    return unicodedata.normalize("NFKC", principal or "").strip().casefold()
+
+
+def _names(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted({v.strip() for v in values if v.strip()}))
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A tool call needs approval before it runs (`when` of the validated input holds).
+
+    `roles`/`groups` may decide (default: the `approver` role); `quorum` distinct approvers,
+    never the requester; `expires_in` fails it closed; after `escalate_after` the
+    `escalate_to` roles and `escalate_to_groups` may decide too. A rejection rejects
+    unless `reject_rejects=False` (then it is only recorded).
+    """
+
+    when: Callable[[Any], bool] | None = None
+    roles: Iterable[str] = ()
+    groups: Iterable[str] = ()
+    quorum: int = 1
+    expires_in: timedelta | None = None
+    escalate_after: timedelta | None = None
+    escalate_to: Iterable[str] = ()
+    escalate_to_groups: Iterable[str] = ()
+    reject_rejects: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("roles", "groups", "escalate_to", "escalate_to_groups"):
+            object.__setattr__(self, name, _names(getattr(self, name)))
+        if self.quorum < 1:
+            raise ValueError("Approval: quorum must be at least 1")
+        for name in ("expires_in", "escalate_after"):
+            span = getattr(self, name)
+            if span is not None and span <= timedelta(0):
+                raise ValueError(f"Approval: {name} must be positive")
+        if self.escalate_after is not None and not (self.escalate_to or self.escalate_to_groups):
+            raise ValueError("Approval: escalate_after needs escalate_to or escalate_to_groups")
+
+    def applies(self, validated_input: Any) -> bool:
+        """Whether this input needs approval (always, without `when`)."""
+        return True if self.when is None else bool(self.when(validated_input))
+
+    def describe(self) -> dict[str, Any]:
+        """The policy as JSON, without the function (what the fingerprint hashes)."""
+        return {
+            "when": None if self.when is None else getattr(self.when, "__qualname__", "when"),
+            "roles": list(self.roles or (() if self.groups else DEFAULT_ROLES)),
+            "groups": list(self.groups),
+            "quorum": self.quorum,
+            "expires_in": _seconds(self.expires_in),
+            "escalate_after": _seconds(self.escalate_after),
+            "escalate_to": list(self.escalate_to),
+            "escalate_to_groups": list(self.escalate_to_groups),
+            "reject_rejects": self.reject_rejects,
+        }
+
+    def terms(self, at: datetime, requested_by: str | None) -> ApprovalTerms:
+        """What the log records when a call is held: absolute deadlines, no function."""
+        d = self.describe()
+        return ApprovalTerms(
+            roles=d["roles"], groups=d["groups"], quorum=self.quorum,
+            reject_rejects=self.reject_rejects, requested_by=requested_by,
+            expires_at=at + self.expires_in if self.expires_in else None,
+            escalate_at=at + self.escalate_after if self.escalate_after else None,
+            escalate_to=list(self.escalate_to), escalate_to_groups=list(self.escalate_to_groups),
+        )
+
+
+def _seconds(span: timedelta | None) -> float | None:
+    return None if span is None else span.total_seconds()
+
+
+class ApprovalTerms(BaseModel):
+    """The policy in force for one held call, as recorded on `ApprovalRequested`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    roles: list[str]
+    groups: list[str] = []
+    quorum: int = 1
+    reject_rejects: bool = True
+    requested_by: str | None = None
+    expires_at: datetime | None = None
+    escalate_at: datetime | None = None
+    escalate_to: list[str] = []
+    escalate_to_groups: list[str] = []
+
+
+class Vote(BaseModel):
+    """One principal's vote; `input_sha256` is the input it was cast on (an edit: the new one)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    actor: str
+    kind: VoteKind
+    at: datetime
+    input_sha256: str
+    reason: str | None = None
+
+
+class ApprovalState(BaseModel):
+    """A held call's terms, votes so far and outcome."""
+
+    terms: ApprovalTerms
+    votes: list[Vote] = []
+    escalated: bool = False
+    outcome: Outcome = "pending"
+
+    def approvers(self, input_sha256: str, requester: str | None) -> set[str]:
+        """Distinct approvers of this exact input, the requester never among them."""
+        me = normalise_id(requester)
+        return {normalise_id(v.actor) for v in self.votes
+                if v.kind == "approve" and v.input_sha256 == input_sha256
+                and normalise_id(v.actor) != me}
+
+    def vote_of(self, actor: str, input_sha256: str) -> Vote | None:
+        """This principal's earlier vote on this input (one vote per person per input)."""
+        me = normalise_id(actor)
+        return next((v for v in self.votes
+                     if normalise_id(v.actor) == me and v.input_sha256 == input_sha256), None)
+
+    def deciders(self) -> tuple[set[str], set[str]]:
+        """The roles and groups that may decide now (escalation widens them)."""
+        roles, groups = set(self.terms.roles), set(self.terms.groups)
+        if self.escalated:
+            roles |= set(self.terms.escalate_to)
+            groups |= set(self.terms.escalate_to_groups)
+        return roles, groups
+
+
+@dataclass(frozen=True)
+class Decider:
+    """Who decides: an id, roles (custom ones such as `treasury` too) and groups."""
+
+    id: str
+    roles: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
+
+    @property
+    def admin(self) -> bool:
+        return "admin" in self.roles
+
+    def may_decide(self, roles: set[str], groups: set[str]) -> bool:
+        return self.admin or bool(self.roles & roles) or bool(self.groups & groups)
+
+    @classmethod
+    def trusted(cls, actor: str) -> Decider:
+        """An in-process caller (no HTTP keys): may decide anything, still counted by id."""
+        return cls(actor, frozenset({"admin"}))

@@ -1,0 +1,195 @@
+"""Approvals through HTTP and the client: each decision kind, routing, quorum, inbox, races."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import httpx
+import pytest
+
+from interlock.api.auth import AuthConfig
+from interlock.client import (
+    AlreadyVotedError,
+    ApprovalRequiredError,
+    ForbiddenError,
+    InterlockAPIError,
+    InvalidToolInputError,
+)
+from interlock.domain.errors import ConfigurationError
+from tests.api.agents import PAID
+from tests.api.conftest import ClientFor, Live
+
+
+def _held(client_for: ClientFor, amount: int = 500) -> tuple[Any, Any]:
+    chat = client_for("alice").chat("payAgent")
+    turn = chat.send(f"pay {amount} bob-corp")
+    assert turn.finish_reason == "interrupted"
+    return chat, turn.interrupts[0]
+
+
+def _paid(chat_id: str) -> list[dict[str, object]]:
+    return [p for p in PAID if p["chat"] == chat_id]
+
+
+def test_two_treasurers_approve_and_the_model_sees_the_payment(
+    live: Live, client_for: ClientFor
+) -> None:
+    chat, held = _held(client_for)
+    assert held.approval["terms"]["quorum"] == 2 and held.approval["terms"]["expires_at"]
+    tina = client_for("tina").open_chat(chat.id)
+    first = tina.decide(held.approve())
+    assert first.finish_reason == "interrupted" and _paid(chat.id) == []
+    inbox = client_for("tom").interrupts(chat_id=chat.id)["items"]
+    assert [v["actor"] for v in inbox[0]["approval"]["votes"]] == ["tina"]
+    done = client_for("tom").open_chat(chat.id).decide(held.approve())
+    assert done.text == "outcome: {'paid': 500, 'to': 'bob-corp'}"
+    assert len(_paid(chat.id)) == 1
+    kinds = [d["kind"] for d in client_for("carol").decisions(chat_id=chat.id)["items"]]
+    assert kinds == ["approve", "approve"]
+    assert client_for("carol").decisions(chat_id=chat.id)["items"][0]["fingerprint"] == \
+        next(a for a in client_for("carol").agents() if a["name"] == "payAgent")["fingerprint"]
+
+
+def test_a_rejection_reaches_the_model_and_the_log(live: Live, client_for: ClientFor) -> None:
+    chat, held = _held(client_for)
+    done = client_for("tina").open_chat(chat.id).decide(held.reject("unknown payee"))
+    assert done.finish_reason == "stop" and _paid(chat.id) == []
+    assert "'rejected': True, 'by': 'tina', 'reason': 'unknown payee'" in done.text
+    row = client_for("carol").decisions(chat_id=chat.id)["items"][0]
+    assert row["kind"] == "reject" and row["output"]["reason"] == "unknown payee"
+
+
+def test_an_edit_is_validated_then_approved_by_two_others(
+    live: Live, client_for: ClientFor
+) -> None:
+    chat, held = _held(client_for)
+    tina = client_for("tina").open_chat(chat.id)
+    with pytest.raises(InvalidToolInputError):
+        tina.decide(held.edit({"amount": "lots"}))
+    edited = tina.decide(held.edit({"amount": 300, "to": "bob-corp"}))
+    again = edited.interrupts[0]
+    assert again.input == {"amount": 300, "to": "bob-corp"}
+    with pytest.raises(ForbiddenError):  # tina asked for 300 now
+        tina.decide(again.approve())
+    client_for("tom").open_chat(chat.id).decide(again.approve())
+    done = client_for("root").open_chat(chat.id).decide(again.approve())
+    assert done.text == "outcome: {'paid': 300, 'to': 'bob-corp'}"
+    rows = client_for("carol").decisions(chat_id=chat.id)["items"]
+    edit = next(r for r in rows if r["kind"] == "edit")
+    assert edit["original_input"]["amount"] == 500 and edit["replaced_input"]["amount"] == 300
+
+
+def test_routing_and_repeat_votes_are_refused_and_write_nothing(
+    live: Live, client_for: ClientFor
+) -> None:
+    chat, held = _held(client_for)
+    version = chat.state()["version"]
+    with pytest.raises(ForbiddenError) as outsider:
+        client_for("bob").open_chat(chat.id).decide(held.approve())
+    assert outsider.value.details["reason"] == "not_a_decider"
+    with pytest.raises(ApprovalRequiredError):
+        client_for("bob").open_chat(chat.id).decide(held.respond({"paid": 500}))
+    client_for("tina").open_chat(chat.id).decide(held.approve())
+    with pytest.raises(AlreadyVotedError) as repeat:
+        client_for("tina").open_chat(chat.id).decide(held.approve())
+    assert repeat.value.status == 409 and repeat.value.details["vote"] == "approve"
+    assert chat.state()["version"] == version + 1  # only tina's first vote was written
+
+
+def test_the_inbox_lists_what_the_caller_may_decide(live: Live, client_for: ClientFor) -> None:
+    chat, held = _held(client_for)
+    assert client_for("bob").interrupts(chat_id=chat.id, decidable=True)["items"] == []
+    assert len(client_for("tina").interrupts(chat_id=chat.id, decidable=True)["items"]) == 1
+    assert client_for("alice").interrupts(chat_id=chat.id, decidable=True)["items"] == []
+    client_for("tina").open_chat(chat.id).decide(held.approve())
+    assert client_for("tina").interrupts(chat_id=chat.id, decidable=True)["items"] == []
+    assert len(client_for("tom").interrupts(chat_id=chat.id, decidable=True)["items"]) == 1
+
+
+def test_withdraw_tells_the_model(live: Live, client_for: ClientFor) -> None:
+    chat, held = _held(client_for)
+    with pytest.raises(ForbiddenError):
+        client_for("tina").open_chat(chat.id).withdraw([held.ref], "not mine")
+    done = chat.withdraw([held.ref], "wrong payee")
+    assert "'withdrawn': True, 'by': 'alice', 'reason': 'wrong payee'" in done.text
+    assert client_for("carol").decisions(chat_id=chat.id)["items"][0]["kind"] == "withdraw"
+
+
+def test_two_last_votes_of_a_quorum_have_one_outcome(live: Live, client_for: ClientFor) -> None:
+    chat, held = _held(client_for)
+    client_for("tina").open_chat(chat.id).decide(held.approve())
+    outcomes: list[str] = []
+
+    def vote(who: str) -> None:
+        try:
+            client_for(who).open_chat(chat.id).decide(held.approve())
+            outcomes.append("ok")
+        except InterlockAPIError as exc:
+            outcomes.append(exc.code)
+
+    threads = [threading.Thread(target=vote, args=(w,)) for w in ("tom", "root")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes.count("ok") == 1 and len(_paid(chat.id)) == 1
+    lost = {"interrupt_not_pending", "concurrent_modification", "turn_in_progress"}
+    assert set(outcomes) - {"ok"} <= lost
+
+
+def test_a_withdrawal_against_an_approval_has_one_outcome(
+    live: Live, client_for: ClientFor
+) -> None:
+    chat, held = _held(client_for)
+    client_for("tina").open_chat(chat.id).decide(held.approve())
+    outcomes: list[str] = []
+
+    def act(kind: str) -> None:
+        try:
+            if kind == "approve":
+                client_for("tom").open_chat(chat.id).decide(held.approve())
+            else:
+                client_for("alice").open_chat(chat.id).withdraw([held.ref], "changed my mind")
+            outcomes.append(kind)
+        except InterlockAPIError as exc:
+            outcomes.append(exc.code)
+
+    threads = [threading.Thread(target=act, args=(k,)) for k in ("approve", "withdraw")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    won = [o for o in outcomes if o in ("approve", "withdraw")]
+    assert len(won) == 1 and len(_paid(chat.id)) == (1 if won == ["approve"] else 0)
+
+
+def test_keys_naming_one_person_twice_are_refused() -> None:
+    with pytest.raises(ConfigurationError):
+        AuthConfig.from_mapping({"k1": {"id": "dave"}, "k2": {"id": "Dave"}})
+    with pytest.raises(ConfigurationError):
+        AuthConfig.from_mapping({"k1": {"id": "dave "}})
+
+
+def test_a_treasury_only_key_passes_the_resume_route_gate(live: Live) -> None:
+    # tina has only `treasury`: the route lets her in (404 here), the policy routes her votes
+    r = httpx.post(f"{live.url}/v1/chats/00000000-0000-0000-0000-000000000000/resume",
+                   headers={"Authorization": "Bearer key-tina"}, json={})
+    assert r.status_code == 404
+
+
+def test_the_treasury_banking_example_needs_two_treasurers(
+    live: Live, client_for: ClientFor
+) -> None:
+    chat = client_for("alice").chat("treasuryBankingAgent")
+    ask = chat.send("transfer $2500 to savings").interrupts[0]
+    held = client_for("bob").open_chat(chat.id).decide(ask.respond({"approved": True}))
+    transfer = held.interrupts[0]
+    assert transfer.name == "transferMoney" and transfer.approval["terms"]["quorum"] == 2
+    client_for("tina").open_chat(chat.id).decide(transfer.approve())
+    done = client_for("tom").open_chat(chat.id).decide(transfer.approve())
+    assert done.text.startswith("Done. Your checking balance is now")
+    small = client_for("alice").chat("treasuryBankingAgent")
+    ask = small.send("transfer $20 to savings").interrupts[0]
+    done = client_for("bob").open_chat(small.id).decide(ask.respond({"approved": True}))
+    assert done.text.startswith("Done.")  # under the limit: no approval asked

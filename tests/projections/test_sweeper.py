@@ -1,0 +1,131 @@
+"""The sweeper: each due approval expires exactly once, across processes and restarts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel
+
+from interlock import Agent, Approval, FunctionModel, ToolContext, tool
+from interlock.bootstrap import build_service
+from interlock.domain import ApproveEntry, Decider, Interlock, ModelRequest, ModelResponse
+from interlock.domain.errors import InterlockError
+from interlock.projections import open_views
+from interlock.projections.sweeper import Sweeper
+from tests.kit import call, run, say
+
+TTL = timedelta(milliseconds=300)
+
+
+class Pay(BaseModel):
+    amount: int
+
+
+RAN: list[int] = []
+
+
+@tool(name="pay", approval=Approval(roles=["treasury"], expires_in=TTL))
+async def pay(input: Pay, ctx: ToolContext) -> dict[str, Any]:
+    RAN.append(input.amount)
+    return {"paid": input.amount}
+
+
+def _script(request: ModelRequest) -> ModelResponse:
+    """Asks to pay on each user message, and says it was told of the outcome after."""
+    return call(("pay", {"amount": 7}, "p1")) if request.messages[-1].role == "user" \
+        else say("told")
+
+
+def _agents() -> list[Agent]:
+    return [Agent(name="payer", system="", tools=[pay], model=FunctionModel(_script))]
+
+
+def _held(app: Interlock, n: int) -> list[UUID]:
+    ids = []
+    for _ in range(n):
+        chat = app.start_chat("payer", actor="alice")
+        run(app.send(chat.id, "pay", actor="alice"))
+        ids.append(chat.id)
+    return ids
+
+
+def _expiries(app: Interlock, chat_id: UUID) -> int:
+    return sum(type(e).__name__ == "InterruptExpired" for e in app.chat_events(chat_id))
+
+
+def sweep_in(store: str) -> None:
+    """What a second process runs: its own service, views and sweeper on the same store."""
+    app = build_service(store, _agents())
+    views = open_views(app)
+    views.catch_up()
+    print(Sweeper(app, views).sweep())
+    views.close()
+
+
+def test_a_restart_expires_what_came_due_while_down_once_each(store: str) -> None:
+    app = build_service(store, _agents())
+    ids = _held(app, 5)
+    app.close()  # the server is down while the deadlines pass
+    time.sleep(TTL.total_seconds() + 0.1)
+    again = build_service(store, _agents())
+    views = open_views(again)
+    try:
+        views.catch_up()
+        assert Sweeper(again, views).sweep() == 5
+        views.catch_up()
+        assert Sweeper(again, views).sweep() == 0
+        assert [_expiries(again, c) for c in ids] == [1] * 5
+        assert all(again.get_chat(c).state.finish_reason == "stop" for c in ids)
+    finally:
+        views.close()
+
+
+def test_two_sweepers_in_two_processes_expire_each_once(store: str) -> None:
+    app = build_service(store, _agents())
+    ids = _held(app, 8)
+    time.sleep(TTL.total_seconds() + 0.1)
+    code = f"from tests.projections.test_sweeper import sweep_in; sweep_in({store!r})"
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    written = [int(p.communicate(timeout=120)[0].split()[-1]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert sum(written) == 8  # each expiry written by exactly one of them
+    assert [_expiries(app, c) for c in ids] == [1] * 8
+
+
+def _vote_at(app: Interlock, chat_id: UUID, deadline: float, outcome: list[str]) -> None:
+    time.sleep(max(0.0, deadline - time.monotonic()))
+    try:
+        run(app.resume(chat_id, votes=[ApproveEntry(ref="p1", name="pay")], actor="tom",
+                       decider=Decider("tom", frozenset({"treasury"}))))
+        outcome.append("approved")
+    except InterlockError as exc:
+        outcome.append(exc.code)
+
+
+def test_an_approval_racing_its_expiry_has_one_outcome(store: str) -> None:
+    app = build_service(store, _agents())
+    views = open_views(app)
+    try:
+        for _ in range(3):
+            (chat_id,) = _held(app, 1)
+            views.catch_up()
+            ran_before, outcome = len(RAN), []
+            deadline = time.monotonic() + TTL.total_seconds()
+            voter = threading.Thread(target=_vote_at, args=(app, chat_id, deadline, outcome))
+            voter.start()
+            time.sleep(max(0.0, deadline - time.monotonic()))
+            Sweeper(app, views).sweep()
+            voter.join()
+            expired = _expiries(app, chat_id)
+            assert expired + outcome.count("approved") == 1, outcome
+            assert len(RAN) - ran_before == outcome.count("approved")  # at most one run
+            assert expired == 0 or outcome == ["interrupt_expired"]
+    finally:
+        views.close()
