@@ -25,10 +25,23 @@ def pg_store() -> Iterator[str]:
     schema = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
+    # Every connection the test opens (pools, servers it starts) carries the schema's name,
+    # so a pool a test forgot to close cannot hold its connections for the rest of the run.
+    before = os.environ.get("PGAPPNAME")
+    os.environ["PGAPPNAME"] = schema
     try:
         yield pg_schema_url(schema)
     finally:
+        if before is None:
+            os.environ.pop("PGAPPNAME", None)
+        else:
+            os.environ["PGAPPNAME"] = before
         with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = %s AND pid <> pg_backend_pid()",
+                (schema,),
+            )
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
