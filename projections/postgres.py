@@ -32,6 +32,8 @@ _ADVANCE = (
     " WHERE t.notification_id = %(start)s RETURNING notification_id"
 )
 
+_MARK = "INSERT INTO {tracking} VALUES (%(marker)s, 1) ON CONFLICT DO NOTHING"
+
 
 class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
     """One view in PostgreSQL; tables are `<prefix>_<name>` in the store's schema."""
@@ -65,7 +67,25 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
 
     def setup(self) -> None:
         with schema_lock(self.datastore):
+            self._mark_migrated()
             self.create_table()
+
+    def _mark_migrated(self) -> None:
+        """Give a tracking table that lacks the library's migration marker its marker.
+
+        Every tracking table of a view is single-row (ours, and the CAS needs it); without
+        the marker the library takes one for a legacy table and renames it to `bkup1_...`,
+        which collides the second time. Tables recreated by earlier rebuilds lacked it.
+        """
+        self.tracking_table_exists = False
+        self.tracking_migration_previous = self.tracking_migration_current = None
+        with self.datastore.transaction(commit=True) as curs:
+            found = curs.execute("SELECT to_regclass(%s) AS t", (self._qualified(),)).fetchone()
+            if found and found["t"] is not None:
+                curs.execute(self._q(_MARK), {"marker": self.table_migration_identifier})
+
+    def _qualified(self) -> str:
+        return sql.Identifier(self.datastore.schema, self.tracking_table_name).as_string(None)
 
     def position(self) -> int:
         return self.max_tracking_id(self.application_name) or 0
