@@ -18,6 +18,7 @@ from interlock.domain import (
     TurnResult,
 )
 from interlock.domain.events import ChatEvent
+from interlock.projections.stuck import StuckView
 
 MAX_TEXT = 100_000
 MAX_ENTRIES = 100
@@ -223,3 +224,4 @@ class Health(BaseModel):
     status: Literal["ok", "ready", "not_ready"]
     store: bool | None = None
     views: bool | None = None
+    stuck: list[StuckView] | None = None  # views stopped on an event, and which

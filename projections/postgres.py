@@ -115,9 +115,20 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             raise PositionConflictError(self.view_name, start, None)
 
     def drop(self) -> None:
-        tables = [n for n in (*self.tables, "tracking") if not n.endswith("_idx")]
         with self.datastore.transaction(commit=True) as curs:
-            for name in tables:
+            self._drop(curs)
+
+    def reset(self) -> None:
+        with schema_lock(self.datastore), self.datastore.transaction(commit=True) as curs:
+            self._drop(curs)
+            # A table created now is new: the library inserts its migration marker.
+            self.tracking_table_exists = False
+            self.tracking_migration_previous = self.tracking_migration_current = None
+            self._create_table(curs)
+
+    def _drop(self, curs: Cursor[DictRow]) -> None:
+        for name in (*self.tables, "tracking"):
+            if not name.endswith("_idx"):
                 curs.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._names[name]))
 
     def run(self, template: str, params: Mapping[str, Any]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from datetime import datetime
@@ -119,13 +120,13 @@ def _progress(name: str, position: int, head: int) -> None:
 
 
 def _run_projections(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     models = _models(args, args.batch)
     try:
         while True:
-            for runner in models.runners:
-                runner.catch_up(_progress)
+            models.catch_up(_progress)
             if args.once:
-                return 0
+                return 1 if models.stuck() else 0
             time.sleep(args.poll)  # SQLite has no LISTEN/NOTIFY: poll the notification log
     except KeyboardInterrupt:
         return 0
