@@ -155,16 +155,19 @@ class Interlock(Application[UUID]):
         emit: Emit | None = None,
         stale_after: timedelta = ABANDONED_AFTER,
         max_turns: int | None = None,
+        decider_only: bool = False,
     ) -> TurnResult:
         """Continue from the last recorded step; completed tools never run again.
 
-        A turn still `running` after `stale_after` was left by a crashed process: its
-        requested tools run again with the same idempotency key.
+        A turn still `running` with no event (heartbeats included) for `stale_after` was
+        left by a crashed process: its requested tools run again with the same
+        idempotency key. `decider_only`: the actor may retry only a turn their decision
+        started (an approver without the requester role).
         """
         chat = self.get_chat(chat_id, tenant=tenant)
         loop = self._loop(chat, max_turns)
         since = len(chat.state.messages)
-        chat.retry(actor=actor, now=now(), stale_after=stale_after)
+        chat.retry(actor=actor, now=now(), stale_after=stale_after, decider_only=decider_only)
         return await loop.run(chat, since, emit)
 
     def _loop(self, chat: Chat, max_turns: int | None) -> TurnLoop:

@@ -93,8 +93,15 @@ async def resume(
              responses={**STREAMED, **errors(404, 409, 502)})
 async def retry(
     chat_id: ChatId, request: Request, service: ServiceDep, streams: StreamsDep,
-    who: Requester,
+    who: Reader,
 ) -> TurnPublic | StreamingResponse:
-    """Continue a failed turn from its last recorded step."""
+    """Continue a failed turn (or one whose lease expired) from its last recorded step.
+
+    A requester may retry any turn of the tenant; an approver only one their decision started.
+    """
+    decider_only = not ({"requester", "admin"} & who.roles)
+    if decider_only:
+        who.require("approver")
     return await answer_turn(request, lambda emit: service.retry(
-        chat_id, actor=who.id, tenant=who.tenant, emit=emit), streams)
+        chat_id, actor=who.id, tenant=who.tenant, emit=emit, decider_only=decider_only),
+        streams)
