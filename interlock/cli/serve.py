@@ -11,8 +11,9 @@ from typing import Any
 import uvicorn
 
 from interlock.bootstrap import check_serving
+from interlock.settings import Settings, load_settings
 from interlock.settings import flag_help as _help
-from interlock.settings import load_settings
+from interlock.slowclients import protocol_class
 
 FACTORY = "interlock.api.app:create_app"
 
@@ -38,6 +39,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--keys", type=Path, dest="api_keys_file",
                    help=_help("API keys file, JSON or TOML, mapping key -> {id, tenant, roles}; "
                               "or JSON text in INTERLOCK_API_KEYS", "api_keys_file"))
+    p.add_argument("--allow-dev-secret", action="store_true", default=None,
+                   help=_help("serve with API keys but without INTERLOCK_SECRET (development)",
+                              "allow_dev_secret"))
+    p.add_argument("--read-timeout", type=float,
+                   help=_help("seconds a client has to send a whole request", "read_timeout"))
+    p.add_argument("--keep-alive-timeout", type=float,
+                   help=_help("seconds an idle connection stays open", "keep_alive_timeout"))
+    p.add_argument("--limit-concurrency", type=int,
+                   help=_help("connections and tasks per worker before answering 503",
+                              "limit_concurrency"))
     p.set_defaults(run=run)
 
 
@@ -45,10 +56,21 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = load_settings(agents=args.agents, store=args.store, host=args.host,
                              port=args.port, workers=args.workers,
-                             api_keys_file=args.api_keys_file)
+                             api_keys_file=args.api_keys_file,
+                             allow_dev_secret=args.allow_dev_secret,
+                             read_timeout=args.read_timeout,
+                             keep_alive_timeout=args.keep_alive_timeout,
+                             limit_concurrency=args.limit_concurrency)
     check_serving(settings)  # one clear line and exit 2, before any worker starts
     # Every process, this one included, builds the app from the environment: one path.
     os.environ.update(settings.to_env())
     uvicorn.run(FACTORY, factory=True, host=settings.host, port=settings.port,
-                workers=settings.workers, access_log=False, log_level="info")
+                workers=settings.workers, access_log=False, log_level="info",
+                **uvicorn_options(settings))
     return 0
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """Limits against slow or too many clients (each worker also reads read_timeout)."""
+    return {"http": protocol_class(), "timeout_keep_alive": settings.keep_alive_timeout,
+            "limit_concurrency": settings.limit_concurrency}
