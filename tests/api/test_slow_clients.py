@@ -57,7 +57,7 @@ def _closed_within(conn: socket.socket, seconds: float) -> bool:
         data = b""
     except TimeoutError:
         return False
-    return data == b"" or b"408" in data and time.monotonic() - started <= seconds
+    return (data == b"" or b"408" in data) and time.monotonic() - started <= seconds
 
 
 def test_clients_trickling_headers_or_body_are_dropped(server: tuple[str, int]) -> None:
