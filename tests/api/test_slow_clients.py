@@ -40,6 +40,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, int]]:
     yield sock.getsockname()
     server.should_exit = True
     thread.join()
+    sock.close()
 
 
 def _connect(address: tuple[str, int]) -> socket.socket:
