@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -15,11 +16,13 @@ from fastapi.testclient import TestClient
 
 from interlock.api.app import make_app
 from interlock.domain import Interlock
+from interlock.domain.errors import InvalidRequestError
 from interlock.domain.events import UserMessageSent
 from interlock.projections import (
     READ_MODELS,
     ReadModel,
     SqlReadModels,
+    cursors,
     open_read_models,
     open_views,
 )
@@ -212,3 +215,15 @@ async def test_a_view_stuck_on_an_event_says_so_and_backs_off(
         assert body["stuck"][0]["notification_id"] == poisoned[0]
     finally:
         server.close()
+
+
+# -- hostile cursors ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("at", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_a_cursor_time_outside_utc_is_refused(models: SqlReadModels, at: str) -> None:
+    when = datetime.fromisoformat(at)
+    with pytest.raises(InvalidRequestError, match="invalid cursor"):
+        models.inbox(InboxFilter(), cursor=cursors.encode((when, "c", "r")))
+    with pytest.raises(InvalidRequestError, match="invalid cursor"):
+        models.chats(ChatFilter(), cursor=cursors.encode((when, "c")))
