@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import time
+import unicodedata
 from datetime import datetime
 from typing import Any, TextIO
 from uuid import UUID
@@ -22,6 +23,7 @@ from interlock.projections.readmodels import SqlReadModels
 from interlock.settings import flag_help as _help
 from interlock.settings import load_settings
 
+_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp"})  # controls, format (bidi), line separators
 VIEWS = tuple(m.name for m in READ_MODELS)
 _ESSENTIALS = ("text", "ref", "name", "input", "metadata", "output", "error", "reason",
                "replace_input", "resumed_metadata", "agent", "tenant")
@@ -166,18 +168,30 @@ def _replay(args: argparse.Namespace) -> int:
     for event in app.events.get(args.chat_id, lte=chat.version):
         _print_event(event, sys.stdout)
     state = chat.state
-    print(f"\nstate at version {chat.version}: status={state.status} agent={state.agent} "
-          f"tenant={state.tenant} messages={len(state.messages)}")
+    print()
+    print(_shown(f"state at version {chat.version}: status={state.status} agent={state.agent} "
+                 f"tenant={state.tenant} messages={len(state.messages)}"))
     for call in state.calls.values():
-        print(f"  call {call.ref} {call.name} {call.status}"
-              + (f" decided by {call.decided_by} ({call.decision})" if call.decided_by else ""))
+        print(_shown(f"  call {call.ref} {call.name} {call.status}" + (
+            f" decided by {call.decided_by} ({call.decision})" if call.decided_by else "")))
     return 0
 
 
 def _print_event(event: Any, out: TextIO) -> None:
-    actor = getattr(event, "actor", None) or "-"
+    actor = _shown(getattr(event, "actor", None) or "-")
     out.write(f"{event.originator_version:>5}  {event.timestamp.isoformat()}  {actor:<12} "
-              f"{type(event).__name__:<16} {_essentials(event)}\n")
+              f"{type(event).__name__:<16} {_shown(_essentials(event))}\n")
+
+
+def _shown(text: str) -> str:
+    """Text from models and clients with control and format characters escaped.
+
+    Raw, an ESC or CSI sequence would drive the reader's terminal (rewrite lines, retitle
+    windows), bidi overrides would reorder what the auditor sees, a newline would forge
+    a line.
+    """
+    return "".join(ch if unicodedata.category(ch) not in _HIDDEN
+                   else f"\\u{ord(ch):04x}" for ch in text)
 
 
 def _verify(args: argparse.Namespace) -> int:
