@@ -23,6 +23,7 @@ from interlock.projections.stuck import StuckView
 MAX_TEXT = 100_000
 MAX_ENTRIES = 100
 MAX_LIMIT = 500
+MAX_EVENTS = 1000  # a page of a chat's event log
 MAX_TURNS = 100
 MaxTurns = Annotated[int | None, Field(default=None, ge=1, le=MAX_TURNS,
                                        description="this call's tool-round budget")]
@@ -166,6 +167,7 @@ class EventPublic(BaseModel):
 class ChatEvents(BaseModel):
     chat_id: str
     events: list[EventPublic]
+    next_cursor: str | None = None  # pass as `after` for the next page; None on the last
 
 
 class ToolPublic(BaseModel):

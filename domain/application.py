@@ -209,13 +209,20 @@ class Interlock(Application[UUID]):
             )
         return chat
 
-    def chat_events(self, chat_id: UUID, *, tenant: str | None = None) -> list[ChatEvent]:
-        """The chat's log, read once; its first event says whose chat it is."""
-        events: list[ChatEvent] = list(self.events.get(chat_id))  # type: ignore[arg-type]
-        started = events[0] if events else None
+    def chat_events(
+        self, chat_id: UUID, *, tenant: str | None = None, after: int = 0,
+        limit: int | None = None,
+    ) -> list[ChatEvent]:
+        """The chat's events after version `after` (at most `limit`), oldest first.
+
+        Whose chat it is comes from its first event alone, read before the rest: another
+        tenant's chat is refused in the same time whatever its size.
+        """
+        first = list(self.events.get(chat_id, lte=1))
+        started = first[0] if first else None
         if not isinstance(started, ChatStarted) or tenant not in (None, started.tenant):
             raise ChatNotFoundError(chat_id)
-        return events
+        return list(self.events.get(chat_id, gt=after, limit=limit))  # type: ignore[arg-type]
 
     # -- persistence -------------------------------------------------------------------------
 
