@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import Any
 
-from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
+from eventsourcing.postgres import (
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+    PostgresTrackingRecorder,
+)
 from psycopg import Cursor, sql
 from psycopg.rows import DictRow
 from psycopg.types.json import Json
@@ -177,3 +181,29 @@ def postgres_views(
     return [m.open(PostgresViewStore(datastore, m.view, prefix=prefix,
                                      application_name=application_name))
             for m in read_models]
+
+
+class AppendWaker:
+    """Blocks until the event recorder NOTIFYs an append, or a timeout passes.
+
+    LISTEN starts before the first catch-up, so an append committed between a pass and
+    the next wait is still queued on the connection and wakes it at once.
+    """
+
+    def __init__(self, recorder: PostgresApplicationRecorder) -> None:
+        self._stack = ExitStack()
+        self._conn = self._stack.enter_context(recorder.datastore.get_connection())
+        self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(recorder.channel_name)))
+        self._conn.commit()  # a LISTEN takes effect when its transaction commits
+
+    def wait(self, timeout: float) -> None:
+        """Return on the next append (those already queued included) or after `timeout`."""
+        for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+            pass
+        for _ in self._conn.notifies(timeout=0):  # appends since then: one pass for all
+            pass
+
+    def close(self) -> None:
+        self._conn.execute("UNLISTEN *")
+        self._conn.commit()
+        self._stack.close()

@@ -9,8 +9,10 @@ import sys
 import time
 import unicodedata
 from datetime import datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from uuid import UUID
+
+from eventsourcing.postgres import PostgresApplicationRecorder
 
 from interlock.bootstrap import service_from
 from interlock.domain import Interlock
@@ -24,6 +26,9 @@ from interlock.settings import flag_help as _help
 from interlock.settings import load_settings
 
 _HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp"})  # controls, format (bidi), line separators
+if TYPE_CHECKING:
+    from interlock.projections.postgres import AppendWaker
+
 VIEWS = tuple(m.name for m in READ_MODELS)
 _ESSENTIALS = ("text", "ref", "name", "input", "metadata", "output", "error", "reason",
                "replace_input", "resumed_metadata", "agent", "tenant")
@@ -55,7 +60,9 @@ def _register_projections(subparsers: Any) -> None:
                                      "Resumes from each view's tracking position.")
     _add_store(run)
     run.add_argument("--once", action="store_true", help="exit once the views are current")
-    run.add_argument("--poll", type=float, default=0.5, help="seconds between polls (0.5)")
+    run.add_argument("--poll", type=float, default=0.5,
+                     help="seconds between polls of the log (0.5); on PostgreSQL "
+                          "appends wake the runner at once (LISTEN/NOTIFY)")
     run.add_argument("--batch", type=int, default=1000, help="events per transaction (1000)")
     run.set_defaults(run=_run_projections)
     rebuild = sub.add_parser("rebuild", help="drop a view and replay it from the event log",
@@ -124,16 +131,32 @@ def _progress(name: str, position: int, head: int) -> None:
 def _run_projections(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     models = _models(args, args.batch)
+    waker = None if args.once else _append_waker(models)
     try:
         while True:
             models.catch_up(_progress)
             if args.once:
                 return 1 if models.stuck() else 0
-            time.sleep(args.poll)  # SQLite has no LISTEN/NOTIFY: poll the notification log
+            if waker is not None:
+                waker.wait(args.poll)  # woken by the append's NOTIFY, at the latest on poll
+            else:
+                time.sleep(args.poll)  # SQLite has no LISTEN/NOTIFY: poll the log
     except KeyboardInterrupt:
         return 0
     finally:
+        if waker is not None:
+            waker.close()
         models.close()
+
+
+def _append_waker(models: SqlReadModels) -> AppendWaker | None:
+    """LISTEN/NOTIFY on PostgreSQL; None where appends notify no one (SQLite)."""
+    recorder = models.app.recorder
+    if not isinstance(recorder, PostgresApplicationRecorder):
+        return None
+    from interlock.projections.postgres import AppendWaker
+
+    return AppendWaker(recorder)
 
 
 def _rebuild(args: argparse.Namespace) -> int:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -26,6 +30,7 @@ from interlock.projections import (
     open_read_models,
     open_views,
 )
+from interlock.projections.chats import ChatsView
 from interlock.projections.interface import ChatFilter, InboxFilter
 from interlock.projections.sql import SqlView
 from tests.projections.conftest import dumps
@@ -227,3 +232,37 @@ def test_a_cursor_time_outside_utc_is_refused(models: SqlReadModels, at: str) ->
         models.inbox(InboxFilter(), cursor=cursors.encode((when, "c", "r")))
     with pytest.raises(InvalidRequestError, match="invalid cursor"):
         models.chats(ChatFilter(), cursor=cursors.encode((when, "c")))
+
+
+# -- a runner in another process -------------------------------------------------------------
+
+
+async def test_a_runner_process_wakes_on_notify_not_on_its_poll(pg_store: str) -> None:
+    app = app_for(pg_store)
+    _, position = await seed(app)
+    cmd = [sys.executable, "-m", "interlock.cli.main", "projections", "run", "--poll", "30",
+           "--store", pg_store]
+    worker = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              env={**os.environ, "PYTHONPATH": os.getcwd()})
+    watcher = open_views(app)
+    try:
+        _until(lambda: min(watcher.positions().values()) >= position, 20)
+        time.sleep(0.5)  # the runner is now waiting: 30 s if it polled
+        chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
+        head = app.recorder.max_notification_id() or 0
+        started = time.monotonic()
+        _until(lambda: min(watcher.positions().values()) >= head, 5)
+        assert time.monotonic() - started < 2
+        assert str(chat.id) in {r["chat_id"] for r in watcher.view(ChatsView).dump()}
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=10)
+        watcher.close()
+        app.close()
+
+
+def _until(done: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, "not reached in time"
+        time.sleep(0.02)
