@@ -21,10 +21,12 @@ from interlock.domain import (
     TurnResult,
 )
 from interlock.domain.events import ChatEvent
+from interlock.projections.stuck import StuckView
 
 MAX_TEXT = 100_000
 MAX_ENTRIES = 100
 MAX_LIMIT = 500
+MAX_EVENTS = 1000  # a page of a chat's event log
 MAX_TURNS = 100
 MaxTurns = Annotated[int | None, Field(default=None, ge=1, le=MAX_TURNS,
                                        description="this call's tool-round budget")]
@@ -184,6 +186,7 @@ class EventPublic(BaseModel):
 class ChatEvents(BaseModel):
     chat_id: str
     events: list[EventPublic]
+    next_cursor: str | None = None  # pass as `after` for the next page; None on the last
 
 
 class ToolPublic(BaseModel):
@@ -248,3 +251,4 @@ class Health(BaseModel):
     status: Literal["ok", "ready", "not_ready"]
     store: bool | None = None
     views: bool | None = None
+    stuck: list[StuckView] | None = None  # views stopped on an event, and which

@@ -275,16 +275,19 @@ class Interlock(Application[UUID]):
         emit: Emit | None = None,
         stale_after: timedelta = ABANDONED_AFTER,
         max_turns: int | None = None,
+        decider_only: bool = False,
     ) -> TurnResult:
         """Continue from the last recorded step; completed tools never run again.
 
-        A turn still `running` after `stale_after` was left by a crashed process: its
-        requested tools run again with the same idempotency key.
+        A turn still `running` with no event (heartbeats included) for `stale_after` was
+        left by a crashed process: its requested tools run again with the same
+        idempotency key. `decider_only`: the actor may retry only a turn their decision
+        started (an approver without the requester role).
         """
         chat = await self.off_loop(self._checkout, chat_id, tenant)
         loop = self._loop(chat, max_turns)
         since = len(chat.state.messages)
-        chat.retry(actor=actor, now=now(), stale_after=stale_after)
+        chat.retry(actor=actor, now=now(), stale_after=stale_after, decider_only=decider_only)
         chat.record_fingerprint(loop.agent.fingerprint)
         return self._checkin(chat, await loop.run(chat, since, emit))
 
@@ -353,13 +356,20 @@ class Interlock(Application[UUID]):
         self.chats.give(chat)
         return result
 
-    def chat_events(self, chat_id: UUID, *, tenant: str | None = None) -> list[ChatEvent]:
-        """The chat's log, read once; its first event says whose chat it is."""
-        events: list[ChatEvent] = list(self.events.get(chat_id))  # type: ignore[arg-type]
-        started = events[0] if events else None
+    def chat_events(
+        self, chat_id: UUID, *, tenant: str | None = None, after: int = 0,
+        limit: int | None = None,
+    ) -> list[ChatEvent]:
+        """The chat's events after version `after` (at most `limit`), oldest first.
+
+        Whose chat it is comes from its first event alone, read before the rest: another
+        tenant's chat is refused in the same time whatever its size.
+        """
+        first = list(self.events.get(chat_id, lte=1))
+        started = first[0] if first else None
         if not isinstance(started, ChatStarted) or tenant not in (None, started.tenant):
             raise ChatNotFoundError(chat_id)
-        return events
+        return list(self.events.get(chat_id, gt=after, limit=limit))  # type: ignore[arg-type]
 
     # -- persistence -------------------------------------------------------------------------
 

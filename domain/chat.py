@@ -120,12 +120,33 @@ class Chat:
         self._check_accepts_message()
         self._trigger(ev.UserMessageSent, text=text, actor=actor)
 
-    def retry(self, *, actor: str, now: datetime, stale_after: timedelta) -> None:
-        """Continue a failed turn, or one left running by a crashed process."""
-        abandoned = self.state.status == "running" and now - self.state.updated_at >= stale_after
-        if self.state.status != "failed" and not abandoned:
+    def retry(
+        self, *, actor: str, now: datetime, stale_after: timedelta, decider_only: bool = False
+    ) -> None:
+        """Continue a failed turn, or a running one whose lease expired (a crashed process).
+
+        A running turn's lease is its last event plus `stale_after`; the process running
+        it renews it with heartbeats while tools run. With `decider_only` (an approver who
+        is not a requester) only a turn the actor's own decision started may be retried.
+        """
+        expired = self.state.status == "running" and now - self.state.updated_at >= stale_after
+        if self.state.status != "failed" and not expired:
             raise NothingToRetryError(self.state.status)
+        if decider_only and self.turn_decider() != actor:
+            raise ForbiddenError(f"{actor} may only retry a turn their own decision started",
+                                 principal=actor)
         self._trigger(ev.TurnRetried, actor=actor)
+
+    def turn_decider(self) -> str | None:
+        """Who made the latest decision of the current turn (it started what runs now)."""
+        decided = [c for c in self.state.calls.values()
+                   if c.turn == self.state.turn and c.decided_at is not None]
+        latest = max(decided, key=lambda c: c.decided_at or self.state.created_at, default=None)
+        return latest.decided_by if latest else None
+
+    def heartbeat(self) -> None:
+        """Renew a running turn's lease (its tools are still running)."""
+        self._trigger(ev.TurnHeartbeat)
 
     def record_model_reply(self, message: Message, usage: dict[str, int] | None = None) -> None:
         """Record the model's reply with unique refs, and one ToolRequested per request."""

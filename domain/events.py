@@ -111,6 +111,10 @@ class TurnRetried(ChatEvent):
         state.error = None
 
 
+class TurnHeartbeat(ChatEvent):
+    """The process running the turn is alive: renews the turn's lease (its updated_at)."""
+
+
 class ModelResponded(ChatEvent):
     message: Message
     usage: dict[str, int] | None = None

@@ -27,6 +27,9 @@ from interlock.domain.tracing import Tracer, decision_events, span
 Emit = Callable[[StreamEvent], Awaitable[None]]
 Commit = Callable[[Chat], Awaitable[int | None]]
 Outcome = tuple[Literal["completed", "failed", "interrupted"], Any]
+# While tools run, a running turn's lease is renewed this often; a turn is retryable
+# only after its lease (ABANDONED_AFTER, 2 minutes) passes without an event.
+HEARTBEAT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -139,8 +142,9 @@ class TurnLoop:
         if any(_has_side_effects(self.agent, c) for c in calls):
             await self.commit(chat)  # write-ahead: the request is durable before the tool acts
         await _announce(calls, emit)  # after that commit: a lost race streams nothing
-        outcomes = await asyncio.gather(
-            *(_traced_tool(self.tracer, chat, self.agent, c) for c in calls))
+        outcomes = await self._heartbeating(
+            chat, asyncio.gather(*(_traced_tool(self.tracer, chat, self.agent, c) for c in calls))
+        )
         for call, (kind, value) in zip(calls, outcomes, strict=True):
             if kind == "completed":
                 chat.record_completed(call.ref, value)
@@ -157,6 +161,32 @@ class TurnLoop:
                     "failed": kind == "failed",
                 }
                 await emit(StreamEvent(type="tool_response", data=data))
+
+
+    async def _heartbeating(
+        self, chat: Chat, tools: Awaitable[list[Outcome]]
+    ) -> list[Outcome]:
+        """Await the tools while committing a heartbeat every HEARTBEAT_SECONDS."""
+        done = asyncio.Event()
+        beats = asyncio.create_task(self._beat(chat, done))
+        try:
+            return await tools
+        finally:
+            done.set()
+            await beats  # a heartbeat mid-commit finishes before the chat changes again
+
+    async def _beat(self, chat: Chat, done: asyncio.Event) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(done.wait(), HEARTBEAT_SECONDS)
+                return
+            except TimeoutError:
+                pass
+            chat.heartbeat()
+            try:
+                await self.commit(chat)
+            except ConcurrencyError:
+                return  # another process retried the turn: this one's last commit will fail
 
 
 def _chunks(emit: Emit | None) -> Callable[[ModelChunk], Awaitable[None]] | None:

@@ -75,7 +75,20 @@ def check_serving(settings: Settings) -> None:
     for agent in load_agents(settings.agents):
         if isinstance(agent.model, str) and resolve is not None:
             resolve(agent.model)  # builds a client, calls nothing: a missing key shows here
-    check_exposure(settings.host, auth_from(settings))
+    auth = auth_from(settings)
+    check_exposure(settings.host, auth)
+    check_secret(settings, auth)
+
+
+def check_secret(settings: Settings, auth: AuthConfig) -> None:
+    """API keys mean real users: the public dev secret would make the event chain prove nothing."""
+    if auth.dev_mode or settings.secret is not None or settings.allow_dev_secret:
+        return
+    if settings.store.startswith("memory"):
+        return  # nothing outlives the process: there is no chain to forge
+    raise ConfigurationError(
+        "refusing to serve with API keys and the public dev secret: set INTERLOCK_SECRET "
+        "(or the file interlock_secret), or pass --allow-dev-secret for development")
 
 
 def check_exposure(host: str, auth: AuthConfig) -> None:

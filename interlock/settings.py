@@ -44,6 +44,14 @@ class Settings(BaseSettings):
     workers: int = Field(1, ge=1, le=64, description="server processes on the one store")
     log_format: Literal["text", "json"] = Field("text", description="text, or json (a line each)")
     tracing: bool = Field(False, description="OpenTelemetry traces (the otel extra)")
+    allow_dev_secret: bool = Field(
+        False, description="serve with API keys but the public dev HMAC secret (development)")
+    read_timeout: float = Field(
+        30.0, gt=0, le=3600, description="seconds a client has to send a whole request")
+    keep_alive_timeout: float = Field(
+        5.0, gt=0, le=3600, description="seconds an idle connection stays open")
+    limit_concurrency: int = Field(
+        1000, ge=1, description="connections and tasks per worker before answering 503")
 
     @model_validator(mode="after")
     def _no_retired_variables(self) -> Settings:

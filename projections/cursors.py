@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from interlock.domain.errors import InvalidRequestError
@@ -28,9 +28,18 @@ def decode(cursor: str | None, *rest_types: type) -> Key | None:
         at = datetime.fromisoformat(first)
     except (binascii.Error, ValueError, TypeError) as exc:
         raise InvalidRequestError(f"invalid cursor {cursor!r}") from exc
-    if at.tzinfo is None or not _fits(rest, rest_types):
+    if at.tzinfo is None or not _fits(rest, rest_types) or not _in_utc_range(at):
         raise InvalidRequestError(f"invalid cursor {cursor!r}")
     return (at, *rest)
+
+
+def _in_utc_range(at: datetime) -> bool:
+    """Year 1 at +14:00 is year 0 in UTC, which no store (nor Python) can hold."""
+    try:
+        at.astimezone(UTC)
+    except OverflowError:
+        return False
+    return True
 
 
 def _fits(values: list[Any], types: tuple[type, ...]) -> bool:

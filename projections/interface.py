@@ -14,6 +14,7 @@ from interlock.projections.chats import ChatFilter, ChatSummary
 from interlock.projections.decisions import DecisionFilter, DecisionRow, DecisionStats
 from interlock.projections.inbox import InboxFilter, InboxRow
 from interlock.projections.pages import Page
+from interlock.projections.stuck import StuckView
 
 __all__ = [
     "ChatFilter",
@@ -25,6 +26,7 @@ __all__ = [
     "InboxRow",
     "Page",
     "ReadModels",
+    "StuckView",
 ]
 
 
@@ -59,6 +61,9 @@ class ReadModels(Protocol):
         """How many recorded events some view has not processed yet."""
 
     def stopped(self) -> bool:
-        """True when the views stopped on an event they could not apply."""
+        """True while a view is stuck on an event or the views cannot catch up."""
+
+    def stuck(self) -> list[StuckView]:
+        """The views stuck on an event they cannot apply: which view, which event, why."""
 
     def close(self) -> None: ...

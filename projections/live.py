@@ -15,10 +15,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 COALESCE_SECONDS = 0.005
+FIRST_RETRY, LAST_RETRY = 0.5, 30.0  # seconds between passes while the store fails
 
 
 class LiveRunner:
-    """A thread that catches the views up after each commit and every `poll_interval`."""
+    """A thread that catches the views up after each commit and every `poll_interval`.
+
+    Each pass applies everything committed since the last one, in shared batches.
+    A pass that fails (store unreachable, tables being replaced) is logged and retried
+    with backoff; the views never stop for good. A view stuck on one event is the read
+    models' business (StuckViews): the others go on.
+    """
 
     def __init__(self, models: SqlReadModels, poll_interval: float) -> None:
         self.models = models
@@ -41,30 +48,43 @@ class LiveRunner:
         self._wake.set()
 
     def _loop(self) -> None:
+        delay = FIRST_RETRY
         while not self._stopping.is_set():
             self._wake.clear()
             self._hurry.clear()
-            try:
-                seen = self.models.catch_up()
-            except BaseException as exc:
-                # Like the library's runner: a failing event stops the views, loudly;
-                # waiters get the error instead of a stale read.
-                log.exception("read models stopped: an event could not be applied")
-                self._fail(exc)
-                return
-            self._publish(seen)
+            if not self._pass():
+                self._stopping.wait(delay)
+                delay = min(LAST_RETRY, delay * 2)
+                continue
+            delay = FIRST_RETRY
             if self._wake.wait(self.poll_interval):
                 # Woken by a commit: let its writer answer first and gather the commits
                 # that follow, unless a reader is waiting for the views.
                 self._hurry.wait(COALESCE_SECONDS)
 
+    def _pass(self) -> bool:
+        try:
+            if self._error is not None:
+                self.models.setup()  # re-attach: recreate tables dropped under us
+            seen = self.models.catch_up()
+        except Exception as exc:  # broad on purpose: whatever failed, the views must go on
+            if self._error is None:
+                log.exception("read models could not catch up; retrying with backoff")
+            self._fail(exc)
+            return False
+        self._publish(seen)
+        return True
+
     @property
     def error(self) -> BaseException | None:
+        """The error of the last pass, while passes keep failing."""
         return self._error
 
     def _publish(self, seen: int) -> None:
         with self._changed:
-            self._seen = seen
+            if self._error is not None:
+                log.info("read models catch up again")
+            self._seen, self._error = seen, None
             self._changed.notify_all()
 
     def _fail(self, exc: BaseException) -> None:
@@ -73,14 +93,15 @@ class LiveRunner:
             self._changed.notify_all()
 
     def wait(self, position: int, timeout: float) -> None:
+        """Block until the views reach `position`; TimeoutError if they cannot in time."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while self._seen < position:
-                if self._error is not None:
-                    raise self._error
+                self.models.check_not_stuck(position)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(f"views have not reached position {position}")
+                    failing = f" (failing: {self._error})" if self._error is not None else ""
+                    raise TimeoutError(f"views have not reached position {position}{failing}")
                 self._hurry.set()
                 self._wake.set()
                 self._changed.wait(remaining)

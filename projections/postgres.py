@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import Any
 
-from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
+from eventsourcing.postgres import (
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+    PostgresTrackingRecorder,
+)
 from psycopg import Cursor, sql
 from psycopg.rows import DictRow
 from psycopg.types.json import Json
@@ -31,6 +35,8 @@ _ADVANCE = (
     " DO UPDATE SET notification_id = EXCLUDED.notification_id"
     " WHERE t.notification_id = %(start)s RETURNING notification_id"
 )
+
+_MARK = "INSERT INTO {tracking} VALUES (%(marker)s, 1) ON CONFLICT DO NOTHING"
 
 
 class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
@@ -65,7 +71,25 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
 
     def setup(self) -> None:
         with schema_lock(self.datastore):
+            self._mark_migrated()
             self.create_table()
+
+    def _mark_migrated(self) -> None:
+        """Give a tracking table that lacks the library's migration marker its marker.
+
+        Every tracking table of a view is single-row (ours, and the CAS needs it); without
+        the marker the library takes one for a legacy table and renames it to `bkup1_...`,
+        which collides the second time. Tables recreated by earlier rebuilds lacked it.
+        """
+        self.tracking_table_exists = False
+        self.tracking_migration_previous = self.tracking_migration_current = None
+        with self.datastore.transaction(commit=True) as curs:
+            found = curs.execute("SELECT to_regclass(%s) AS t", (self._qualified(),)).fetchone()
+            if found and found["t"] is not None:
+                curs.execute(self._q(_MARK), {"marker": self.table_migration_identifier})
+
+    def _qualified(self) -> str:
+        return sql.Identifier(self.datastore.schema, self.tracking_table_name).as_string(None)
 
     def position(self) -> int:
         return self.max_tracking_id(self.application_name) or 0
@@ -95,9 +119,20 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             raise PositionConflictError(self.view_name, start, None)
 
     def drop(self) -> None:
-        tables = [n for n in (*self.tables, "tracking") if not n.endswith("_idx")]
         with self.datastore.transaction(commit=True) as curs:
-            for name in tables:
+            self._drop(curs)
+
+    def reset(self) -> None:
+        with schema_lock(self.datastore), self.datastore.transaction(commit=True) as curs:
+            self._drop(curs)
+            # A table created now is new: the library inserts its migration marker.
+            self.tracking_table_exists = False
+            self.tracking_migration_previous = self.tracking_migration_current = None
+            self._create_table(curs)
+
+    def _drop(self, curs: Cursor[DictRow]) -> None:
+        for name in (*self.tables, "tracking"):
+            if not name.endswith("_idx"):
                 curs.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._names[name]))
 
     def run(self, template: str, params: Mapping[str, Any]) -> None:
@@ -146,3 +181,29 @@ def postgres_views(
     return [m.open(PostgresViewStore(datastore, m.view, prefix=prefix,
                                      application_name=application_name))
             for m in read_models]
+
+
+class AppendWaker:
+    """Blocks until the event recorder NOTIFYs an append, or a timeout passes.
+
+    LISTEN starts before the first catch-up, so an append committed between a pass and
+    the next wait is still queued on the connection and wakes it at once.
+    """
+
+    def __init__(self, recorder: PostgresApplicationRecorder) -> None:
+        self._stack = ExitStack()
+        self._conn = self._stack.enter_context(recorder.datastore.get_connection())
+        self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(recorder.channel_name)))
+        self._conn.commit()  # a LISTEN takes effect when its transaction commits
+
+    def wait(self, timeout: float) -> None:
+        """Return on the next append (those already queued included) or after `timeout`."""
+        for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+            pass
+        for _ in self._conn.notifies(timeout=0):  # appends since then: one pass for all
+            pass
+
+    def close(self) -> None:
+        self._conn.execute("UNLISTEN *")
+        self._conn.commit()
+        self._stack.close()

@@ -19,8 +19,9 @@ from interlock.projections.decisions import (
 from interlock.projections.inbox import InboxFilter, InboxRow, InboxView
 from interlock.projections.live import LiveRunner
 from interlock.projections.pages import Page
-from interlock.projections.runner import BatchRunner, Noted
+from interlock.projections.runner import BatchRunner, Noted, Progress, ViewStuckError
 from interlock.projections.sql import SqlView
+from interlock.projections.stuck import StuckView, StuckViews
 
 V = TypeVar("V", bound=SqlView)
 
@@ -42,6 +43,7 @@ class SqlReadModels:
         self._topics = () if not all(wanted) else sorted({t for ts in wanted for t in ts})
         self._on_close = on_close
         self._live: LiveRunner | None = None
+        self.stuck_views = StuckViews()
 
     def view(self, kind: type[V]) -> V:
         """The view of read model `kind` (a `SqlView` subclass) in this store."""
@@ -82,25 +84,49 @@ class SqlReadModels:
     def positions(self) -> dict[str, int]:
         return {r.name: r.view.position() for r in self.runners}
 
-    def catch_up(self) -> int:
+    def catch_up(self, progress: Progress | None = None) -> int:
         """Bring every view up to the log's head now, in this thread; the lowest position.
 
         The views share each read of the log and each decoded event; each view still
-        commits its rows and position in its own transaction.
+        commits its rows and position in its own transaction. A view stuck on an event
+        stays where it is (retried after its backoff) while the others go on.
         """
         head = self.app.recorder.max_notification_id() or 0
-        positions = [r.view.position() for r in self.runners]
-        while min(positions) < head:
-            positions = self._shared_step(positions, head)
-        return min(positions)
+        positions = {r.name: r.view.position() for r in self.runners}
+        active = [r for r in self.runners if self.stuck_views.due(r.name)]
+        while active and min(positions[r.name] for r in active) < head:
+            active = self._shared_step(active, positions, head, progress)
+        return min(positions.values())
 
-    def _shared_step(self, positions: list[int], head: int) -> list[int]:
-        start, size = min(positions), self.runners[0].batch_size
+    def _shared_step(self, active: list[BatchRunner], positions: dict[str, int], head: int,
+                     progress: Progress | None) -> list[BatchRunner]:
+        start, size = min(positions[r.name] for r in active), self.runners[0].batch_size
         notes = self.app.recorder.select_notifications(
             start, size, stop=head, topics=self._topics, inclusive_of_start=False)
         upto = notes[-1].id if len(notes) == size else head
         events: list[Noted] = [(n.id, n.topic, self.app.mapper.to_domain_event(n)) for n in notes]
-        return [r.apply(events, p, upto) for r, p in zip(self.runners, positions, strict=True)]
+        still = []
+        for runner in active:
+            try:
+                positions[runner.name] = runner.apply(events, positions[runner.name], upto)
+            except ViewStuckError as exc:
+                self.stuck_views.failed(exc)
+                positions[runner.name] = runner.view.position()
+                continue
+            self.stuck_views.passed(runner.name)
+            still.append(runner)
+            if progress is not None:
+                progress(runner.name, positions[runner.name], head)
+        return still
+
+    def setup(self) -> None:
+        """Create every view's tables that are missing (they may have been dropped)."""
+        for runner in self.runners:
+            runner.view.setup()
+
+    def stuck(self) -> list[StuckView]:
+        """The views stopped on an event they cannot apply (retried with backoff)."""
+        return self.stuck_views.report()
 
     def is_current(self) -> bool:
         return self.lag() == 0
@@ -110,11 +136,14 @@ class SqlReadModels:
         return max(0, head - min(self.positions().values()))
 
     def stopped(self) -> bool:
-        return self._live is not None and self._live.error is not None
+        """True while a view is stuck on an event or the runner keeps failing."""
+        failing = self._live is not None and self._live.error is not None
+        return failing or bool(self.stuck())
 
     def wait(self, position: int | None, timeout: float = 5.0) -> None:
         if position is None:
             return
+        self.check_not_stuck(position)
         if self._live is not None:
             self._live.wait(position, timeout)
             return
@@ -123,6 +152,13 @@ class SqlReadModels:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"views have not reached position {position}")
             time.sleep(0.05)  # another process runs the views: poll their positions
+
+    def check_not_stuck(self, position: int) -> None:
+        """Raise TimeoutError at once if a stuck view cannot reach `position`."""
+        for runner in self.runners:
+            error = self.stuck_views.blocking(runner.name, position)
+            if error is not None:
+                raise TimeoutError(str(error))
 
     def start(self, poll_interval: float = 0.5) -> None:
         """Keep the views current from a thread of this process (the embedded default)."""

@@ -6,13 +6,31 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import IntegrityError, Tracking
+from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
-from interlock.projections.sql import SqlView
+from interlock.projections.sql import PositionConflictError, SqlView
 
 Progress = Callable[[str, int, int], None]  # view name, position, head
 Noted = tuple[int, str, Any]  # notification id, topic, decoded event
+
+
+class ViewStuckError(Exception):
+    """A view cannot apply one event: it stays at the position just before it."""
+
+    def __init__(self, view: str, notification_id: int, topic: str, cause: BaseException) -> None:
+        super().__init__(f"view {view} cannot apply event {notification_id} ({topic}): "
+                         f"{type(cause).__name__}: {cause}")
+        self.view, self.notification_id, self.topic = view, notification_id, topic
+        self.cause = cause
+
+
+class _BatchFailedError(Exception):
+    """An error raised once a batch began: caused by one of its events."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 class BatchRunner:
@@ -20,6 +38,8 @@ class BatchRunner:
 
     Each batch is one transaction covering the positions (start, upto]; a runner that
     lost a race to another one is refused (compare-and-set on the position) and rereads.
+    A batch that fails otherwise is retried one event per transaction, so the event the
+    view cannot apply is named (ViewStuckError) and the events before it are kept.
     """
 
     def __init__(
@@ -37,18 +57,47 @@ class BatchRunner:
     def apply(self, events: Sequence[Noted], start: int, upto: int) -> int:
         """Apply already-decoded events in (start, upto] as one batch; the new position.
 
-        Lets several views share one read of the log (SqlReadModels.catch_up).
+        Lets several views share one read of the log (SqlReadModels.catch_up). Raises
+        ViewStuckError naming the event the view cannot apply.
         """
         if upto <= start:
             return start
         topics = set(self.projection.topics)  # empty: every event
+        wanted = [e for e in events if start < e[0] <= upto and (not topics or e[1] in topics)]
+        try:
+            self._write(wanted, start, upto)
+        except PositionConflictError:
+            return self.view.position()  # another runner (or a rebuild) moved it: reread
+        except _BatchFailedError:
+            return self._one_by_one(wanted, start, upto)
+        return upto
+
+    def _write(self, events: Sequence[Noted], start: int, upto: int) -> None:
+        began = False
         try:
             with self.view.batch(start, upto):
-                for note_id, topic, event in events:
-                    if start < note_id <= upto and (not topics or topic in topics):
-                        self.projection.process_event(event, Tracking(self.app.name, note_id))
-        except IntegrityError:
-            return self.view.position()  # another runner got there first: carry on from it
+                began = True
+                for note_id, _, event in events:
+                    self.projection.process_event(event, Tracking(self.app.name, note_id))
+        except PositionConflictError:
+            raise
+        except Exception as exc:  # broad on purpose: any handler error names its event
+            if not began:
+                raise  # the store itself failed (unreachable, say): no event to blame
+            raise _BatchFailedError(exc) from exc
+
+    def _one_by_one(self, events: Sequence[Noted], start: int, upto: int) -> int:
+        position = start
+        for note in events:
+            try:
+                self._write([note], position, note[0])
+            except PositionConflictError:
+                return self.view.position()
+            except _BatchFailedError as failed:
+                raise ViewStuckError(self.name, note[0], note[1], failed.cause) from failed.cause
+            position = note[0]
+        if position < upto:
+            self._write([], position, upto)
         return upto
 
     def step(self, head: int | None = None, start: int | None = None) -> int:
@@ -64,11 +113,8 @@ class BatchRunner:
             inclusive_of_start=False,
         )
         upto = notes[-1].id if len(notes) == self.batch_size else head
-        with self.view.batch(start, upto):
-            for note in notes:
-                event = self.app.mapper.to_domain_event(note)
-                self.projection.process_event(event, Tracking(self.app.name, note.id))
-        return upto
+        events = [(n.id, n.topic, self.app.mapper.to_domain_event(n)) for n in notes]
+        return self.apply(events, start, upto)
 
     def catch_up(self, progress: Progress | None = None, head: int | None = None) -> int:
         """Apply batches until the view has seen the head read at the start; the position."""
@@ -76,23 +122,12 @@ class BatchRunner:
             head = self.app.recorder.max_notification_id() or 0
         position = self.view.position()
         while position < head:
-            position = self._step_or_reread(position, head)
+            position = self.step(head, position)
             if progress is not None:
                 progress(self.name, position, head)
         return position
 
     def rebuild(self, progress: Progress | None = None) -> int:
-        """Drop the view, create it empty and replay the whole log into it; the position."""
-        self.view.drop()
-        self.view.setup()
+        """Empty the view (one transaction) and replay the whole log into it; the position."""
+        self.view.reset()
         return self.catch_up(progress)
-
-    def _step_or_reread(self, position: int, head: int) -> int:
-        try:
-            return self.step(head, position)
-        except IntegrityError:
-            # Another runner applied these events first: carry on from where it got to.
-            now = self.view.position()
-            if now == position:
-                raise
-            return now

@@ -80,6 +80,10 @@ class ViewStore(TrackingRecorder, ABC):
         """Remove the view's tables and tracking."""
 
     @abstractmethod
+    def reset(self) -> None:
+        """Drop and recreate the view empty in one transaction: readers never miss a table."""
+
+    @abstractmethod
     def run(self, template: str, params: Mapping[str, Any]) -> None:
         """Execute a write inside the current batch."""
 
@@ -140,8 +144,16 @@ class SqlView(TrackingRecorder):
         self.store.setup()
 
     def drop(self) -> None:
-        """Remove the view's tables and tracking (rebuild starts from nothing)."""
+        """Remove the view's tables and tracking."""
         self.store.drop()
+
+    def reset(self) -> None:
+        """Empty the view and its position at once (rebuild starts from nothing).
+
+        Atomic, so a server running on the same store sees its view go back to position
+        0 and catches up again (its next batch is refused and rereads), never a missing table.
+        """
+        self.store.reset()
 
     def max_tracking_id(self, application_name: str) -> int | None:
         return self.store.max_tracking_id(application_name)

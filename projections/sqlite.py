@@ -82,16 +82,10 @@ class SQLiteViewStore(ViewStore):
 
     @contextmanager
     def batch(self, start: int, upto: int) -> Iterator[None]:
-        with self.db.lock:
-            self.db.conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._check(start)
-                yield
-                self._advance(start, upto)
-            except BaseException:
-                self.db.conn.execute("ROLLBACK")
-                raise
-            self.db.conn.execute("COMMIT")
+        with self._transaction():
+            self._check(start)
+            yield
+            self._advance(start, upto)
 
     def _check(self, start: int) -> None:
         found = self.position()
@@ -104,10 +98,30 @@ class SQLiteViewStore(ViewStore):
             raise PositionConflictError(self.view_name, start, None)
 
     def drop(self) -> None:
+        with self._transaction():
+            self._drop()
+
+    def reset(self) -> None:
+        with self._transaction():
+            self._drop()
+            for template in (_TRACKING, *self.ddl):
+                self.db.conn.execute(self._q(template))
+
+    def _drop(self) -> None:
+        for name in (*self.tables, "tracking"):
+            kind = "INDEX" if name.endswith("_idx") else "TABLE"
+            self.db.conn.execute(f"DROP {kind} IF EXISTS {self._names[name]}")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
         with self.db.lock:
-            for name in (*self.tables, "tracking"):
-                kind = "INDEX" if name.endswith("_idx") else "TABLE"
-                self.db.conn.execute(f"DROP {kind} IF EXISTS {self._names[name]}")
+            self.db.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.db.conn.execute("ROLLBACK")
+                raise
+            self.db.conn.execute("COMMIT")
 
     def run(self, template: str, params: Mapping[str, Any]) -> None:
         self.db.conn.execute(self._q(template), params)

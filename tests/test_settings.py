@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from eventsourcing.popo import POPOFactory
 
-from interlock.bootstrap import auth_from, build_service
+from interlock.bootstrap import auth_from, build_service, check_serving
 from interlock.cli.main import main
 from interlock.domain import Agent, Interlock
 from interlock.domain.errors import ConfigurationError
@@ -164,3 +164,24 @@ def test_serve_refuses_a_model_no_provider_can_build(
     assert capsys.readouterr().err.startswith(
         "interlock serve: unknown model provider 'nosuch' in 'nosuch:model'"
     )
+
+
+def test_serve_refuses_api_keys_with_the_dev_secret(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps(KEYS))
+    store = f"sqlite:///{tmp_path / 'a.db'}"
+    assert main(["serve", "--store", store, "--keys", str(keys)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("interlock serve: refusing to serve with API keys and the public dev "
+                          "secret") and "\n" not in err
+    allowed = load_settings(store=store, api_keys_file=keys, allow_dev_secret=True)
+    check_serving(allowed)  # the flag allows it (development)
+    check_serving(load_settings(store=store, api_keys_file=keys, secret="s3cret"))
+    check_serving(load_settings(store=store))  # dev mode, loopback: no keys, no users
+
+
+def test_allow_dev_secret_is_also_a_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INTERLOCK_ALLOW_DEV_SECRET", "1")
+    assert load_settings().allow_dev_secret is True

@@ -11,6 +11,7 @@ from fastapi.responses import StreamingResponse
 from interlock.api.deps import CurrentViews, Reader, Requester, ServiceDep, StreamsDep
 from interlock.api.routers.common import STREAMED, answer_turn, errors
 from interlock.api.schemas import (
+    MAX_EVENTS,
     MAX_LIMIT,
     ChatCreate,
     ChatEvents,
@@ -60,10 +61,17 @@ def get_chat(
 
 
 @router.get("/{chat_id}/events", response_model=ChatEvents, responses=errors(404))
-def chat_events(chat_id: ChatId, service: ServiceDep, who: Reader) -> ChatEvents:
-    """The chat's event log: the audit trail."""
-    events = service.chat_events(chat_id, tenant=who.tenant)
-    return ChatEvents(chat_id=str(chat_id), events=[EventPublic.of(e) for e in events])
+def chat_events(
+    chat_id: ChatId, service: ServiceDep, who: Reader,
+    after: Annotated[int, Query(ge=0, le=2**62, description="a page's next_cursor")] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_EVENTS)] = MAX_EVENTS,
+) -> ChatEvents:
+    """The chat's event log, the audit trail, oldest first, `limit` events per page."""
+    events = service.chat_events(chat_id, tenant=who.tenant, after=after, limit=limit + 1)
+    more = len(events) > limit
+    page = [EventPublic.of(e) for e in events[:limit]]
+    return ChatEvents(chat_id=str(chat_id), events=page,
+                      next_cursor=str(page[-1].version) if more else None)
 
 
 @router.post("/{chat_id}/messages", response_model=TurnPublic,
@@ -113,8 +121,15 @@ async def withdraw(
              responses={**STREAMED, **errors(404, 409, 502)})
 async def retry(
     chat_id: ChatId, request: Request, service: ServiceDep, streams: StreamsDep,
-    who: Requester,
+    who: Reader,
 ) -> TurnPublic | StreamingResponse:
-    """Continue a failed turn from its last recorded step."""
+    """Continue a failed turn (or one whose lease expired) from its last recorded step.
+
+    A requester may retry any turn of the tenant; an approver only one their decision started.
+    """
+    decider_only = not ({"requester", "admin"} & who.roles)
+    if decider_only:
+        who.require("approver")
     return await answer_turn(request, lambda emit: service.retry(
-        chat_id, actor=who.id, tenant=who.tenant, emit=emit), streams, who.tenant)
+        chat_id, actor=who.id, tenant=who.tenant, emit=emit, decider_only=decider_only),
+        streams, who.tenant)

@@ -1,4 +1,8 @@
-"""Liveness (`/healthz`) and readiness (`/readyz`: store reachable, views running and close)."""
+"""Liveness (`/healthz`) and readiness (`/readyz`: store reachable, views running and close).
+
+A view stuck on an event it cannot apply makes `/readyz` answer 503 naming the view,
+the event (notification id and topic) and the error.
+"""
 
 from __future__ import annotations
 
@@ -28,8 +32,9 @@ async def healthz() -> Health:
 @router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
 async def readyz(service: ServiceDep, views: ReadModelsDep) -> Health | JSONResponse:
     store, current = await run_in_threadpool(_probe, service, views)
+    stuck = views.stuck()
     health = Health(status="ready" if store and current else "not_ready", store=store,
-                    views=current)
+                    views=current, stuck=stuck or None)
     if health.status == "ready":
         return health
     return JSONResponse(health.model_dump(), status_code=503)

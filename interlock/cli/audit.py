@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import sys
 import time
+import unicodedata
 from datetime import datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from uuid import UUID
+
+from eventsourcing.postgres import PostgresApplicationRecorder
 
 from interlock.bootstrap import service_from
 from interlock.cli import audit_export, audit_trail
@@ -23,6 +27,10 @@ from interlock.projections.readmodels import SqlReadModels
 from interlock.projections.sweeper import Sweeper
 from interlock.settings import flag_help as _help
 from interlock.settings import load_settings
+
+_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp"})  # controls, format (bidi), line separators
+if TYPE_CHECKING:
+    from interlock.projections.postgres import AppendWaker
 
 VIEWS = tuple(m.name for m in READ_MODELS)
 _ESSENTIALS = ("text", "ref", "name", "input", "metadata", "output", "error", "reason",
@@ -55,7 +63,9 @@ def _register_projections(subparsers: Any) -> None:
                                      "Resumes from each view's tracking position.")
     _add_store(run)
     run.add_argument("--once", action="store_true", help="exit once the views are current")
-    run.add_argument("--poll", type=float, default=0.5, help="seconds between polls (0.5)")
+    run.add_argument("--poll", type=float, default=0.5,
+                     help="seconds between polls of the log (0.5); on PostgreSQL "
+                          "appends wake the runner at once (LISTEN/NOTIFY)")
     run.add_argument("--batch", type=int, default=1000, help="events per transaction (1000)")
     run.set_defaults(run=_run_projections)
     rebuild = sub.add_parser("rebuild", help="drop a view and replay it from the event log",
@@ -137,20 +147,36 @@ def _progress(name: str, position: int, head: int) -> None:
 
 
 def _run_projections(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     models = _models(args.store, args.batch)
     sweeper = Sweeper(models.app, models)  # type: ignore[arg-type]
+    waker = None if args.once else _append_waker(models)
     try:
         while True:
-            for runner in models.runners:
-                runner.catch_up(_progress)
+            models.catch_up(_progress)
             sweeper.sweep()  # due approvals expire here too (see docs/approvals.md)
             if args.once:
-                return 0
-            time.sleep(args.poll)  # SQLite has no LISTEN/NOTIFY: poll the notification log
+                return 1 if models.stuck() else 0
+            if waker is not None:
+                waker.wait(args.poll)  # woken by the append's NOTIFY, at the latest on poll
+            else:
+                time.sleep(args.poll)  # SQLite has no LISTEN/NOTIFY: poll the log
     except KeyboardInterrupt:
         return 0
     finally:
+        if waker is not None:
+            waker.close()
         models.close()
+
+
+def _append_waker(models: SqlReadModels) -> AppendWaker | None:
+    """LISTEN/NOTIFY on PostgreSQL; None where appends notify no one (SQLite)."""
+    recorder = models.app.recorder
+    if not isinstance(recorder, PostgresApplicationRecorder):
+        return None
+    from interlock.projections.postgres import AppendWaker
+
+    return AppendWaker(recorder)
 
 
 def _rebuild(args: argparse.Namespace) -> int:
@@ -192,18 +218,30 @@ def _replay(args: argparse.Namespace) -> int:
     for event in app.events.get(args.chat_id, lte=chat.version):
         _print_event(event, sys.stdout)
     state = chat.state
-    print(f"\nstate at version {chat.version}: status={state.status} agent={state.agent} "
-          f"tenant={state.tenant} messages={len(state.messages)}")
+    print()
+    print(_shown(f"state at version {chat.version}: status={state.status} agent={state.agent} "
+                 f"tenant={state.tenant} messages={len(state.messages)}"))
     for call in state.calls.values():
-        print(f"  call {call.ref} {call.name} {call.status}"
-              + (f" decided by {call.decided_by} ({call.decision})" if call.decided_by else ""))
+        print(_shown(f"  call {call.ref} {call.name} {call.status}" + (
+            f" decided by {call.decided_by} ({call.decision})" if call.decided_by else "")))
     return 0
 
 
 def _print_event(event: Any, out: TextIO) -> None:
-    actor = getattr(event, "actor", None) or "-"
+    actor = _shown(getattr(event, "actor", None) or "-")
     out.write(f"{event.originator_version:>5}  {event.timestamp.isoformat()}  {actor:<12} "
-              f"{type(event).__name__:<16} {_essentials(event)}\n")
+              f"{type(event).__name__:<16} {_shown(_essentials(event))}\n")
+
+
+def _shown(text: str) -> str:
+    """Text from models and clients with control and format characters escaped.
+
+    Raw, an ESC or CSI sequence would drive the reader's terminal (rewrite lines, retitle
+    windows), bidi overrides would reorder what the auditor sees, a newline would forge
+    a line.
+    """
+    return "".join(ch if unicodedata.category(ch) not in _HIDDEN
+                   else f"\\u{ord(ch):04x}" for ch in text)
 
 
 def _export(args: argparse.Namespace) -> int:

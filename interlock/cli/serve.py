@@ -11,8 +11,9 @@ import uvicorn
 
 from interlock.api.observability.logs import configure_logging
 from interlock.bootstrap import check_serving
+from interlock.settings import Settings, load_settings
 from interlock.settings import flag_help as _help
-from interlock.settings import load_settings
+from interlock.slowclients import protocol_class
 
 FACTORY = "interlock.api.app:create_app"
 
@@ -40,18 +41,39 @@ def register(subparsers: Any) -> None:
                               "or JSON text in INTERLOCK_API_KEYS", "api_keys_file"))
     p.add_argument("--log-format", choices=["text", "json"],
                    help=_help("log lines as text or one JSON object each", "log_format"))
+    p.add_argument("--allow-dev-secret", action="store_true", default=None,
+                   help=_help("serve with API keys but without INTERLOCK_SECRET (development)",
+                              "allow_dev_secret"))
+    p.add_argument("--read-timeout", type=float,
+                   help=_help("seconds a client has to send a whole request", "read_timeout"))
+    p.add_argument("--keep-alive-timeout", type=float,
+                   help=_help("seconds an idle connection stays open", "keep_alive_timeout"))
+    p.add_argument("--limit-concurrency", type=int,
+                   help=_help("connections and tasks per worker before answering 503",
+                              "limit_concurrency"))
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     settings = load_settings(agents=args.agents, store=args.store, host=args.host,
                              port=args.port, workers=args.workers,
-                             api_keys_file=args.api_keys_file, log_format=args.log_format)
+                             api_keys_file=args.api_keys_file, log_format=args.log_format,
+                             allow_dev_secret=args.allow_dev_secret,
+                             read_timeout=args.read_timeout,
+                             keep_alive_timeout=args.keep_alive_timeout,
+                             limit_concurrency=args.limit_concurrency)
     configure_logging(settings.log_format)
     check_serving(settings)  # one clear line and exit 2, before any worker starts
     # Every process, this one included, builds the app from the environment: one path.
     os.environ.update(settings.to_env())
     uvicorn.run(FACTORY, factory=True, host=settings.host, port=settings.port,
                 workers=settings.workers, access_log=False, log_level="info",
-                log_config=None)  # our handler (configure_logging) formats uvicorn's lines too
+                log_config=None,  # our handler (configure_logging) formats uvicorn's lines too
+                **uvicorn_options(settings))
     return 0
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """Limits against slow or too many clients (each worker also reads read_timeout)."""
+    return {"http": protocol_class(), "timeout_keep_alive": settings.keep_alive_timeout,
+            "limit_concurrency": settings.limit_concurrency}

@@ -158,4 +158,10 @@ class AsyncChat:
         return dict(await self.client.request("GET", self.path, params=query({"version": version})))
 
     async def events(self) -> list[dict[str, Any]]:
-        return list((await self.client.request("GET", f"{self.path}/events"))["events"])
+        events: list[dict[str, Any]] = []
+        after: str | None = "0"
+        while after is not None:
+            page = await self.client.request("GET", f"{self.path}/events", params={"after": after})
+            events.extend(page["events"])
+            after = page.get("next_cursor")
+        return events

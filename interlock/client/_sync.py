@@ -163,4 +163,10 @@ class Chat:
         return dict(self.client.request("GET", self.path, params=query({"version": version})))
 
     def events(self) -> list[dict[str, Any]]:
-        return list(self.client.request("GET", f"{self.path}/events")["events"])
+        events: list[dict[str, Any]] = []
+        after: str | None = "0"
+        while after is not None:
+            page = self.client.request("GET", f"{self.path}/events", params={"after": after})
+            events.extend(page["events"])
+            after = page.get("next_cursor")
+        return events

@@ -73,7 +73,9 @@ class ServeProcess:
     ) -> None:
         self.proc = subprocess.Popen(
             [*command, "--port", "0", *args],
-            cwd=ROOT, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True,
+            # A secret of the tests' own: serve refuses API keys with the public dev secret.
+            cwd=ROOT, env={"INTERLOCK_SECRET": "test-secret", **os.environ, **(env or {})},
+            stderr=subprocess.PIPE, text=True,
         )
         assert self.proc.stderr is not None
         self.log: list[str] = []

@@ -1,0 +1,86 @@
+"""uvicorn protocols that drop a client which does not send its whole request in time.
+
+uvicorn's keep-alive timeout only covers an idle connection between requests: a client
+that trickles its headers or its body keeps a connection (and a slot) forever. Here a
+request must arrive whole, headers and body, within `read_timeout` seconds of the
+connection opening or of the previous response ending; otherwise the connection closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # httptools is optional: h11 serves alone
+    HttpToolsProtocol = None  # type: ignore[assignment,misc]
+
+
+
+@functools.cache
+def configured_read_timeout() -> float:
+    """INTERLOCK_READ_TIMEOUT, read once per process (each worker reads its own)."""
+    from interlock.settings import load_settings
+
+    return load_settings().read_timeout
+
+
+class ReadDeadline:
+    """Mixin for a uvicorn HTTP protocol: one read deadline per request."""
+
+    read_timeout: float | None = None  # None: from the settings
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    cycle: Any
+    _deadline: asyncio.TimerHandle | None = None
+    _armed_for: Any = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # type: ignore[misc]
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def _arm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._armed_for = self.cycle
+        seconds = self.read_timeout or configured_read_timeout()
+        self._deadline = self.loop.call_later(seconds, self._expire)
+
+    def _expire(self) -> None:
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        headers_late = cycle is self._armed_for  # no new request began since arming
+        body_late = cycle is not None and cycle.more_body and not cycle.response_started
+        if headers_late or body_late:
+            self.transport.close()
+
+
+class TimedH11Protocol(ReadDeadline, H11Protocol):
+    """h11 with a read deadline."""
+
+
+if HttpToolsProtocol is not None:
+
+    class TimedHttpToolsProtocol(ReadDeadline, HttpToolsProtocol):
+        """httptools (the faster parser) with a read deadline."""
+
+
+def protocol_class() -> type[asyncio.Protocol]:
+    """The fastest available HTTP protocol, with a read deadline (module-level: picklable)."""
+    if HttpToolsProtocol is not None:
+        return TimedHttpToolsProtocol
+    return TimedH11Protocol

@@ -1,0 +1,104 @@
+"""Slow clients are dropped: a request must arrive whole within the read timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+
+from interlock.cli.serve import uvicorn_options
+from interlock.settings import Settings
+from interlock.slowclients import ReadDeadline
+
+READ_TIMEOUT = 0.5
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, int]]:
+    monkeypatch.setattr(ReadDeadline, "read_timeout", READ_TIMEOUT)
+    app = FastAPI()
+
+    @app.post("/echo")
+    async def echo(request: Request) -> dict[str, int]:
+        return {"size": len(await request.body())}
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    options = uvicorn_options(Settings(keep_alive_timeout=1.0))
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", **options)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    yield sock.getsockname()
+    server.should_exit = True
+    thread.join()
+    sock.close()
+
+
+def _connect(address: tuple[str, int]) -> socket.socket:
+    conn = socket.create_connection(address)
+    conn.settimeout(5)
+    return conn
+
+
+def _closed_within(conn: socket.socket, seconds: float) -> bool:
+    """True if the server closes the connection (EOF or reset) within `seconds`."""
+    started = time.monotonic()
+    try:
+        data = conn.recv(1024)
+    except ConnectionResetError:
+        data = b""
+    except TimeoutError:
+        return False
+    return (data == b"" or b"408" in data) and time.monotonic() - started <= seconds
+
+
+def test_clients_trickling_headers_or_body_are_dropped(server: tuple[str, int]) -> None:
+    trickling = [_connect(server) for _ in range(3)]
+    for conn in trickling:
+        conn.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\n")  # headers never finish
+    stalled_body = _connect(server)
+    stalled_body.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
+    silent = _connect(server)
+    started = time.monotonic()
+    for conn in [*trickling, stalled_body, silent]:
+        assert _closed_within(conn, READ_TIMEOUT + 2)
+        conn.close()
+    assert time.monotonic() - started < READ_TIMEOUT + 2
+
+
+def test_a_client_sending_bytes_slowly_is_dropped_too(server: tuple[str, int]) -> None:
+    conn = _connect(server)
+    conn.sendall(b"POST /echo HTTP/1.1\r\n")
+    dropped = False
+    for _ in range(20):  # one header byte every 0.1 s: keeps resetting an idle timer
+        time.sleep(0.1)
+        try:
+            conn.sendall(b"X")
+        except OSError:
+            dropped = True
+            break
+    conn.close()
+    assert dropped
+
+
+def test_a_prompt_client_is_served_and_kept_alive(server: tuple[str, int]) -> None:
+    conn = _connect(server)
+    for _ in range(2):
+        time.sleep(READ_TIMEOUT * 0.6)  # each request arrives in time; the total does not
+        conn.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+        answer = b""
+        while not answer.endswith(b"}"):
+            chunk = conn.recv(4096)
+            assert chunk, "the server closed a prompt client's connection"
+            answer += chunk
+        assert answer.endswith(b'{"size":3}')
+    conn.close()

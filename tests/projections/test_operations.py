@@ -1,0 +1,268 @@
+"""Operating the views on a bad day: rebuilds, a rebuild under a running server, stuck views."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import pytest
+from eventsourcing.dispatch import singledispatchmethod
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection
+from fastapi.testclient import TestClient
+
+from interlock.api.app import make_app
+from interlock.domain import Interlock
+from interlock.domain.errors import InvalidRequestError
+from interlock.domain.events import UserMessageSent
+from interlock.projections import (
+    READ_MODELS,
+    ReadModel,
+    SqlReadModels,
+    cursors,
+    open_read_models,
+    open_views,
+)
+from interlock.projections.chats import ChatsView
+from interlock.projections.interface import ChatFilter, InboxFilter
+from interlock.projections.sql import SqlView
+from tests.projections.conftest import dumps
+from tests.projections.flows import app_for, seed
+
+pytestmark = pytest.mark.anyio
+
+
+def _rebuild_all(app: Interlock) -> None:
+    """What `interlock projections rebuild all` does: one set of views, each rebuilt."""
+    models = open_views(app)
+    try:
+        for runner in models.runners:
+            runner.rebuild()
+    finally:
+        models.close()
+
+
+async def test_a_server_starts_after_two_rebuilds(app: Interlock, store: str) -> None:
+    _, position = await seed(app)
+    first = open_views(app)
+    first.catch_up()
+    before = dumps(first)
+    first.close()
+    _rebuild_all(app)
+    _rebuild_all(app)
+    for _ in range(2):  # each start checks the tracking tables' migration marker
+        started = app_for(store)
+        try:
+            views = open_views(started)
+            assert views.catch_up() == position
+            assert dumps(views) == before
+            views.close()
+        finally:
+            started.close()
+
+
+async def test_a_rebuild_twice_in_one_process_keeps_the_marker(
+    app: Interlock, store: str
+) -> None:
+    await seed(app)
+    models: SqlReadModels = open_views(app)
+    try:
+        for runner in models.runners:
+            runner.rebuild()
+            runner.rebuild()
+    finally:
+        models.close()
+    again = open_views(app)
+    assert again.catch_up() == (app.recorder.max_notification_id() or 0)
+    again.close()
+
+
+# -- a rebuild while a server runs ---------------------------------------------------------
+
+
+async def test_a_rebuild_under_a_running_server_keeps_its_views_serving(
+    app: Interlock, store: str
+) -> None:
+    _, position = await seed(app)
+    server = open_read_models(app)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def read_lists() -> None:
+        while not stop.is_set():
+            try:
+                server.chats(ChatFilter(tenant="bank"))
+                server.inbox(InboxFilter(tenant="bank"))
+            except Exception as exc:  # noqa: BLE001 - any error is the failure under test
+                errors.append(exc)
+                return
+
+    reader = threading.Thread(target=read_lists)
+    try:
+        server.wait(position)
+        reader.start()
+        _rebuild_all(app)
+        _rebuild_all(app)
+        chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
+        server.wait(app.recorder.max_notification_id())
+        stop.set()
+        reader.join()
+        assert errors == []
+        assert not server.stopped()
+        assert chat.id in {UUID(c.chat_id) for c in server.chats(ChatFilter()).items}
+        assert dumps(server) == _fresh_dumps(app)
+    finally:
+        stop.set()
+        server.close()
+
+
+async def test_views_whose_tables_vanish_recreate_them_and_catch_up(
+    app: Interlock, store: str
+) -> None:
+    """A rebuild killed between its drop and its create (older versions) leaves no tables."""
+    _, position = await seed(app)
+    server = open_read_models(app)
+    try:
+        server.wait(position)
+        other = open_views(app)
+        other.runners[0].view.drop()
+        other.close()
+        app.start_chat("bankingAgent", actor="alice", tenant="bank")
+        server.wait(app.recorder.max_notification_id(), timeout=10)
+        assert not server.stopped()
+        assert dumps(server) == _fresh_dumps(app)
+    finally:
+        server.close()
+
+
+def _fresh_dumps(app: Interlock) -> list[list[dict[str, object]]]:
+    fresh = open_views(app)
+    try:
+        for runner in fresh.runners:
+            runner.rebuild()
+        return dumps(fresh)
+    finally:
+        fresh.close()
+
+
+# -- a view that cannot apply an event ---------------------------------------------------
+
+
+class PoisonView(SqlView):
+    """A view that cannot apply a message saying "poison" (it writes its row twice)."""
+
+    view_name = "poison"
+    tables = ("poison",)
+    ddl = ("CREATE TABLE IF NOT EXISTS {poison} (chat_id text PRIMARY KEY)",)
+    dump_sql = "SELECT chat_id FROM {poison} ORDER BY chat_id"
+
+    def poisoned(self, chat_id: str) -> None:
+        self._run("INSERT INTO {poison} VALUES (%(c)s)", {"c": chat_id})
+
+
+class PoisonProjection(Projection[PoisonView]):
+    name = "poison"
+
+    @singledispatchmethod
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        """Other events write nothing."""
+
+    @process_event.register
+    def _message(self, e: UserMessageSent, tracking: Tracking) -> None:
+        if e.text == "poison":
+            self.view.poisoned(str(e.originator_id))
+            self.view.poisoned(str(e.originator_id))
+
+
+POISONED = (*READ_MODELS, ReadModel(PoisonView, PoisonProjection))
+
+
+async def test_a_view_stuck_on_an_event_says_so_and_backs_off(
+    app: Interlock, store: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, before = await seed(app)
+    server = open_read_models(app, read_models=POISONED)
+    try:
+        server.wait(before)
+        chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
+        await app.send(chat.id, "poison", actor="alice")
+        head = app.recorder.max_notification_id() or 0
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match="poison"):
+            server.wait(head, timeout=5)
+        assert time.monotonic() - started < 2  # a stuck view is no reason to wait
+        [stuck] = server.stuck()
+        poisoned = [n.id for n in app.recorder.select_notifications(before + 1, 100)
+                    if n.topic.endswith("UserMessageSent")]
+        assert (stuck.view, stuck.notification_id) == ("poison", poisoned[0])
+        assert stuck.topic.endswith("UserMessageSent")
+        positions = server.positions()
+        assert positions["poison"] == poisoned[0] - 1  # what came before it is kept
+        assert all(p == head for name, p in positions.items() if name != "poison")
+        assert server.stopped()
+        errors = [r for r in caplog.records if r.levelname == "ERROR"]
+        assert len(errors) == 1 and str(poisoned[0]) in errors[0].getMessage()
+        time.sleep(0.5)  # the live runner passes again on commits: no hot retry
+        app.start_chat("bankingAgent", actor="alice", tenant="bank")
+        time.sleep(0.3)
+        assert server.stuck()[0].attempts <= 2
+        response = TestClient(make_app(app, server)).get("/readyz")
+        assert response.status_code == 503
+        body = response.json()
+        assert body["stuck"][0]["view"] == "poison"
+        assert body["stuck"][0]["notification_id"] == poisoned[0]
+    finally:
+        server.close()
+
+
+# -- hostile cursors ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("at", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_a_cursor_time_outside_utc_is_refused(models: SqlReadModels, at: str) -> None:
+    when = datetime.fromisoformat(at)
+    with pytest.raises(InvalidRequestError, match="invalid cursor"):
+        models.inbox(InboxFilter(), cursor=cursors.encode((when, "c", "r")))
+    with pytest.raises(InvalidRequestError, match="invalid cursor"):
+        models.chats(ChatFilter(), cursor=cursors.encode((when, "c")))
+
+
+# -- a runner in another process -------------------------------------------------------------
+
+
+async def test_a_runner_process_wakes_on_notify_not_on_its_poll(pg_store: str) -> None:
+    app = app_for(pg_store)
+    _, position = await seed(app)
+    cmd = [sys.executable, "-m", "interlock.cli.main", "projections", "run", "--poll", "30",
+           "--store", pg_store]
+    worker = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              env={**os.environ, "PYTHONPATH": os.getcwd()})
+    watcher = open_views(app)
+    try:
+        _until(lambda: min(watcher.positions().values()) >= position, 20)
+        time.sleep(0.5)  # the runner is now waiting: 30 s if it polled
+        chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
+        head = app.recorder.max_notification_id() or 0
+        started = time.monotonic()
+        _until(lambda: min(watcher.positions().values()) >= head, 5)
+        assert time.monotonic() - started < 2
+        assert str(chat.id) in {r["chat_id"] for r in watcher.view(ChatsView).dump()}
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=10)
+        watcher.close()
+        app.close()
+
+
+def _until(done: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, "not reached in time"
+        time.sleep(0.02)
