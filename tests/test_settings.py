@@ -171,6 +171,7 @@ def test_serve_refuses_api_keys_with_the_dev_secret(
 ) -> None:
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps(KEYS))
+    keys.chmod(0o600)  # a file others can read is refused before the secret is looked at
     store = f"sqlite:///{tmp_path / 'a.db'}"
     assert main(["serve", "--store", store, "--keys", str(keys)]) == 2
     err = capsys.readouterr().err.strip()
