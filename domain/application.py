@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from functools import partial
-from typing import Any, ClassVar, TypeVar
+from functools import partial, wraps
+from typing import Any, ClassVar, ParamSpec, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
@@ -45,6 +45,27 @@ ModelResolver = Callable[[str], Model]
 T = TypeVar("T")
 
 
+P = ParamSpec("P")
+
+
+def _counted(
+    command: Callable[P, Coroutine[Any, Any, T]],
+) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Count the command as under way while it runs (the service is its first argument)."""
+
+    @wraps(command)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        service: Interlock = args[0]  # type: ignore[assignment]
+        service._active += 1
+        try:
+            return await command(*args, **kwargs)
+        finally:
+            service._active -= 1
+
+    return run
+
+
+
 class Interlock(Application[UUID]):
     """Chats with agents whose tools may interrupt; every step is an event."""
 
@@ -78,6 +99,7 @@ class Interlock(Application[UUID]):
         # meet in one group commit instead of queueing for a thread.
         self._io = ThreadPoolExecutor(io_threads, thread_name_prefix="interlock-io")
         self.chats = cache or ChatCache()
+        self._active = 0  # commands under way on this event loop (see off_loop)
 
     def construct_mapper(self) -> Mapper[UUID]:
         return PydanticMapper(
@@ -107,6 +129,7 @@ class Interlock(Application[UUID]):
         self.commit(chat)
         return chat
 
+    @_counted
     async def send(
         self,
         chat_id: UUID,
@@ -125,6 +148,7 @@ class Interlock(Application[UUID]):
         chat.record_fingerprint(loop.agent.fingerprint)
         return self._checkin(chat, await loop.run(chat, since, emit))
 
+    @_counted
     async def resume(
         self,
         chat_id: UUID,
@@ -228,6 +252,7 @@ class Interlock(Application[UUID]):
         await self._continue(chat)
         return True
 
+    @_counted
     async def withdraw(
         self,
         chat_id: UUID,
@@ -266,6 +291,7 @@ class Interlock(Application[UUID]):
                 return TurnResult.of(then, use.since, None)
         raise TurnInProgressError()
 
+    @_counted
     async def retry(
         self,
         chat_id: UUID,
@@ -306,7 +332,12 @@ class Interlock(Application[UUID]):
         return await self.off_loop(self.commit, chat)
 
     async def off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run blocking store work on the I/O threads, so no chat waits on another's disk."""
+        """Run blocking store work on the I/O threads, so no chat waits on another's disk.
+
+        A lone command runs it in place: a thread hop costs it more than anyone waits.
+        """
+        if self._active <= 1:
+            return fn(*args, **kwargs)
         running = asyncio.get_running_loop()
         return await running.run_in_executor(self._io, partial(fn, *args, **kwargs))
 
@@ -440,3 +471,4 @@ class _NoTranscoder(Transcoder):
 
     def decode(self, data: bytes) -> Any:
         raise NotImplementedError
+
