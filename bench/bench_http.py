@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -23,9 +24,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import psycopg
@@ -78,12 +79,36 @@ def appends_per_transaction(store: str) -> float:
     return float(row[0]) / max(1, row[1])
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its children (uvicorn's workers)."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry) == pid or int(fields[1]) == pid:  # fields[1]: the parent's pid
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 @contextmanager
-def serve(store: str, agents: str) -> Iterator[str]:
+def serve(
+    store: str, agents: str, workers: int = 1, root: str | None = None
+) -> Iterator[tuple[str, int]]:
+    """`interlock serve` on `store`; from the checkout `root` instead of this one if given."""
+    port = "0" if workers == 1 else str(free_port())  # uvicorn's workers need a fixed port
+    more = [] if workers == 1 else ["--workers", str(workers)]
+    env = {**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_API_KEYS_FILE": ""}
+    if root is not None:
+        env["PYTHONPATH"] = os.path.abspath(root)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "interlock.cli.main", "serve", "--port", "0", "--store", store,
-         "--agents", agents],
-        env={**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_API_KEYS_FILE": ""},
+        [sys.executable, "-m", "interlock.cli.main", "serve", "--port", port, "--store", store,
+         "--agents", agents, *more],
+        env=env, cwd=root,
         stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     url = None
@@ -94,42 +119,98 @@ def serve(store: str, agents: str) -> Iterator[str]:
     threading.Thread(target=lambda: proc.stderr and proc.stderr.read(), daemon=True).start()
     try:
         assert url, "interlock serve did not start"
-        yield url
+        if workers > 1:
+            wait_ready(url)
+        yield url, proc.pid
     finally:
         proc.terminate()
         proc.wait(30)
 
 
-def http_cycle(http: httpx.Client, figures: Figures) -> None:
-    chat = http.post("/v1/chats", json={"agent": "bankingAgent"}).json()["id"]
+class Wire:
+    """One keep-alive HTTP/1.1 connection spoken by hand: a load generator that costs the
+    bench process little, so the server's figure is the server's (httpx costs ~2 ms a
+    request in Python, which on 2 cores would take CPU from the server being measured)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, url: str) -> Wire:
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        return cls(*await asyncio.open_connection(host, int(port)))
+
+    async def post(self, path: str, body: object) -> tuple[int, Any]:
+        data = json.dumps(body).encode()
+        self.writer.write(b"POST %s HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json"
+                          b"\r\ncontent-length: %d\r\n\r\n%s" % (path.encode(), len(data), data))
+        status = int((await self.reader.readline()).split(b" ", 2)[1])
+        length = 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.lower() == b"content-length":
+                length = int(value)
+        return status, json.loads(await self.reader.readexactly(length))
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def wire_cycle(wire: Wire, figures: Figures) -> None:
+    status, created = await wire.post("/v1/chats", {"agent": "bankingAgent"})
+    assert status in (200, 201), created
+    chat = created["id"]
     t0 = time.perf_counter()
-    sent = http.post(f"/v1/chats/{chat}/messages", json={"text": TEXT}).json()
+    status, sent = await wire.post(f"/v1/chats/{chat}/messages", {"text": TEXT})
     t1 = time.perf_counter()
+    assert status == 200, sent
     [interrupt] = sent["interrupts"]
     body = {"respond": [{"ref": interrupt["ref"], "name": interrupt["name"], "output": APPROVE}]}
-    done = http.post(f"/v1/chats/{chat}/resume", json=body)
+    status, done = await wire.post(f"/v1/chats/{chat}/resume", body)
     t2 = time.perf_counter()
-    assert done.status_code == 200 and done.json()["finish_reason"] == "stop", done.text
+    assert status == 200 and done["finish_reason"] == "stop", done
     figures.add(t1 - t0, t2 - t1)
 
 
-def run_http(url: str, clients: int, cycles: int) -> tuple[Figures, float]:
-    figures = Figures()
-    sessions = [httpx.Client(base_url=url, timeout=60) for _ in range(clients)]
+def run_wire(url: str, clients: int, cycles: int) -> tuple[Figures, float, float]:
+    """The cycles over `clients` connections; figures, seconds, and this process's CPU seconds."""
 
-    def worker(http: httpx.Client, n: int) -> None:
-        for _ in range(n):
-            http_cycle(http, figures)
+    async def main() -> tuple[Figures, float, float]:
+        wires = [await Wire.open(url) for _ in range(clients)]
+        await asyncio.gather(*(wire_cycle(w, Figures()) for w in wires))  # warm
+        figures = Figures()
 
-    for http in sessions:
-        http_cycle(http, Figures())  # warm the connection
-    start = time.perf_counter()
-    with ThreadPoolExecutor(clients) as pool:
-        list(pool.map(worker, sessions, [cycles // clients] * clients))
-    elapsed = time.perf_counter() - start
-    for http in sessions:
-        http.close()
-    return figures, elapsed
+        async def worker(wire: Wire, n: int) -> None:
+            for _ in range(n):
+                await wire_cycle(wire, figures)
+
+        cpu, start = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(worker(w, cycles // clients) for w in wires))
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+        for wire in wires:
+            wire.close()
+        return figures, elapsed, cpu
+
+    return asyncio.run(main())
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_ready(url: str) -> None:
+    for _ in range(200):
+        try:
+            if httpx.get(f"{url}/readyz").status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("interlock serve did not become ready")
 
 
 async def local_cycle(
@@ -175,11 +256,14 @@ def run_local(
         app.close()
 
 
-def row(label: str, clients: int, figures: Figures, elapsed: float, per_tx: float) -> str:
-    rate = len(figures.resume) / elapsed
-    return (f"{label:<18}{clients:>4} {rate:>9.1f} {pct(figures.send, .5):>9.2f} "
+def row(label: str, clients: int, figures: Figures, elapsed: float, per_tx: float,
+        server_cpu: float | None = None, client_cpu: float | None = None) -> str:
+    n = len(figures.resume)
+    cpu = "" if server_cpu is None else f" {server_cpu / n * 1000:>8.2f}"
+    cpu += "" if client_cpu is None else f" {client_cpu / n * 1000:>8.2f}"
+    return (f"{label:<18}{clients:>4} {n / elapsed:>9.1f} {pct(figures.send, .5):>9.2f} "
             f"{pct(figures.send, .99):>9.2f} {pct(figures.resume, .5):>9.2f} "
-            f"{pct(figures.resume, .99):>9.2f} {per_tx:>7.2f}")
+            f"{pct(figures.resume, .99):>9.2f} {per_tx:>7.2f}{cpu}")
 
 
 def main() -> None:
@@ -190,23 +274,44 @@ def main() -> None:
                         help="each model call takes MS milliseconds (default 0)")
     parser.add_argument("--modes", default="in-process,in-process+wait,http",
                         help="which of in-process, in-process+wait, http to run")
+    parser.add_argument("--workers", default="1",
+                        help="server processes for the http mode, a comma list (default 1)")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also serve from this older checkout (the 'before' rows), e.g. "
+                        "`git worktree add --detach ../base cdd90c6`")
     args = parser.parse_args()
     agents = agents_spec(args.model_latency)
     modes = args.modes.split(",")
+    if args.baseline and "http" in modes:
+        modes.insert(modes.index("http"), "http before")
     print(f"{'mode':<18}{'cli':>4} {'cycles/s':>9} {'send p50':>9} {'send p99':>9} "
-          f"{'res p50':>9} {'res p99':>9} {'app/tx':>7}   (ms)")
+          f"{'res p50':>9} {'res p99':>9} {'app/tx':>7} {'srv cpu':>8} {'gen cpu':>8}   (ms)")
     for clients in [int(c) for c in args.clients.split(",")]:
         cycles = max(args.cycles, clients * 8)
         for mode in modes:
-            with scratch_schema() as store:
-                if mode == "http":
-                    with serve(store, agents) as url:
-                        figures, elapsed = run_http(url, clients, cycles)
-                else:
-                    wait = mode.endswith("+wait")
-                    figures, elapsed = run_local(store, agents, clients, cycles, wait)
-                print(row(mode, clients, figures, elapsed, appends_per_transaction(store)),
-                      flush=True)
+            http = mode.startswith("http")
+            for workers in [int(w) for w in args.workers.split(",")] if http else [1]:
+                label = mode if workers == 1 else f"{mode} x{workers}"
+                if mode == "http before" and workers > 1:
+                    continue  # the baseline had no --workers
+                root = args.baseline if mode == "http before" else None
+                with scratch_schema() as store:
+                    if http:
+                        with serve(store, agents, workers, root) as (url, pid):
+                            run_wire(url, clients, clients * 2)  # warm every worker
+                            before = cpu_seconds(pid)
+                            figures, elapsed, gen_cpu = run_wire(url, clients, cycles)
+                            server_cpu = cpu_seconds(pid) - before
+                        print(row(label, clients, figures, elapsed,
+                                  appends_per_transaction(store), server_cpu, gen_cpu),
+                              flush=True)
+                    else:
+                        wait = mode.endswith("+wait")
+                        cpu = time.process_time()
+                        figures, elapsed = run_local(store, agents, clients, cycles, wait)
+                        cpu = time.process_time() - cpu
+                        print(row(label, clients, figures, elapsed,
+                                  appends_per_transaction(store), cpu), flush=True)
         if args.model_latency > 0:
             # a cycle makes 3 model calls in a row; `clients` cycles run at once
             ideal = clients / (3 * args.model_latency / 1000)

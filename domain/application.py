@@ -127,6 +127,7 @@ class Interlock(Application[UUID]):
         self.agent(agent)
         chat = Chat.start(agent, actor=actor, tenant=tenant, metadata=metadata)
         self.commit(chat)
+        self.chats.give(chat)  # its first message need not load what was just written
         return chat
 
     @_counted

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from datetime import datetime
 from typing import Any
 
+import psycopg
+from eventsourcing.persistence import PersistenceError
 from eventsourcing.postgres import (
     PostgresApplicationRecorder,
     PostgresDatastore,
@@ -18,7 +20,14 @@ from psycopg.types.json import Json
 
 from interlock.domain.errors import InvalidRequestError
 from interlock.projections.registry import READ_MODELS
-from interlock.projections.sql import PositionConflictError, ReadModel, Row, SqlView, ViewStore
+from interlock.projections.sql import (
+    JointBatchError,
+    PositionConflictError,
+    ReadModel,
+    Row,
+    SqlView,
+    ViewStore,
+)
 from interlock.stores.postgres import schema_lock
 
 # `json`, not `jsonb`: jsonb refuses "\u0000", and a view must accept every recorded event.
@@ -58,16 +67,19 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             for name in self.tables
         }
         self._names["tracking"] = sql.Identifier(schema, self.tracking_table_name)
-        self._composed: dict[str, sql.Composed] = {}
+        self._composed: dict[str, bytes] = {}
         self._cursor: Cursor[DictRow] | None = None
-        self.sql_create_statements.extend(self._q(t) for t in self.ddl)
+        self._joint: _Joint | None = None
+        self.sql_create_statements.extend(
+            sql.SQL(t).format(**self._names, **_TYPES) for t in self.ddl)
 
-    def _q(self, template: str) -> sql.Composed:
-        composed = self._composed.get(template)
-        if composed is None:
-            composed = sql.SQL(template).format(**self._names, **_TYPES)
-            self._composed[template] = composed
-        return composed
+    def _q(self, template: str) -> bytes:
+        """The statement as bytes, rendered once: psycopg re-renders a Composed per call."""
+        query = self._composed.get(template)
+        if query is None:
+            query = sql.SQL(template).format(**self._names, **_TYPES).as_bytes(None)
+            self._composed[template] = query
+        return query
 
     def setup(self) -> None:
         with schema_lock(self.datastore):
@@ -96,6 +108,10 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
 
     @contextmanager
     def batch(self, start: int, upto: int) -> Iterator[None]:
+        if self._joint is not None:
+            with self._joint.batch(self, start, upto):
+                yield
+            return
         with self.datastore.transaction(commit=True) as curs:
             found = self._locked_position(curs)
             if found != start:
@@ -117,6 +133,20 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         params = {"app": self.application_name, "start": start, "upto": upto}
         if curs.execute(self._q(_ADVANCE), params).fetchone() is None:
             raise PositionConflictError(self.view_name, start, None)
+
+    def joint(self, others: Sequence[ViewStore]) -> AbstractContextManager[None] | None:
+        stores = [self, *others]
+        if not all(isinstance(o, PostgresViewStore) and o.datastore is self.datastore
+                   for o in others):
+            return None
+        return _joint(self.datastore, stores)  # type: ignore[arg-type]
+
+    def advance_later(self, curs: Cursor[DictRow], start: int, upto: int) -> Cursor[DictRow]:
+        """Queue the compare-and-set of the position; its cursor has a row if it moved."""
+        params = {"app": self.application_name, "start": start, "upto": upto}
+        advance = curs.connection.cursor()
+        advance.execute(self._q(_ADVANCE), params)
+        return advance
 
     def drop(self) -> None:
         with self.datastore.transaction(commit=True) as curs:
@@ -163,6 +193,52 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
     def load_ts(self, value: Any) -> datetime:
         assert isinstance(value, datetime)
         return value
+
+
+class _Joint:
+    """The views' batches of one pass in one pipelined transaction: one commit for all.
+
+    Each view's rows and position compare-and-set are queued; the positions are checked
+    once the pipeline has synced, and any that moved rolls the whole transaction back.
+    """
+
+    def __init__(self, curs: Cursor[DictRow]) -> None:
+        self.curs = curs
+        self.advances: list[tuple[str, int, Cursor[DictRow]]] = []
+
+    @contextmanager
+    def batch(self, store: PostgresViewStore, start: int, upto: int) -> Iterator[None]:
+        store._cursor = self.curs
+        try:
+            yield
+            self.advances.append((store.view_name, start, store.advance_later(self.curs, start,
+                                                                                upto)))
+        finally:
+            store._cursor = None
+
+    def check(self) -> None:
+        for view, start, advance in self.advances:
+            if advance.fetchone() is None:
+                raise PositionConflictError(view, start, None)
+
+
+@contextmanager
+def _joint(datastore: PostgresDatastore, stores: list[PostgresViewStore]) -> Iterator[None]:
+    try:
+        with datastore.transaction(commit=True) as curs:
+            joint = _Joint(curs)
+            curs.execute("SELECT set_config('synchronous_commit', 'off', true)")
+            for store in stores:
+                store._joint = joint
+            try:
+                with curs.connection.pipeline():
+                    yield
+            finally:
+                for store in stores:
+                    store._joint = None
+            joint.check()  # raising here rolls every view's rows back
+    except (PositionConflictError, psycopg.Error, PersistenceError) as exc:
+        raise JointBatchError(str(exc)) from exc
 
 
 def _storable(params: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -25,7 +25,7 @@ class ViewStuckError(Exception):
         self.cause = cause
 
 
-class _BatchFailedError(Exception):
+class BatchFailedError(Exception):
     """An error raised once a batch began: caused by one of its events."""
 
     def __init__(self, cause: BaseException) -> None:
@@ -62,15 +62,23 @@ class BatchRunner:
         """
         if upto <= start:
             return start
-        topics = set(self.projection.topics)  # empty: every event
-        wanted = [e for e in events if start < e[0] <= upto and (not topics or e[1] in topics)]
+        wanted = self.wanted(events, start, upto)
         try:
             self._write(wanted, start, upto)
         except PositionConflictError:
             return self.view.position()  # another runner (or a rebuild) moved it: reread
-        except _BatchFailedError:
+        except BatchFailedError:
             return self._one_by_one(wanted, start, upto)
         return upto
+
+    def wanted(self, events: Sequence[Noted], start: int, upto: int) -> list[Noted]:
+        """The events in (start, upto] that this view's projection takes."""
+        topics = set(self.projection.topics)  # empty: every event
+        return [e for e in events if start < e[0] <= upto and (not topics or e[1] in topics)]
+
+    def write(self, events: Sequence[Noted], start: int, upto: int) -> None:
+        """Apply `events` as the batch (start, upto]; raises whatever stops it (no retry)."""
+        self._write(events, start, upto)
 
     def _write(self, events: Sequence[Noted], start: int, upto: int) -> None:
         began = False
@@ -84,7 +92,7 @@ class BatchRunner:
         except Exception as exc:  # broad on purpose: any handler error names its event
             if not began:
                 raise  # the store itself failed (unreachable, say): no event to blame
-            raise _BatchFailedError(exc) from exc
+            raise BatchFailedError(exc) from exc
 
     def _one_by_one(self, events: Sequence[Noted], start: int, upto: int) -> int:
         position = start
@@ -93,7 +101,7 @@ class BatchRunner:
                 self._write([note], position, note[0])
             except PositionConflictError:
                 return self.view.position()
-            except _BatchFailedError as failed:
+            except BatchFailedError as failed:
                 raise ViewStuckError(self.name, note[0], note[1], failed.cause) from failed.cause
             position = note[0]
         if position < upto:

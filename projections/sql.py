@@ -103,11 +103,24 @@ class ViewStore(TrackingRecorder, ABC):
     def encode_ts(self, value: datetime) -> Any:
         """A time as the backend stores timestamps."""
 
+    def joint(self, others: Sequence[ViewStore]) -> AbstractContextManager[None] | None:
+        """One transaction in which this store's and `others`' batches all commit, or None.
+
+        Inside it, each `batch()` writes and moves its position in the shared transaction;
+        a position that moved under any of them (or any failure) rolls all of them back
+        (JointBatchError), and the caller applies each view on its own instead.
+        """
+        return None
+
     @abstractmethod
     def load_json(self, value: Any) -> Any: ...
 
     @abstractmethod
     def load_ts(self, value: Any) -> datetime: ...
+
+
+class JointBatchError(Exception):
+    """A joint batch of several views was rolled back: nothing of it was written."""
 
 
 class SqlView(TrackingRecorder):

@@ -55,7 +55,7 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         self.sql_create_statements.append(SQL(APPEND_GROUPS).format(**names))
         self.append_statement = SQL("SELECT * FROM {schema}.{fn}(%s, %s, %s, %s, %s)").format(
             **names
-        )
+        ).as_bytes(None)  # rendered once, not per call
         self.group_commit = GroupCommit(self._flush)
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int]:

@@ -246,7 +246,7 @@ async def test_a_runner_process_wakes_on_notify_not_on_its_poll(pg_store: str) -
                               env={**os.environ, "PYTHONPATH": os.getcwd()})
     watcher = open_views(app)
     try:
-        _until(lambda: min(watcher.positions().values()) >= position, 20)
+        _until(lambda: min(watcher.positions().values()) >= position, 60)  # startup, loaded CI
         time.sleep(0.5)  # the runner is now waiting: 30 s if it polled
         chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
         head = app.recorder.max_notification_id() or 0
