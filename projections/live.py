@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eventsourcing.persistence import Recording
 
@@ -16,6 +16,26 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 COALESCE_SECONDS = 0.005
 FIRST_RETRY, LAST_RETRY = 0.5, 30.0  # seconds between passes while the store fails
+FOLLOW_RETRY = 1.0  # seconds between a follower's tries to take over from the leader
+FOLLOW_POLL = 0.005  # seconds between a follower's reads of the views' positions
+
+
+class LeaderLostError(Exception):
+    """The store connection behind the leader election failed: elect again later."""
+
+
+class Leader(Protocol):
+    """Who applies the views when several processes share a store (see ViewLeader)."""
+
+    leading: bool
+
+    def try_lead(self) -> bool: ...
+
+    def wait(self, timeout: float) -> None: ...
+
+    def interrupt(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class LiveRunner:
@@ -27,9 +47,12 @@ class LiveRunner:
     models' business (StuckViews): the others go on.
     """
 
-    def __init__(self, models: SqlReadModels, poll_interval: float) -> None:
+    def __init__(
+        self, models: SqlReadModels, poll_interval: float, leader: Leader | None = None
+    ) -> None:
         self.models = models
         self.poll_interval = poll_interval
+        self.leader = leader  # None: this process alone applies the views
         self._wake = threading.Event()
         self._hurry = threading.Event()  # a reader is waiting: no coalescing delay
         self._stopping = threading.Event()
@@ -52,15 +75,52 @@ class LiveRunner:
         while not self._stopping.is_set():
             self._wake.clear()
             self._hurry.clear()
+            if not self._lead():
+                self._stopping.wait(FOLLOW_RETRY)  # another process applies the views
+                continue
             if not self._pass():
                 self._stopping.wait(delay)
                 delay = min(LAST_RETRY, delay * 2)
                 continue
             delay = FIRST_RETRY
-            if self._wake.wait(self.poll_interval):
+            if self.leader is not None:
+                if self._wait_appends():  # any process's append wakes the leader
+                    self._hurry.wait(COALESCE_SECONDS)
+            elif self._wake.wait(self.poll_interval):
                 # Woken by a commit: let its writer answer first and gather the commits
                 # that follow, unless a reader is waiting for the views.
                 self._hurry.wait(COALESCE_SECONDS)
+
+    def _lead(self) -> bool:
+        """True if this process applies the views (alone, or as the elected leader)."""
+        if self.leader is None:
+            return True
+        try:
+            leading = self.leader.try_lead()
+        except LeaderLostError as exc:
+            self._fail(exc)
+            log.warning("views: cannot take part in the leader election: %s", exc)
+            self.leader.close()
+            return False
+        if not leading:
+            with self._changed:
+                self._error = None  # following is a healthy state: readers poll the views
+        return leading
+
+    def _wait_appends(self) -> bool:
+        assert self.leader is not None
+        try:
+            self.leader.wait(self.poll_interval)
+        except LeaderLostError as exc:
+            log.warning("views: lost the append notifications: %s", exc)
+            self.leader.close()
+            return False
+        return True
+
+    @property
+    def following(self) -> bool:
+        """True while another process applies the views: this one only reads them."""
+        return self.leader is not None and not self.leader.leading and self._error is None
 
     def _pass(self) -> bool:
         try:
@@ -95,6 +155,9 @@ class LiveRunner:
     def wait(self, position: int, timeout: float) -> None:
         """Block until the views reach `position`; TimeoutError if they cannot in time."""
         deadline = time.monotonic() + timeout
+        if self.following:
+            self._follow(position, deadline)
+            return
         with self._changed:
             while self._seen < position:
                 self.models.check_not_stuck(position)
@@ -106,6 +169,14 @@ class LiveRunner:
                 self._wake.set()
                 self._changed.wait(remaining)
 
+    def _follow(self, position: int, deadline: float) -> None:
+        """Wait for the leader (another process) to bring the views to `position`."""
+        while min(self.models.positions().values()) < position:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"views have not reached position {position} "
+                                   "(applied by another process)")
+            time.sleep(FOLLOW_POLL)
+
     def stop(self) -> None:
         listeners = getattr(self.models.app, "commit_listeners", None)
         if listeners is not None and self._on_commit in listeners:
@@ -113,4 +184,8 @@ class LiveRunner:
         self._stopping.set()
         self._hurry.set()
         self._wake.set()
+        if self.leader is not None and self.leader.leading:
+            self.leader.interrupt()  # it may be waiting for an append
         self._thread.join()
+        if self.leader is not None:
+            self.leader.close()

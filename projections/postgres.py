@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +19,7 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Json
 
 from interlock.domain.errors import InvalidRequestError
+from interlock.projections.live import LeaderLostError
 from interlock.projections.registry import READ_MODELS
 from interlock.projections.sql import (
     JointBatchError,
@@ -272,6 +273,10 @@ class AppendWaker:
         self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(recorder.channel_name)))
         self._conn.commit()  # a LISTEN takes effect when its transaction commits
 
+    @property
+    def connection(self) -> Any:
+        return self._conn
+
     def wait(self, timeout: float) -> None:
         """Return on the next append (those already queued included) or after `timeout`."""
         for _ in self._conn.notifies(timeout=timeout, stop_after=1):
@@ -283,3 +288,61 @@ class AppendWaker:
         self._conn.execute("UNLISTEN *")
         self._conn.commit()
         self._stack.close()
+
+
+class ViewLeader:
+    """One process at a time applies a schema's views; the others read them.
+
+    The leader holds a session advisory lock on the connection that LISTENs for appends,
+    so it wakes on every process's commits; if it dies, its session ends, the lock is
+    free and another process takes over on its next try. Several servers (or
+    `--workers N`) then apply each event once instead of racing for every batch.
+    """
+
+    def __init__(self, recorder: PostgresApplicationRecorder, name: str) -> None:
+        self._recorder = recorder
+        self._key = f"interlock-views:{recorder.datastore.schema}:{name}"
+        self._waker: AppendWaker | None = None
+        self.leading = False
+
+    def try_lead(self) -> bool:
+        """True if this process leads (now or already); store errors propagate."""
+        if self.leading:
+            return True
+        try:
+            if self._waker is None:
+                self._waker = AppendWaker(self._recorder)
+            conn = self._waker.connection
+            row = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s)) AS leading",
+                               (self._key,)).fetchone()
+            conn.commit()  # notifications arrive between transactions
+        except (psycopg.Error, PersistenceError) as exc:
+            raise LeaderLostError(str(exc)) from exc
+        self.leading = bool(row and row["leading"])
+        return self.leading
+
+    def wait(self, timeout: float) -> None:
+        """Until the next append of any process (or `timeout`)."""
+        assert self._waker is not None, "lead first"
+        try:
+            self._waker.wait(timeout)
+        except (psycopg.Error, PersistenceError) as exc:
+            raise LeaderLostError(str(exc)) from exc
+
+    def interrupt(self) -> None:
+        """Wake the leader's wait now (a NOTIFY like an append's)."""
+        channel = sql.Identifier(self._recorder.channel_name)
+        with suppress(psycopg.Error, PersistenceError), \
+                self._recorder.datastore.get_connection() as conn:
+            conn.execute(sql.SQL("NOTIFY {}").format(channel))
+            conn.commit()
+
+    def close(self) -> None:
+        """Give up leadership (closing the session releases the lock)."""
+        waker, self._waker, self.leading = self._waker, None, False
+        if waker is not None:
+            with suppress(psycopg.Error, PersistenceError):
+                # the connection goes back to the pool: its session must not keep the lock
+                waker.connection.execute("SELECT pg_advisory_unlock_all()")
+                waker.connection.commit()
+                waker.close()

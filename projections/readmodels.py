@@ -17,7 +17,7 @@ from interlock.projections.decisions import (
     DecisionsView,
 )
 from interlock.projections.inbox import InboxFilter, InboxRow, InboxView
-from interlock.projections.live import LiveRunner
+from interlock.projections.live import Leader, LiveRunner
 from interlock.projections.pages import Page
 from interlock.projections.runner import (
     BatchFailedError,
@@ -200,8 +200,19 @@ class SqlReadModels:
 
     def start(self, poll_interval: float = 0.5) -> None:
         """Keep the views current from a thread of this process (the embedded default)."""
-        self._live = LiveRunner(self, poll_interval)
+        self._live = LiveRunner(self, poll_interval, self._leader())
         self._live.start()
+
+    def _leader(self) -> Leader | None:
+        """On PostgreSQL the processes sharing a store elect one to apply the views."""
+        from eventsourcing.postgres import PostgresApplicationRecorder
+
+        recorder = self.app.recorder
+        if not isinstance(recorder, PostgresApplicationRecorder):
+            return None
+        from interlock.projections.postgres import ViewLeader
+
+        return ViewLeader(recorder, self.app.name)
 
     def close(self) -> None:
         if self._live is not None:

@@ -1,0 +1,73 @@
+"""Processes sharing a PostgreSQL store elect one to apply the views; the others read them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from interlock.projections import open_read_models
+from interlock.projections.chats import ChatsView
+from interlock.projections.live import LiveRunner
+from tests.projections.flows import app_for, seed
+
+pytestmark = pytest.mark.anyio
+
+
+def _live(models: object) -> LiveRunner:
+    live = getattr(models, "_live", None)
+    assert isinstance(live, LiveRunner)
+    return live
+
+
+def _until(done: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, "not reached in time"
+        time.sleep(0.02)
+
+
+async def test_one_process_applies_the_views_and_a_follower_reads_its_own_writes(
+    pg_store: str,
+) -> None:
+    """Two servers on one store: one leads; a write made through the other is visible to
+    its next read (it waits for the leader), and each event was applied once (no view's
+    position ever fought over: the follower never ran a batch)."""
+    first, second = app_for(pg_store), app_for(pg_store)
+    a = open_read_models(first)
+    _until(lambda: bool(_live(a).leader and _live(a).leader.leading), 10)
+    b = open_read_models(second)
+    try:
+        time.sleep(0.2)  # b has tried to lead by now, and lost
+        assert _live(b).following
+        chats, position = await seed(second)  # written through the follower
+        b.wait(second.recorder.max_notification_id())  # read-your-writes via the leader
+        assert min(b.positions().values()) >= position
+        assert _live(b)._seen == 0  # the follower never applied a batch itself
+        listed = {r["chat_id"] for r in b.view(ChatsView).dump()}
+        assert {str(c) for c in chats} <= listed
+    finally:
+        b.close()
+        a.close()
+        second.close()
+        first.close()
+
+
+async def test_a_follower_takes_over_when_the_leader_stops(pg_store: str) -> None:
+    first, second = app_for(pg_store), app_for(pg_store)
+    a = open_read_models(first)
+    _until(lambda: bool(_live(a).leader and _live(a).leader.leading), 10)
+    b = open_read_models(second)
+    try:
+        time.sleep(0.2)
+        assert _live(b).following
+        a.close()  # the leader goes away (a crash ends its session: the same for the lock)
+        first.close()
+        _until(lambda: not _live(b).following, 10)
+        chats, _ = await seed(second)
+        b.wait(second.recorder.max_notification_id())
+        assert {str(c) for c in chats} <= {r["chat_id"] for r in b.view(ChatsView).dump()}
+    finally:
+        b.close()
+        second.close()
