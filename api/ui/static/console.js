@@ -36,6 +36,11 @@ function validateForm(form) {
       catch (e) { area.setCustomValidity("Not valid JSON: " + e.message); }
     });
   });
+  form.querySelectorAll("textarea[data-nonblank]").forEach((area) => {
+    area.addEventListener("input", () => {
+      area.setCustomValidity(area.value.trim() ? "" : "Give a reason: it cannot be only spaces.");
+    });
+  });
   form.querySelectorAll("input, select, textarea").forEach((field) => {
     field.addEventListener("invalid", () => show(field));
     field.addEventListener("input", () => show(field));
