@@ -25,6 +25,7 @@ from interlock.api.ui.views import chat_page
 from interlock.domain.errors import (
     UnauthenticatedError,
 )
+from interlock.projections.inbox import Decidable
 from interlock.projections.interface import DecisionFilter, InboxFilter, ReadModels
 
 router = APIRouter()
@@ -89,10 +90,13 @@ async def sign_out_now(request: Request) -> Response:
 def inbox_filter(
     who: Visitor, agent: Short = None, tool: Short = None,
     age: Literal["", "5m", "1h", "1d"] = "", order: Literal["oldest", "newest"] = "oldest",
+    show: Literal["all", "mine"] = "all",
 ) -> InboxFilter:
     older = datetime.now(UTC) - AGES[age] if age else None
+    mine = Decidable(id=who.id, roles=frozenset(who.roles), groups=frozenset(who.groups))
     return InboxFilter(tenant=who.tenant, agent=agent or None, tool=tool or None,
-                       older_than=older, newest_first=order == "newest")
+                       older_than=older, newest_first=order == "newest",
+                       decidable_by=mine if show == "mine" else None)
 
 
 InboxQuery = Annotated[InboxFilter, Depends(inbox_filter)]
