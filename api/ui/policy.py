@@ -129,7 +129,9 @@ def held_summary(row: InboxRow, now: datetime) -> HeldSummary | None:
         return None
     state = ApprovalState.model_validate(raw)
     quorum = state.terms.quorum
-    approvals = len(state.approvers(sha256_hex(row.input), state.terms.requested_by))
+    approvals = 0
+    if any(v.kind == "approve" for v in state.votes):  # else the input need not be hashed
+        approvals = len(state.approvers(sha256_hex(row.input), state.terms.requested_by))
     return HeldSummary(tally=f"{approvals} of {quorum} approval{'s' if quorum != 1 else ''}",
                        votes=len(state.votes), time_left=time_left(row.expires_at, now),
                        deadline=row.expires_at)

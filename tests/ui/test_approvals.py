@@ -101,9 +101,13 @@ def test_a_rejections_reason_reaches_the_model(
     tina.evaluate("document.querySelector('form[action$=\"/reject\"]').submit()")
     expect(tina.locator("#reject-errors li")).to_contain_text(
         "reason: String should have at least 1 character")
+    expect(tina.get_by_label("Reason")).to_be_focused()  # the refused field, for the keyboard
+    expect(tina.get_by_label("Reason")).to_have_attribute("aria-invalid", "true")
     assert "ApprovalVoted" not in _kinds(api, chat_id)
     tina.get_by_label("Reason").fill("over this month's budget")
-    reject.click()
+    tina.keyboard.press("Tab")  # from the reason to its Reject button, by keyboard alone
+    expect(reject).to_be_focused()
+    tina.keyboard.press("Enter")
     expect(tina).to_have_url(re.compile(rf"/ui/chats/{chat_id}"))
     expect(tina.locator(".msg.model").last).to_contain_text(
         "'rejected': True, 'by': 'tina', 'reason': \"over this month's budget\"")

@@ -51,4 +51,12 @@ document.addEventListener("DOMContentLoaded", () => {
   const inbox = document.querySelector("table[data-poll]");
   if (inbox) pollInbox(inbox);
   document.querySelectorAll("form[data-validate]").forEach(validateForm);
+  focusOutcome();
 });
+
+// After a refused submit, keyboard and screen-reader users land on what needs them:
+// the first field the server refused, else the page's notice.
+function focusOutcome() {
+  const target = document.querySelector('form [aria-invalid="true"]') || document.getElementById("notice");
+  if (target) target.focus();
+}
