@@ -205,6 +205,7 @@ def test_a_vote_cast_elsewhere_meanwhile_is_a_clear_message(
         "Someone decided this meanwhile: reject by tom")
     expect(second_tab.locator("#votes")).to_contain_text("“duplicate payment”")
     expect(second_tab.locator("#decided")).to_contain_text("reject by tom")
+    expect(second_tab.locator("#policy-outcome")).to_have_text("rejected")
     voted = [e for e in _events(api, chat_id) if e["type"] == "ApprovalVoted"]
     assert [(e["actor"], e["data"]["vote"]) for e in voted] == [
         ("tina", "approve"), ("tom", "reject")]
