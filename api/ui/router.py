@@ -1,4 +1,4 @@
-"""The console's pages: sign-in, inbox, one interrupt, decisions, a chat."""
+"""The console's pages: sign-in, inbox, decisions, a chat (one interrupt: see decide.py)."""
 
 from __future__ import annotations
 
