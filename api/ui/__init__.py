@@ -8,6 +8,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from interlock.api.auth import AuthConfig
+from interlock.api.ui.decide import router as deciding
 from interlock.api.ui.render import HERE, on_bad_query, on_error, on_http_error
 from interlock.api.ui.router import router
 from interlock.api.ui.session import Sessions
@@ -23,6 +24,7 @@ def console(service: Interlock, read_models: ReadModels, auth: AuthConfig) -> Fa
     app.state.sessions = Sessions(auth)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.include_router(router)
+    app.include_router(deciding)
     app.add_exception_handler(InterlockError, on_error)
     app.add_exception_handler(RequestValidationError, on_bad_query)
     app.add_exception_handler(StarletteHTTPException, on_http_error)

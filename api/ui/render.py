@@ -13,13 +13,17 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from interlock.api.ui.policy import held_summary
 from interlock.api.ui.session import Sessions, keep_csrf
 from interlock.api.ui.views import pretty
+from interlock.domain.approval_rules import MAX_REASON
 from interlock.domain.errors import InterlockError, InvalidRequestError, UnauthenticatedError
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["pretty"] = pretty
+templates.env.globals["max_reason"] = MAX_REASON
+templates.env.globals["held"] = held_summary
 templates.env.filters["when"] = lambda t: t.strftime("%Y-%m-%d %H:%M:%S UTC") if t else ""
 # No inline script or style anywhere: the policy forbids both, so injected markup cannot run.
 HEADERS = {

@@ -1,4 +1,4 @@
-"""The console's pages: sign-in, inbox, one interrupt, decisions, a chat."""
+"""The console's pages: sign-in, inbox, decisions, a chat (one interrupt: see decide.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 
 from interlock.api.auth import Principal
 from interlock.api.deps import CurrentViews, ServiceDep
-from interlock.api.ui.forms import FormError
 from interlock.api.ui.render import (
     base,
     checked_form,
@@ -22,16 +21,11 @@ from interlock.api.ui.render import (
     sessions,
 )
 from interlock.api.ui.session import sign_out
-from interlock.api.ui.views import InterruptPage, chat_page, interrupt_page
-from interlock.domain.decisions import RespondEntry, RestartEntry
+from interlock.api.ui.views import chat_page
 from interlock.domain.errors import (
-    ForbiddenError,
-    InterruptNotPendingError,
-    InvalidToolInputError,
-    InvalidToolOutputError,
-    StaleInterruptError,
     UnauthenticatedError,
 )
+from interlock.projections.inbox import Decidable
 from interlock.projections.interface import DecisionFilter, InboxFilter, ReadModels
 
 router = APIRouter()
@@ -40,6 +34,7 @@ TITLE_COUNT_CAP = 100  # the title says "100+" beyond this: a count never scans 
 AGES: dict[str, timedelta] = {"5m": timedelta(minutes=5), "1h": timedelta(hours=1),
                               "1d": timedelta(days=1)}
 _MEDIA = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
+Kind = Literal["", "respond", "restart", "approve", "edit", "reject", "expire", "withdraw"]
 Short = Annotated[str | None, Query(max_length=200)]
 Cursor = Annotated[str | None, Query(max_length=1000)]
 
@@ -95,10 +90,13 @@ async def sign_out_now(request: Request) -> Response:
 def inbox_filter(
     who: Visitor, agent: Short = None, tool: Short = None,
     age: Literal["", "5m", "1h", "1d"] = "", order: Literal["oldest", "newest"] = "oldest",
+    show: Literal["all", "mine"] = "all",
 ) -> InboxFilter:
     older = datetime.now(UTC) - AGES[age] if age else None
+    mine = Decidable(id=who.id, roles=frozenset(who.roles), groups=frozenset(who.groups))
     return InboxFilter(tenant=who.tenant, agent=agent or None, tool=tool or None,
-                       older_than=older, newest_first=order == "newest")
+                       older_than=older, newest_first=order == "newest",
+                       decidable_by=mine if show == "mine" else None)
 
 
 InboxQuery = Annotated[InboxFilter, Depends(inbox_filter)]
@@ -128,65 +126,12 @@ def inbox_rows(request: Request, views: CurrentViews, f: InboxQuery,
     return response
 
 
-# -- one interrupt ------------------------------------------------------------------------
-
-
-@router.get("/chats/{chat_id}/interrupts/{ref}", response_class=HTMLResponse)
-def interrupt(request: Request, chat_id: UUID, ref: str, service: ServiceDep,
-              views: CurrentViews, who: Visitor) -> Response:
-    page = interrupt_page(service, views, who, chat_id, ref)
-    return render(request, "interrupt.html", who=who, p=page)
-
-
-@router.post("/chats/{chat_id}/interrupts/{ref}/{action}")
-async def decide(request: Request, chat_id: UUID, ref: str, action: Literal["respond", "restart"],
-                 service: ServiceDep, views: CurrentViews, who: Visitor) -> Response:
-    """Respond with an output, or restart with the (edited) input; then show the chat."""
-    data = await checked_form(request)
-    page = interrupt_page(service, views, who, chat_id, ref)
-    try:
-        who.require("approver")
-        value = (page.respond_form if action == "respond" else page.restart_form).parse(data)
-        sha = data.get("input_sha256") or None
-        call = page.call
-        entry_respond = [RespondEntry(ref=ref, name=call.name, output=value, input_sha256=sha)]
-        entry_restart = [RestartEntry(ref=ref, name=call.name, replace_input=value,
-                                      input_sha256=sha)]
-        await service.resume(chat_id, actor=who.id, tenant=who.tenant,
-                             respond=entry_respond if action == "respond" else (),
-                             restart=entry_restart if action == "restart" else ())
-    except (FormError, InvalidToolOutputError, InvalidToolInputError) as exc:
-        errors = exc.errors if isinstance(exc, FormError) else exc.details["errors"]
-        return _again(request, page, who, 422, errors=errors, action=action, values=data)
-    except (InterruptNotPendingError, StaleInterruptError) as exc:
-        fresh = interrupt_page(service, views, who, chat_id, ref)
-        return _again(request, fresh, who, 409, notice=_conflict(exc))
-    except ForbiddenError as exc:
-        return _again(request, page, who, 403, notice=f"Refused: {exc.message}.")
-    return redirect(request, f"/chats/{chat_id}#latest")
-
-
-def _conflict(exc: InterruptNotPendingError | StaleInterruptError) -> str:
-    if isinstance(exc, StaleInterruptError):
-        return "The input changed while you were looking at it. Review it again below."
-    d = exc.details
-    return (f"Someone decided this meanwhile: {d.get('decision')} by {d.get('decided_by')} "
-            f"at {d.get('decided_at')}. Nothing you sent was recorded.")
-
-
-def _again(request: Request, page: InterruptPage, who: Principal, status: int,
-           **changes: Any) -> Response:
-    for name, value in changes.items():
-        setattr(page, name, value)
-    return render(request, "interrupt.html", status, who=who, p=page)
-
-
 # -- decisions ----------------------------------------------------------------------------
 
 
 def decision_filter(
     who: Visitor, actor: Short = None, agent: Short = None, tool: Short = None,
-    kind: Literal["", "respond", "restart"] = "", since: Short = None, until: Short = None,
+    kind: Kind = "", since: Short = None, until: Short = None,
 ) -> DecisionFilter:
     return DecisionFilter(tenant=who.tenant, actor=actor or None, agent=agent or None,
                           tool=tool or None, kind=kind or None, since=instant("since", since),

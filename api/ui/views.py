@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 from interlock.api.auth import Principal
 from interlock.api.schemas import EventPublic
 from interlock.api.ui.forms import SchemaForm, schema_form
+from interlock.api.ui.policy import PolicyView, policy_view, why_not_vote
 from interlock.domain import Interlock
 from interlock.domain.canonical import sha256_hex
 from interlock.domain.errors import UnknownInterruptError
@@ -23,16 +24,6 @@ from interlock.projections.interface import DecisionFilter, DecisionRow, ReadMod
 def pretty(value: Any) -> str:
     """JSON as people read it: indented, keys in their order, unicode as is."""
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-
-
-@dataclass(frozen=True)
-class PolicyView:
-    """Who may decide, quorum, deadline and votes: filled once approval policies land."""
-
-    who_may_decide: str = ""
-    quorum: int | None = None
-    deadline: datetime | None = None
-    votes: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass
@@ -51,8 +42,9 @@ class InterruptPage:
     respond_form: SchemaForm
     restart_form: SchemaForm
     why_not: str | None  # why this visitor cannot decide, shown instead of acting
-    policy: PolicyView | None = None  # issue 11 (approval policies) fills this slot
+    policy: PolicyView | None = None  # a call held by an approval policy: vote on it
     notice: str | None = None  # e.g. decided elsewhere meanwhile
+    notice_ok: bool = False  # the notice reports success (a vote recorded), not a refusal
     errors: list[dict[str, Any]] = field(default_factory=list)
     action: str | None = None  # the form the errors belong to
     values: dict[str, str] = field(default_factory=dict)  # what was submitted, to refill
@@ -61,13 +53,18 @@ class InterruptPage:
     def pending(self) -> bool:
         return self.call.status == "interrupted"
 
+    @property
+    def voting(self) -> bool:
+        """Held for approval: approve, reject or edit (respond and restart do not apply)."""
+        return self.call.awaiting_approval
+
 
 def interrupt_page(
     service: Interlock, views: ReadModels, who: Principal, chat_id: UUID, ref: str
 ) -> InterruptPage:
     """The approval page of `ref` in `chat_id` as `who` may see it (their tenant only)."""
     chat = service.get_chat(chat_id, tenant=who.tenant)
-    call = chat.state.calls.get(ref)
+    call, at = chat.state.calls.get(ref), datetime.now(UTC)
     if call is None or call.interrupted_at is None:
         raise UnknownInterruptError(ref)
     tool = service.agent(chat.state.agent).tool(call.name)
@@ -82,7 +79,9 @@ def interrupt_page(
         decisions=[d for d in decisions.items if d.ref == ref],
         respond_form=schema_form(definition.output_schema if definition else None),
         restart_form=schema_form(definition.input_schema if definition else None),
-        why_not=why_not(who, call, tool.distinct_approver if tool else False),
+        why_not=(why_not_vote(who, call, at) if call.awaiting_approval
+                 else why_not(who, call, tool.distinct_approver if tool else False)),
+        policy=policy_view(call, at),
     )
 
 

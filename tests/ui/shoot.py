@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 import psycopg
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 from interlock.client import Client
 from tests.api.conftest import Live
@@ -30,13 +30,17 @@ def main() -> None:
             bob.open_chat(chat.id).resume(respond=[ask.respond({"approved": True})])
         for service in ("api", "web", "search"):
             alice.chat("opsAgent").send(f"deploy {service}")
+        held = _held_payments(live.url, alice)
         with sync_playwright() as p, tempfile.TemporaryDirectory():
             browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1200, "height": 800})
-            sign_in(page, live.url, "key-bob")
+            sign_in(page, live.url, "key-tom")
             page.wait_for_url("**/ui/inbox")
+            # the inbox view catches up with tina's vote; the open page polls until it shows
+            expect(page.locator(f'tr[data-chat="{held[0]}"] .tally')).to_have_text(
+                "1 of 2 approvals", timeout=10_000)
             page.screenshot(path=OUT / "inbox.png", full_page=True)
-            page.locator("#inbox-rows a").first.click()
+            page.goto(f"{live.url}/ui/chats/{held[0]}/interrupts/{held[1]}")
             page.screenshot(path=OUT / "interrupt.png", full_page=True)
             page.goto(f"{live.url}/ui/decisions")
             page.screenshot(path=OUT / "decisions.png", full_page=True)
@@ -48,6 +52,25 @@ def main() -> None:
         live.close()
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def _held_payments(url: str, alice: Client) -> tuple[str, str]:
+    """Three held payments: one rejected, one with a vote (the one shown), one untouched."""
+    tina, tom = Client(url, api_key="key-tina"), Client(url, api_key="key-tom")
+    shown: tuple[str, str] | None = None
+    for amount, to, vote in ((900, "globex", "reject"), (2500, "acme", "approve"),
+                             (400, "initech", None)):
+        chat = alice.chat("payAgent")
+        [call] = chat.send(f"pay {amount} {to}").interrupts
+        if vote == "reject":
+            tom.request("POST", f"/v1/chats/{chat.id}/resume", json={"reject": [
+                {"ref": call.ref, "name": "pay", "reason": "not on the vendor list"}]})
+        elif vote == "approve":
+            tina.request("POST", f"/v1/chats/{chat.id}/resume", json={"approve": [
+                {"ref": call.ref, "name": "pay"}]})
+            shown = (chat.id, call.ref)
+    assert shown is not None
+    return shown
 
 
 if __name__ == "__main__":

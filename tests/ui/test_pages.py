@@ -98,3 +98,24 @@ def test_the_inbox_orders_oldest_or_newest_first_and_decisions_filter_by_kind(
     restart = browser_like.get("/ui/decisions?kind=restart").text
     assert "No decision matches" in restart
     assert "No decision matches" in browser_like.get("/ui/decisions?agent=bankingAgent").text
+
+
+def test_the_decision_log_shows_votes_with_their_reason_outcome_and_rules(
+    browser_like: httpx.Client, api: Callable[[str], Client]
+) -> None:
+    chats = []
+    for amount in (300, 400):
+        chat = api("alice").chat("payAgent")
+        chats.append((chat.id, chat.send(f"pay {amount} acme").interrupts[0].ref))
+    (approved, ref_a), (rejected, ref_r) = chats
+    api("tina").request("POST", f"/v1/chats/{approved}/resume", json={
+        "approve": [{"ref": ref_a, "name": "pay"}]})
+    api("tom").request("POST", f"/v1/chats/{rejected}/resume", json={
+        "reject": [{"ref": ref_r, "name": "pay", "reason": "not <b>on</b> the list"}]})
+    _signed_in(browser_like, "key-bob")
+    page = browser_like.get("/ui/decisions?kind=reject").text
+    assert page.count("<td>reject</td>") == 1 and "<td>approve</td>" not in page
+    assert "“not &lt;b&gt;on&lt;/b&gt; the list”" in page  # escaped, never markup
+    assert re.search(r'rules <code title="agent fingerprint [0-9a-f]{64}">', page)
+    approvals = browser_like.get("/ui/decisions?kind=approve&actor=tina").text
+    assert re.search(r'<td class="detail">\s*pending\s*</td>', approvals)

@@ -36,6 +36,11 @@ function validateForm(form) {
       catch (e) { area.setCustomValidity("Not valid JSON: " + e.message); }
     });
   });
+  form.querySelectorAll("textarea[data-nonblank]").forEach((area) => {
+    area.addEventListener("input", () => {
+      area.setCustomValidity(area.value.trim() ? "" : "Give a reason: it cannot be only spaces.");
+    });
+  });
   form.querySelectorAll("input, select, textarea").forEach((field) => {
     field.addEventListener("invalid", () => show(field));
     field.addEventListener("input", () => show(field));
@@ -46,4 +51,12 @@ document.addEventListener("DOMContentLoaded", () => {
   const inbox = document.querySelector("table[data-poll]");
   if (inbox) pollInbox(inbox);
   document.querySelectorAll("form[data-validate]").forEach(validateForm);
+  focusOutcome();
 });
+
+// After a refused submit, keyboard and screen-reader users land on what needs them:
+// the first field the server refused, else the page's notice.
+function focusOutcome() {
+  const target = document.querySelector('form [aria-invalid="true"]') || document.getElementById("notice");
+  if (target) target.focus();
+}

@@ -1,0 +1,158 @@
+"""One interrupt's page and its decisions: respond, restart, approve, reject, edit.
+
+Each form becomes the same resume entries the HTTP API takes and goes through
+`Interlock.resume`, so every rule (routing, four-eyes, quorum, schemas, expiry) is the
+domain's. A refusal comes back as this page with the server's reason, never an error page.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
+from uuid import UUID
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, Response
+from pydantic import ValidationError
+
+from interlock.api.auth import Principal
+from interlock.api.deps import CurrentViews, ServiceDep
+from interlock.api.ui.forms import FormError
+from interlock.api.ui.render import checked_form, redirect, render
+from interlock.api.ui.router import Visitor
+from interlock.api.ui.views import InterruptPage, interrupt_page
+from interlock.domain import Interlock
+from interlock.domain.approval_rules import ApproveEntry, EditEntry, RejectEntry
+from interlock.domain.decisions import RespondEntry, RestartEntry
+from interlock.domain.errors import (
+    AlreadyVotedError,
+    ApprovalRequiredError,
+    ConcurrencyError,
+    ForbiddenError,
+    InterruptExpiredError,
+    InterruptNotPendingError,
+    InvalidToolInputError,
+    InvalidToolOutputError,
+    NotAnApprovalError,
+    StaleInterruptError,
+)
+from interlock.domain.results import TurnResult
+
+router = APIRouter()
+Action = Literal["respond", "restart", "approve", "reject", "edit"]
+Vote = Literal["approve", "reject", "edit"]
+Conflict = (InterruptNotPendingError | StaleInterruptError | AlreadyVotedError
+            | InterruptExpiredError | ConcurrencyError)
+FormProblem = FormError | ValidationError | InvalidToolInputError | InvalidToolOutputError
+CONFLICTS = (InterruptNotPendingError, StaleInterruptError, AlreadyVotedError,
+             InterruptExpiredError, ConcurrencyError)  # decided elsewhere meanwhile: 409
+FORM_PROBLEMS = (FormError, ValidationError, InvalidToolInputError, InvalidToolOutputError)
+
+
+@router.get("/chats/{chat_id}/interrupts/{ref}", response_class=HTMLResponse)
+def interrupt(request: Request, chat_id: UUID, ref: str, service: ServiceDep,
+              views: CurrentViews, who: Visitor,
+              recorded: Annotated[Vote | None, Query()] = None) -> Response:
+    """The approval page; `recorded` says which of your votes was just recorded."""
+    page = interrupt_page(service, views, who, chat_id, ref)
+    if recorded is not None:
+        page.notice, page.notice_ok = _recorded(recorded, page), True
+    return render(request, "interrupt.html", who=who, p=page)
+
+
+@router.post("/chats/{chat_id}/interrupts/{ref}/{action}")
+async def decide(request: Request, chat_id: UUID, ref: str, action: Action,
+                 service: ServiceDep, views: CurrentViews, who: Visitor) -> Response:
+    """Decide with one form; the chat when the turn went on, else this page again."""
+    data = await checked_form(request)
+    page = interrupt_page(service, views, who, chat_id, ref)
+    try:
+        result = await _resume(service, who, chat_id, page, action, data)
+    except FORM_PROBLEMS as exc:
+        return _again(request, page, who, 422, errors=_errors(exc), action=action, values=data)
+    except CONFLICTS as exc:
+        fresh = interrupt_page(service, views, who, chat_id, ref)
+        return _again(request, fresh, who, 409, notice=_conflict(exc))
+    except ForbiddenError as exc:
+        return _again(request, page, who, 403, notice=f"Refused by the server: {exc.message}.")
+    except (ApprovalRequiredError, NotAnApprovalError) as exc:
+        return _again(request, page, who, 422, notice=f"Refused by the server: {exc.message}.")
+    if action in ("approve", "reject", "edit") and _still_waiting(result, ref):
+        return redirect(request, f"/chats/{chat_id}/interrupts/{quote(ref, safe='')}"
+                                 f"?recorded={action}")
+    return redirect(request, f"/chats/{chat_id}#latest")
+
+
+async def _resume(service: Interlock, who: Principal, chat_id: UUID, page: InterruptPage,
+                  action: Action, data: dict[str, str]) -> TurnResult:
+    """The form as the resume the HTTP API would send, decided by the same service call."""
+    if action in ("respond", "restart"):
+        who.require("approver")  # a tool's own interrupt: as POST /v1/chats/{id}/resume
+    return await service.resume(chat_id, actor=who.id, tenant=who.tenant,
+                                decider=who.decider(), **_entries(page, action, data))
+
+
+def _entries(page: InterruptPage, action: Action, data: dict[str, str]) -> dict[str, Any]:
+    ref, name, sha = page.call.ref, page.call.name, data.get("input_sha256") or None
+    if action == "respond":
+        output = page.respond_form.parse(data)
+        return {"respond": [RespondEntry(ref=ref, name=name, output=output, input_sha256=sha)]}
+    if action == "restart":
+        edited = page.restart_form.parse(data)
+        return {"restart": [RestartEntry(ref=ref, name=name, replace_input=edited,
+                                         input_sha256=sha)]}
+    if action == "approve":
+        return {"votes": [ApproveEntry(ref=ref, name=name, input_sha256=sha)]}
+    if action == "reject":
+        reason = data.get("reason", "").strip()
+        return {"votes": [RejectEntry(ref=ref, name=name, reason=reason, input_sha256=sha)]}
+    edited = page.restart_form.parse(data)
+    return {"votes": [EditEntry(ref=ref, name=name, input=edited, input_sha256=sha)]}
+
+
+def _still_waiting(result: TurnResult, ref: str) -> bool:
+    return any(i.ref == ref for i in result.interrupts)
+
+
+def _errors(exc: FormProblem) -> list[dict[str, Any]]:
+    if isinstance(exc, FormError):
+        return exc.errors
+    if isinstance(exc, ValidationError):
+        return [{"loc": [str(part) for part in e["loc"]], "msg": e["msg"]} for e in exc.errors()]
+    errors: list[dict[str, Any]] = exc.details["errors"]
+    return errors
+
+
+def _recorded(vote: Vote, page: InterruptPage) -> str:
+    policy = page.policy
+    tally = f" {policy.tally} on this input so far." if policy else ""
+    if vote == "approve":
+        return f"Your approval is recorded.{tally}"
+    if vote == "edit":
+        return ("Your edit is recorded. You are now the requester of this input, so others "
+                "must approve it.")
+    return f"Your rejection is recorded; this policy counts it as a vote.{tally}"
+
+
+def _conflict(exc: Conflict) -> str:
+    nothing = "Nothing you sent was recorded."
+    if isinstance(exc, StaleInterruptError):
+        return "The input changed while you were looking at it. Review it again below."
+    if isinstance(exc, AlreadyVotedError):
+        vote, at = exc.details.get("vote"), exc.details.get("voted_at")
+        return f"You already voted ({vote}) on this input at {at}. {nothing}"
+    if isinstance(exc, InterruptExpiredError):
+        at = exc.details.get("expired_at")
+        return f"This approval expired at {at} and failed closed. {nothing}"
+    if isinstance(exc, ConcurrencyError):
+        return f"The chat changed while you were deciding. {nothing} Review it again below."
+    d = exc.details
+    return (f"Someone decided this meanwhile: {d.get('decision')} by {d.get('decided_by')} "
+            f"at {d.get('decided_at')}. {nothing}")
+
+
+def _again(request: Request, page: InterruptPage, who: Principal, status: int,
+           **changes: Any) -> Response:
+    for name, value in changes.items():
+        setattr(page, name, value)
+    return render(request, "interrupt.html", status, who=who, p=page)

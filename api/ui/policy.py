@@ -1,0 +1,137 @@
+"""What the console shows of an approval policy: who decides, quorum, deadline, votes so far.
+
+Every rule is the domain's: the page asks `domain.approval_rules` why a visitor may not vote
+(the same checks the server runs on submit), and counts approvals with `ApprovalState`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from interlock.api.auth import Principal
+from interlock.domain.approval_rules import ApproveEntry, check_voter, held_call
+from interlock.domain.approvals import ApprovalState
+from interlock.domain.canonical import sha256_hex
+from interlock.domain.errors import AlreadyVotedError, ForbiddenError, InterruptExpiredError
+from interlock.domain.state import ToolCall
+from interlock.projections.interface import InboxRow
+
+
+@dataclass(frozen=True)
+class VoteView:
+    """One recorded vote; `current` when it was cast on the input shown now."""
+
+    actor: str
+    kind: str
+    at: datetime
+    reason: str | None
+    current: bool
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    """The terms a held call was recorded under, and where its votes stand."""
+
+    deciders: str
+    quorum: int
+    approvals: int
+    requester: str | None
+    deadline: datetime | None
+    time_left: str | None
+    escalation: str | None
+    reject_rejects: bool
+    outcome: str
+    votes: tuple[VoteView, ...]
+
+    @property
+    def tally(self) -> str:
+        return f"{self.approvals} of {self.quorum} approval{'s' if self.quorum != 1 else ''}"
+
+
+def policy_view(call: ToolCall, now: datetime) -> PolicyView | None:
+    """The policy block of the approval page (None: a tool's own interrupt)."""
+    state = call.approval
+    if state is None:
+        return None
+    terms, current = state.terms, sha256_hex(call.input)
+    return PolicyView(
+        deciders=deciders(state), quorum=terms.quorum,
+        approvals=len(state.approvers(current, call.requester)), requester=call.requester,
+        deadline=terms.expires_at, time_left=time_left(terms.expires_at, now),
+        escalation=_escalation(state), reject_rejects=terms.reject_rejects,
+        outcome=state.outcome,
+        votes=tuple(VoteView(actor=v.actor, kind=v.kind, at=v.at, reason=v.reason,
+                             current=v.input_sha256 == current) for v in state.votes),
+    )
+
+
+def deciders(state: ApprovalState) -> str:
+    """"role treasury", "roles a or b, or group finance": who may decide now."""
+    roles, groups = (sorted(names) for names in state.deciders())
+    said = [f"role{'s' if len(roles) > 1 else ''} {' or '.join(roles)}" if roles else "",
+            f"group{'s' if len(groups) > 1 else ''} {' or '.join(groups)}" if groups else ""]
+    return ", or ".join(s for s in said if s) + " (an admin always may)"
+
+
+def _escalation(state: ApprovalState) -> str | None:
+    terms = state.terms
+    wider = sorted(terms.escalate_to) + [f"group {g}" for g in sorted(terms.escalate_to_groups)]
+    if state.escalated:
+        return f"escalated: {', '.join(wider)} may decide too"
+    if terms.escalate_at is None:
+        return None
+    return f"at {terms.escalate_at:%Y-%m-%d %H:%M:%S} UTC, {', '.join(wider)} may decide too"
+
+
+def time_left(deadline: datetime | None, now: datetime) -> str | None:
+    """"2 h 5 min left", "40 s left", or "past its deadline" (it fails closed)."""
+    if deadline is None:
+        return None
+    seconds = int((deadline - now).total_seconds())
+    if seconds <= 0:
+        return "past its deadline: it fails closed"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min left"
+    return f"{minutes} min left" if minutes else f"{secs} s left"
+
+
+def why_not_vote(who: Principal, call: ToolCall, now: datetime) -> str | None:
+    """Why `who` cannot vote on this held call now, in the server's words; None if they can."""
+    try:
+        held_call({call.ref: call}, ApproveEntry(ref=call.ref, name=call.name), now)
+        check_voter(call, who.decider())
+    except ForbiddenError as exc:
+        prefix = "Four-eyes: " if exc.details.get("reason") == "requester" else "Routing: "
+        return f"{prefix}{exc.message}. You ({who.id}) can read this but not vote."
+    except (AlreadyVotedError, InterruptExpiredError) as exc:
+        return f"You cannot vote: {exc.message}."
+    return None
+
+
+@dataclass(frozen=True)
+class HeldSummary:
+    """An inbox row's votes so far and time left."""
+
+    tally: str
+    votes: int
+    time_left: str | None
+    deadline: datetime | None
+
+
+def held_summary(row: InboxRow, now: datetime) -> HeldSummary | None:
+    """For a row held by a policy; None for a tool's own interrupt."""
+    raw: dict[str, Any] | None = row.approval
+    if raw is None:
+        return None
+    state = ApprovalState.model_validate(raw)
+    quorum = state.terms.quorum
+    approvals = 0
+    if any(v.kind == "approve" for v in state.votes):  # else the input need not be hashed
+        approvals = len(state.approvers(sha256_hex(row.input), state.terms.requested_by))
+    return HeldSummary(tally=f"{approvals} of {quorum} approval{'s' if quorum != 1 else ''}",
+                       votes=len(state.votes), time_left=time_left(row.expires_at, now),
+                       deadline=row.expires_at)

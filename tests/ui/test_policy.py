@@ -1,0 +1,108 @@
+"""What the console says about a policy: deciders, tally, time left, why a visitor cannot vote."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from interlock.api.auth import Principal
+from interlock.api.ui.policy import deciders, held_summary, policy_view, time_left, why_not_vote
+from interlock.domain.approvals import ApprovalState, ApprovalTerms, Vote
+from interlock.domain.canonical import sha256_hex
+from interlock.domain.state import ToolCall
+from interlock.projections.interface import InboxRow
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+OLD, NEW = {"amount": 5000}, {"amount": 900}
+
+
+def _call(state: ApprovalState, input: object = NEW, input_by: str | None = None) -> ToolCall:
+    return ToolCall(ref="r1", name="pay", input=input, turn=1, requested_at=NOW,
+                    requested_by="alice", input_by=input_by, status="interrupted",
+                    interrupted_at=NOW, approval=state)
+
+
+def _state(votes: list[Vote], **terms: object) -> ApprovalState:
+    base: dict[str, object] = {"roles": ["treasury"], "quorum": 2, "requested_by": "alice",
+                               "expires_at": NOW + timedelta(hours=1)}
+    return ApprovalState(terms=ApprovalTerms.model_validate({**base, **terms}), votes=votes)
+
+
+def _vote(actor: str, kind: str, input: object) -> Vote:
+    return Vote.model_validate({"actor": actor, "kind": kind, "at": NOW,
+                                "input_sha256": sha256_hex(input)})
+
+
+@pytest.mark.parametrize(("left", "says"), [
+    (timedelta(hours=2, minutes=5, seconds=30), "2 h 5 min left"),
+    (timedelta(minutes=59, seconds=59), "59 min left"),
+    (timedelta(seconds=40), "40 s left"),
+    (timedelta(0), "past its deadline: it fails closed"),
+    (timedelta(minutes=-3), "past its deadline: it fails closed"),
+])
+def test_time_left_reads_as_people_say_it(left: timedelta, says: str) -> None:
+    assert time_left(NOW + left, NOW) == says
+
+
+def test_no_deadline_has_no_time_left() -> None:
+    assert time_left(None, NOW) is None
+
+
+def test_deciders_name_roles_and_groups_and_widen_on_escalation() -> None:
+    state = _state([], roles=["treasury"], groups=["finance"], escalate_to=["cfo"],
+                   escalate_at=NOW + timedelta(minutes=30))
+    assert deciders(state) == "role treasury, or group finance (an admin always may)"
+    escalated = state.model_copy(update={"escalated": True})
+    assert deciders(escalated) == ("roles cfo or treasury, or group finance "
+                                   "(an admin always may)")
+
+
+def test_only_approvals_of_the_current_input_count_and_earlier_ones_are_marked() -> None:
+    votes = [_vote("tina", "approve", OLD), _vote("tom", "edit", NEW),
+             _vote("uma", "approve", NEW)]
+    view = policy_view(_call(_state(votes), input_by="tom"), NOW)
+    assert view is not None
+    assert (view.tally, view.requester) == ("1 of 2 approvals", "tom")
+    assert [(v.actor, v.current) for v in view.votes] == [
+        ("tina", False), ("tom", True), ("uma", True)]
+    assert view.time_left == "1 h 0 min left"
+
+
+def test_a_tool_s_own_interrupt_has_no_policy() -> None:
+    call = _call(_state([])).model_copy(update={"approval": None})
+    assert policy_view(call, NOW) is None
+
+
+@pytest.mark.parametrize(("who", "says"), [
+    (Principal(id="bob", tenant="acme", roles=frozenset({"approver"})),
+     "Routing: bob may not decide pay r1: it needs one of the roles ['treasury']"),
+    (Principal(id="Alice", tenant="acme", roles=frozenset({"admin"})),
+     "Four-eyes: Alice asked for this input of r1"),
+    (Principal(id="tina", tenant="acme", roles=frozenset({"treasury"})),
+     "You cannot vote: tina already voted (approve)"),
+])
+def test_why_not_is_the_domain_s_reason(who: Principal, says: str) -> None:
+    call = _call(_state([_vote("tina", "approve", NEW)]))
+    reason = why_not_vote(who, call, NOW)
+    assert reason is not None and reason.startswith(says)
+
+
+def test_a_treasurer_who_has_not_voted_may_vote_until_the_deadline() -> None:
+    tom = Principal(id="tom", tenant="acme", roles=frozenset({"treasury"}))
+    call = _call(_state([]))
+    assert why_not_vote(tom, call, NOW) is None
+    late = why_not_vote(tom, call, NOW + timedelta(hours=1))
+    assert late is not None and "expired" in late
+
+
+def test_an_inbox_row_shows_its_tally_and_time_left() -> None:
+    state = _state([_vote("tina", "approve", NEW), _vote("tom", "approve", OLD)], quorum=3)
+    row = InboxRow(chat_id="c", tenant="acme", agent="payAgent", ref="r1", tool="pay",
+                   input=NEW, requested_at=NOW, approval=state.model_dump(mode="json"),
+                   expires_at=NOW + timedelta(minutes=10))
+    summary = held_summary(row, NOW)
+    assert summary is not None
+    assert (summary.tally, summary.votes, summary.time_left) == (
+        "1 of 3 approvals", 2, "10 min left")
+    assert held_summary(row.model_copy(update={"approval": None}), NOW) is None
