@@ -5,9 +5,13 @@ BatchSpanProcessor (as in production) to an exporter that drops them, so the fig
 Interlock's and the SDK's in-process cost, not a collector's. Three modes run in one
 process, in short blocks whose order rotates every round, so they share the machine's
 noise: `off`, `before` (the spans opened through the SDK's `start_as_current_span` inside
-a generator context manager, as Interlock did first) and `on` (`OtelTracer` as shipped).
+a generator context manager, as Interlock did first), `on` (`OtelTracer` as shipped) and
+`sampled` (`on` under `ParentBased(TraceIdRatioBased(0.1))`, what
+`OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0.1` configures).
 Prints the median ms per cycle of each, wall clock and the process's CPU time (all its
 threads: the span processor's and the store's included), and the overheads against `off`.
+On a shared machine the wall-clock difference is mostly other processes' noise; the CPU
+a mode adds, over `off`'s wall time (`cpu/wall`), is what one client waits for it.
 
     python -m bench.bench_tracing --block 20 --rounds 30 --stores memory,sqlite,postgres
 """
@@ -24,6 +28,7 @@ from contextlib import contextmanager
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import Status, StatusCode
 
 from bench.bench_cycle import cycle, store_url
@@ -33,7 +38,7 @@ from interlock.domain import Interlock
 from interlock.domain.tracing import Attr, Operation, Span, Tracer
 from interlock.examples.banking import AGENTS
 
-MODES = ("off", "before", "on")
+MODES = ("off", "before", "on", "sampled")
 
 
 class Dropping(SpanExporter):
@@ -91,23 +96,39 @@ async def _block(app: Interlock, n: int) -> tuple[float, float]:
 def bench(url: str, block: int, rounds: int) -> tuple[dict[str, tuple[float, float]], float]:
     """Median (wall, cpu) ms per cycle of each mode, and spans per traced cycle."""
     app = build_service(url, AGENTS)
-    exporter = Dropping()
+    exporter, kept = Dropping(), Dropping()
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(exporter))
     sdk = provider.get_tracer("bench")
+    sampling = TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.1)))
+    sampling.add_span_processor(BatchSpanProcessor(kept))
     tracers: dict[str, Tracer | None] = {"off": None, "before": BeforeTracer(sdk),
-                                         "on": OtelTracer(sdk)}
+                                         "on": OtelTracer(sdk),
+                                         "sampled": OtelTracer(sampling.get_tracer("bench"))}
     asyncio.run(_block(app, max(20, block)))  # warm up: tables, prepared statements
     seen: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
     for r in range(rounds):
-        for mode in MODES[r % 3:] + MODES[:r % 3]:
+        for mode in MODES[r % len(MODES):] + MODES[:r % len(MODES)]:
             app.tracer = tracers[mode]
             seen[mode].append(asyncio.run(_block(app, block)))
     provider.shutdown()
+    sampling.shutdown()
     app.close()
     medians = {mode: (statistics.median(w for w, _ in got), statistics.median(c for _, c in got))
                for mode, got in seen.items()}
-    return medians, exporter.spans / (2 * rounds * block)
+    return medians, exporter.spans / (2 * rounds * block)  # `before` and `on` keep all
+
+
+def report(kind: str, medians: dict[str, tuple[float, float]]) -> list[str]:
+    """Rows of ms per cycle and what each mode adds: to wall, to CPU, CPU over wall."""
+    wall_off, cpu_off = medians["off"]
+    lines = []
+    for clock, i, base, of in (("wall", 0, wall_off, wall_off), ("cpu", 1, cpu_off, cpu_off),
+                               ("cpu/wall", 1, cpu_off, wall_off)):
+        figures = " ".join(f"{medians[m][i]:8.3f}" for m in MODES[1:])
+        added = " ".join(f"{(medians[m][i] - base) / of:10.1%}" for m in MODES[1:])
+        lines.append(f"{kind:9} {clock:8} {medians['off'][i]:8.3f} {figures} {added}")
+    return lines
 
 
 def main() -> None:
@@ -116,15 +137,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30, help="blocks of each mode")
     parser.add_argument("--stores", default="memory,sqlite,postgres")
     args = parser.parse_args()
-    print(f"{'store':9} {'clock':5} {'off ms':>8} {'before ms':>10} {'on ms':>8} "
-          f"{'before +%':>10} {'on +%':>8} {'spans/cycle':>12}")
+    print(f"{'store':9} {'clock':8} {'off':>8} " + " ".join(f"{m:>8}" for m in MODES[1:])
+          + " " + " ".join(f"{m + ' +':>10}" for m in MODES[1:]) + "  (ms per cycle)")
     for kind in args.stores.split(","):
         with store_url(kind) as url:
             medians, per = bench(url, args.block, args.rounds)
-        for i, clock in enumerate(("wall", "cpu")):
-            off, before, on = (medians[mode][i] for mode in MODES)
-            print(f"{kind:9} {clock:5} {off:8.3f} {before:10.3f} {on:8.3f} "
-                  f"{(before - off) / off:10.1%} {(on - off) / off:8.1%} {per:12.1f}")
+        for line in report(kind, medians):
+            print(line)
+        print(f"{kind:9} spans per traced cycle: {per:.1f}")
 
 
 if __name__ == "__main__":
