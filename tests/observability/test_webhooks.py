@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -15,14 +15,14 @@ from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig
 from interlock.bootstrap import build_service
 from interlock.cli.main import main as cli
-from interlock.domain import Agent, Approval, FunctionModel, Interlock
+from interlock.domain import Interlock
 from interlock.projections import open_read_models
 from interlock.projections.readmodels import SqlReadModels
 from interlock.projections.sweeper import Sweeper
 from interlock.webhooks import DeliveryPolicy
-from tests.api.agents import AGENTS, pay, pay_script
 from tests.api.conftest import KEYS
 from tests.api.server import ThreadServer
+from tests.observability.agents import AGENTS
 from tests.observability.receiver import Receiver
 
 FAST = DeliveryPolicy(base_delay=0.05, max_delay=0.2, poll=0.05, timeout=2, max_attempts=1000)
@@ -36,17 +36,10 @@ def receiver() -> Iterator[Receiver]:
     r.down()
 
 
-# The payments agent with an approval that is due at once: the sweeper expires it.
-HASTY = Agent(name="hastyPayAgent", system="Pays, if someone approves in time.", tools=[pay],
-              approvals={"pay": Approval(roles=["treasury"],
-                                         expires_in=timedelta(milliseconds=1))},
-              model=FunctionModel(pay_script, name="pay-script"))
-
-
 @contextmanager
 def running(store: str, policy: DeliveryPolicy) -> Iterator[tuple[Call, Interlock, Any]]:
     """A server delivering webhooks, how to call it, and its service and read models."""
-    service = build_service(store, [*AGENTS, HASTY])
+    service = build_service(store, AGENTS)
     views = open_read_models(service, poll_interval=0.05)
     server = ThreadServer(make_app(service, views, AuthConfig.from_mapping(KEYS),
                                    delivery=policy))
