@@ -1,12 +1,15 @@
 """Prometheus metrics at `/metrics`.
 
 Counts of what the service did (decisions, turns, model calls) are read from the event log
-at scrape time, so every worker reports the same, complete figures; HTTP request counts are
-the scraped process's own. Pending approvals and view lag are read when scraped.
+at scrape time, so every worker reports the same, complete figures. HTTP request counts are
+the scraped process's own, unless `PROMETHEUS_MULTIPROC_DIR` names a directory the workers
+share (prometheus_client's multiprocess mode): then every worker answers the sum of all.
+Pending approvals and view lag are read when scraped.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -16,6 +19,7 @@ from uuid import UUID
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from interlock.domain import Interlock
@@ -73,8 +77,11 @@ class Metrics:
     def __init__(self, service: Interlock, views: ReadModels) -> None:
         self.service, self.views = service, views
         self.registry = r = CollectorRegistry()
+        shared = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        if shared:
+            r.register(_AllWorkers("interlock_http_requests"))
         self.http = Counter("interlock_http_requests", "HTTP requests answered",
-                            ["method", "route", "status"], registry=r)
+                            ["method", "route", "status"], registry=None if shared else r)
         self.decisions = Counter("interlock_decisions", "Decisions recorded", ["kind"],
                                  registry=r)
         self.decision_seconds = Histogram(
@@ -161,6 +168,19 @@ class Metrics:
             attempts = _ATTEMPTS.search(event.error or "")
             if attempts:
                 self.model_retries.labels(provider).inc(int(attempts.group(1)) - 1)
+
+
+class _AllWorkers(Collector):
+    """One metric summed over every worker's multiprocess files (the others are per worker)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._files = MultiProcessCollector(None)  # type: ignore[no-untyped-call]  # untyped lib
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._files.collect():  # type: ignore[no-untyped-call]
+            if family.name == self.name:
+                yield family
 
 
 class _ScrapeTime(Collector):
