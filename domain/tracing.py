@@ -7,20 +7,25 @@ errors.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal, Protocol
 
 from interlock.domain import events as ev
+from interlock.domain.approval_events import ApprovalVoted, InterruptExpired, InterruptWithdrawn
 
 Attr = str | int | float | bool
 Operation = Literal["invoke_agent", "chat", "execute_tool"]
 
-# A recorded decision and the span event it becomes; approvals' events (votes, expiry,
-# withdrawal) are one line each here.
-DECISION_EVENTS: dict[type[Any], tuple[str, str]] = {
-    ev.Responded: ("interlock.decision", "respond"),
-    ev.Restarted: ("interlock.decision", "restart"),
+# A recorded decision, the span event it becomes and its kind (the decision log's), one line
+# each. They are events on the `invoke_agent` span of the turn that carries them on; a vote
+# that leaves its approval waiting runs no turn, so it has none (metrics and webhooks count it).
+DECISION_EVENTS: dict[type[Any], tuple[str, Callable[[Any], str]]] = {
+    ev.Responded: ("interlock.decision", lambda e: "respond"),
+    ev.Restarted: ("interlock.decision", lambda e: "restart"),
+    ApprovalVoted: ("interlock.decision", lambda e: str(e.vote)),  # approve, edit, reject
+    InterruptWithdrawn: ("interlock.decision", lambda e: "withdraw"),
+    InterruptExpired: ("interlock.expiry", lambda e: "expire"),
 }
 
 
@@ -70,6 +75,7 @@ def decision_events(event: Any) -> tuple[str, dict[str, Attr | None]] | None:
     if found is None:
         return None
     name, kind = found
-    return name, {"interlock.interrupt.ref": event.ref, "interlock.decision": kind,
+    return name, {"interlock.interrupt.ref": event.ref, "interlock.decision": kind(event),
                   "gen_ai.tool.name": getattr(event, "name", None),
-                  "interlock.actor": getattr(event, "actor", None)}
+                  "interlock.actor": getattr(event, "actor", None),
+                  "interlock.approval.outcome": getattr(event, "outcome", None)}

@@ -23,6 +23,12 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 from pydantic import BaseModel, ConfigDict
 
+from interlock.domain.approval_events import (
+    ApprovalRequested,
+    ApprovalVoted,
+    InterruptExpired,
+    InterruptWithdrawn,
+)
 from interlock.domain.events import (
     ChatStarted,
     Interrupted,
@@ -33,19 +39,29 @@ from interlock.domain.events import (
 )
 from interlock.projections.sql import PositionConflictError, ReadModel, Row, SqlView
 
-EventType = Literal["interrupt.pending", "interrupt.decided", "turn.finished"]
+EventType = Literal["interrupt.pending", "interrupt.decided", "interrupt.expired",
+                    "turn.finished"]
 EVENT_TYPES: tuple[EventType, ...] = get_args(EventType)
 DeliveryStatus = Literal["pending", "delivered", "failed"]
 T = TypeVar("T")
 
-# What each event notifies, and the data it carries. A new notification (approvals'
-# `interrupt.expired`) is one line here, and its name in EventType.
+# What each event notifies, and the data it carries: one line per event. `decision` is the
+# decision log's kind (`GET /v1/decisions`); a vote also says what the approval became.
 NOTIFY: dict[type[Any], tuple[str, Callable[[Any], dict[str, Any]]]] = {
     Interrupted: ("interrupt.pending", lambda e: {"ref": e.ref, "metadata": e.metadata}),
+    ApprovalRequested: ("interrupt.pending", lambda e: {
+        "ref": e.ref, "metadata": {"approval": e.terms.model_dump(mode="json")}}),
     Responded: ("interrupt.decided", lambda e: {"ref": e.ref, "decision": "respond",
                                                 "actor": e.actor}),
     Restarted: ("interrupt.decided", lambda e: {"ref": e.ref, "decision": "restart",
                                                 "actor": e.actor}),
+    ApprovalVoted: ("interrupt.decided", lambda e: {"ref": e.ref, "decision": e.vote,
+                                                    "actor": e.actor, "outcome": e.outcome,
+                                                    "reason": e.reason}),
+    InterruptWithdrawn: ("interrupt.decided", lambda e: {"ref": e.ref, "decision": "withdraw",
+                                                         "actor": e.actor, "reason": e.reason}),
+    InterruptExpired: ("interrupt.expired", lambda e: {"ref": e.ref, "decision": "expire",
+                                                       "expires_at": _iso(e.expires_at)}),
     TurnFinished: ("turn.finished", lambda e: {"finish_reason": e.reason, "error": e.error}),
 }
 
@@ -134,7 +150,7 @@ class WebhooksView(SqlView):
             " ON h.tenant = s.tenant WHERE h.chat_id = %(c)s AND s.events LIKE %(like)s",
             {"pos": str(position), "k": kind, "c": chat_id, "r": ref or "", "at": self._ts(at),
              "d": json.dumps(data, separators=(",", ":"), sort_keys=True, default=str),
-             "when": at.astimezone(UTC).isoformat(), "like": f"%|{kind}|%"})
+             "when": _iso(at), "like": f"%|{kind}|%"})
 
     # -- subscriptions and deliveries, outside the batches ---------------------------------
 
@@ -254,6 +270,10 @@ class Due:
 
     def __init__(self, id: str, attempt: int, body: str, url: str, secret: str) -> None:
         self.id, self.attempt, self.body, self.url, self.secret = id, attempt, body, url, secret
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat()
 
 
 def _b64(raw: bytes) -> str:

@@ -1,24 +1,34 @@
 """Prometheus metrics at `/metrics`.
 
 Counts of what the service did (decisions, turns, model calls) are read from the event log
-at scrape time, so every worker reports the same, complete figures; HTTP request counts are
-the scraped process's own. Pending approvals and view lag are read when scraped.
+at scrape time, so every worker reports the same, complete figures. HTTP request counts are
+the scraped process's own, unless `PROMETHEUS_MULTIPROC_DIR` names a directory the workers
+share (prometheus_client's multiprocess mode): then every worker answers the sum of all.
+Pending approvals and view lag are read when scraped.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from interlock.domain import Interlock
+from interlock.domain.approval_events import (
+    ApprovalRequested,
+    ApprovalVoted,
+    InterruptExpired,
+    InterruptWithdrawn,
+)
 from interlock.domain.events import (
     ChatStarted,
     Interrupted,
@@ -35,9 +45,22 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BATCH = 1000
 WAIT_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600, float("inf"))
 TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, float("inf"))
-# A decision event and its kind; approval events (votes, expiry, withdrawal) are one line each.
-DECISION_KINDS: dict[type[Any], str] = {Responded: "respond", Restarted: "restart"}
-TURN_STARTS = (UserMessageSent, TurnRetried, Responded, Restarted)
+# A decision event and its kind, the decision log's (`GET /v1/decisions`): one line each.
+DECISION_KINDS: dict[type[Any], Callable[[Any], str]] = {
+    Responded: lambda e: "respond",
+    Restarted: lambda e: "restart",
+    ApprovalVoted: lambda e: str(e.vote),  # approve, edit, reject
+    InterruptWithdrawn: lambda e: "withdraw",
+    InterruptExpired: lambda e: "expire",
+}
+ASKED = (Interrupted, ApprovalRequested)
+
+
+def settles(event: Any) -> bool:
+    """Whether a decision ends its interrupt (a vote may leave the approval waiting)."""
+    return not isinstance(event, ApprovalVoted) or event.outcome != "pending"
+
+
 _ATTEMPTS = re.compile(r"\(after (\d+) attempts\)")
 
 
@@ -54,8 +77,11 @@ class Metrics:
     def __init__(self, service: Interlock, views: ReadModels) -> None:
         self.service, self.views = service, views
         self.registry = r = CollectorRegistry()
+        shared = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        if shared:
+            r.register(_AllWorkers("interlock_http_requests"))
         self.http = Counter("interlock_http_requests", "HTTP requests answered",
-                            ["method", "route", "status"], registry=r)
+                            ["method", "route", "status"], registry=None if shared else r)
         self.decisions = Counter("interlock_decisions", "Decisions recorded", ["kind"],
                                  registry=r)
         self.decision_seconds = Histogram(
@@ -105,21 +131,28 @@ class Metrics:
         chat = event.originator_id
         if isinstance(event, ChatStarted):
             self._agent_of[chat] = event.agent
-        if isinstance(event, TURN_STARTS):
-            self._began.setdefault(chat, event.timestamp)
-        if isinstance(event, Interrupted):
+        if isinstance(event, ASKED):
             self._asked[(chat, event.ref)] = event.timestamp
         kind = DECISION_KINDS.get(type(event))
         if kind is not None:
-            self.decisions.labels(kind).inc()
-            asked = self._asked.pop((chat, event.ref), None)
-            if asked is not None:
-                self.decision_seconds.labels(kind).observe(
-                    (event.timestamp - asked).total_seconds())
+            self._decided(chat, event, kind(event))
+        if isinstance(event, (UserMessageSent, TurnRetried)):
+            self._began.setdefault(chat, event.timestamp)
         if isinstance(event, ModelResponded):
             self.model_calls.labels(self._provider(chat)).inc()
         if isinstance(event, TurnFinished):
             self._finished(chat, event)
+
+    def _decided(self, chat: UUID, event: Any, kind: str) -> None:
+        """Count a decision and its wait since the request; one that settles starts a turn."""
+        self.decisions.labels(kind).inc()
+        key = (chat, event.ref)
+        asked = self._asked.pop(key, None) if settles(event) else self._asked.get(key)
+        if asked is not None:
+            self.decision_seconds.labels(kind).observe(
+                (event.timestamp - asked).total_seconds())
+        if settles(event):
+            self._began.setdefault(chat, event.timestamp)
 
     def _finished(self, chat: UUID, event: TurnFinished) -> None:
         self.turns.labels(event.reason).inc()
@@ -135,6 +168,19 @@ class Metrics:
             attempts = _ATTEMPTS.search(event.error or "")
             if attempts:
                 self.model_retries.labels(provider).inc(int(attempts.group(1)) - 1)
+
+
+class _AllWorkers(Collector):
+    """One metric summed over every worker's multiprocess files (the others are per worker)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._files = MultiProcessCollector(None)  # type: ignore[no-untyped-call]  # untyped lib
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._files.collect():  # type: ignore[no-untyped-call]
+            if family.name == self.name:
+                yield family
 
 
 class _ScrapeTime(Collector):

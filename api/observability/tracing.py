@@ -1,18 +1,21 @@
 """OpenTelemetry behind the turn loop's `Tracer` protocol, and the HTTP request's span.
 
 Imported only when tracing is configured: OpenTelemetry is the optional `otel` extra.
+A turn's spans are on its hot path, so `OtelTracer` opens them with one small object each
+(start, attach, detach, end) instead of the SDK's nested generator context managers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from types import TracebackType
 
 from opentelemetry import context, propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.types import Scope
 
-from interlock.domain.tracing import Attr, Operation, Span
+from interlock.domain.tracing import Attr, Operation
 
 _KINDS = {"chat": SpanKind.CLIENT, "invoke_agent": SpanKind.INTERNAL,
           "execute_tool": SpanKind.INTERNAL}
@@ -22,9 +25,33 @@ def _clean(attributes: Mapping[str, Attr | None]) -> dict[str, Attr]:
     return {k: v for k, v in attributes.items() if v is not None}
 
 
-class _OtelSpan:
-    def __init__(self, span: trace.Span) -> None:
-        self._span = span
+class _CurrentSpan:
+    """An OpenTelemetry span, current while its `with` block runs, and the loop's `Span`."""
+
+    __slots__ = ("_attributes", "_failed", "_kind", "_name", "_span", "_token", "_tracer")
+
+    def __init__(self, tracer: trace.Tracer, kind: SpanKind, name: str,
+                 attributes: Mapping[str, Attr | None]) -> None:
+        self._tracer, self._kind, self._name = tracer, kind, name
+        self._attributes, self._failed = attributes, False
+
+    def __enter__(self) -> _CurrentSpan:
+        self._span = span = self._tracer.start_span(self._name, kind=self._kind,
+                                                    attributes=_clean(self._attributes))
+        self._token = context.attach(trace.set_span_in_context(span))
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        context.detach(self._token)
+        # As the SDK's own `use_span`: an Exception escaping the block is recorded and is
+        # the span's error, unless the loop already said how it failed.
+        if isinstance(error, Exception):
+            self._span.record_exception(error)
+            if not self._failed:
+                self._span.set_status(Status(StatusCode.ERROR, f"{kind.__name__}: {error}"
+                                             if kind else str(error)))
+        self._span.end()
 
     def set(self, attributes: Mapping[str, Attr | None]) -> None:
         self._span.set_attributes(_clean(attributes))
@@ -33,6 +60,7 @@ class _OtelSpan:
         self._span.add_event(name, _clean(attributes))
 
     def fail(self, error_type: str, message: str) -> None:
+        self._failed = True
         self._span.set_attribute("error.type", error_type)
         self._span.set_status(Status(StatusCode.ERROR, message[:500]))
 
@@ -43,12 +71,9 @@ class OtelTracer:
     def __init__(self, tracer: trace.Tracer) -> None:
         self._tracer = tracer
 
-    @contextmanager
     def span(self, operation: Operation, name: str,
-             attributes: Mapping[str, Attr | None]) -> Iterator[Span]:
-        with self._tracer.start_as_current_span(name, kind=_KINDS[operation],
-                                                attributes=_clean(attributes)) as span:
-            yield _OtelSpan(span)
+             attributes: Mapping[str, Attr | None]) -> _CurrentSpan:
+        return _CurrentSpan(self._tracer, _KINDS[operation], name, attributes)
 
 
 class RequestSpans:

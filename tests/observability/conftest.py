@@ -17,8 +17,9 @@ from interlock.api.observability.logs import handler
 from interlock.bootstrap import build_service
 from interlock.domain import Interlock
 from interlock.projections import open_read_models
-from tests.api.agents import AGENTS
+from interlock.projections.interface import ReadModels
 from tests.api.conftest import KEYS
+from tests.observability.agents import AGENTS
 
 
 def auth(name: str) -> dict[str, str]:
@@ -26,19 +27,24 @@ def auth(name: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def service(sqlite_store: str) -> Iterator[Interlock]:
-    service = build_service(sqlite_store, AGENTS)
+def service(store: str) -> Iterator[Interlock]:
+    service = build_service(store, AGENTS)
     yield service
     service.close()
 
 
 @pytest.fixture
-def http(service: Interlock) -> Iterator[TestClient]:
+def views(service: Interlock) -> Iterator[ReadModels]:
     views = open_read_models(service)
+    yield views
+    views.close()
+
+
+@pytest.fixture
+def http(service: Interlock, views: ReadModels) -> Iterator[TestClient]:
     app = make_app(service, views, AuthConfig.from_mapping(KEYS))
     with TestClient(app) as client:
         yield client
-    views.close()
 
 
 class Lines:

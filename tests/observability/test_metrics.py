@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from interlock.domain import Interlock
+from interlock.projections import SqlReadModels
+from interlock.projections.interface import ReadModels
+from interlock.projections.sweeper import Sweeper
 from tests.api.agents import FLAKY_DOWN
 from tests.observability.conftest import auth
 
@@ -77,3 +83,68 @@ def test_metric_values_after_a_known_workload(http: TestClient, flaky: None) -> 
     again = scrape(http)  # a second scrape counts nothing twice
     assert value(again, "interlock_decisions_total", kind="respond") == 1
     assert value(again, "interlock_turns_total", finish_reason="stop") == 1
+
+
+def _held(http: TestClient, agent: str) -> tuple[str, dict[str, Any]]:
+    chat = http.post("/v1/chats", json={"agent": agent}, headers=auth("alice")).json()["id"]
+    turn = http.post(f"/v1/chats/{chat}/messages", json={"text": "pay 500 bob-corp"},
+                     headers=auth("alice")).json()
+    [held] = turn["interrupts"]
+    return str(chat), held
+
+
+def _vote(http: TestClient, who: str, chat: str, held: dict[str, Any], kind: str,
+          **extra: object) -> str:
+    entry = {"ref": held["ref"], "name": held["name"], **extra}
+    turn = http.post(f"/v1/chats/{chat}/resume", json={kind: [entry]}, headers=auth(who))
+    assert turn.status_code == 200, turn.text
+    return str(turn.json()["finish_reason"])
+
+
+def _waits(http: TestClient) -> dict[str, list[float]]:
+    """Seconds from request to decision by kind, as the decision log has them."""
+    rows = http.get("/v1/decisions", headers=auth("carol")).json()["items"]
+    waits: dict[str, list[float]] = {}
+    for row in rows:
+        wait = datetime.fromisoformat(row["decided_at"]) - datetime.fromisoformat(
+            row["requested_at"])
+        waits.setdefault(row["kind"], []).append(wait.total_seconds())
+    return waits
+
+
+def test_approval_metrics_after_a_known_workload(
+    http: TestClient, service: Interlock, views: ReadModels
+) -> None:
+    approved, held = _held(http, "payAgent")
+    assert _vote(http, "tina", approved, held, "approve") == "interrupted"  # one of two
+    assert _vote(http, "tom", approved, held, "approve") == "stop"
+    rejected, held = _held(http, "payAgent")
+    assert _vote(http, "tom", rejected, held, "reject", reason="unknown payee") == "stop"
+    withdrawn, held = _held(http, "payAgent")
+    assert _vote(http, "tina", withdrawn, held, "edit",
+                 input={"amount": 400, "to": "bob-corp"}) == "interrupted"
+    assert http.post(f"/v1/chats/{withdrawn}/withdraw", json={
+        "refs": [held["ref"]], "reason": "wrong payee"}, headers=auth("root")).status_code == 200
+    _held(http, "payAgent")  # left waiting
+    _held(http, "hastyPayAgent")
+    assert isinstance(views, SqlReadModels)
+    sweep = Sweeper(service, views).sweep
+    http.get("/v1/interrupts", headers=auth("dana"))  # waits until the views are current
+    assert sweep() == 1  # the hasty approval, due since its request
+
+    http.get("/v1/interrupts", headers=auth("dana"))
+    samples = scrape(http)
+    counts = {"approve": 2, "edit": 1, "reject": 1, "withdraw": 1, "expire": 1, "respond": 0}
+    assert {k: value(samples, "interlock_decisions_total", kind=k) for k in counts} == counts
+    assert {k: value(samples, "interlock_decision_seconds_count", kind=k)
+            for k in counts} == counts
+    for kind, waits in _waits(http).items():  # each observed once, from its request
+        assert value(samples, "interlock_decision_seconds_sum", kind=kind) == pytest.approx(
+            sum(waits), abs=1e-3)
+    assert value(samples, "interlock_pending_approvals", agent="payAgent", tool="pay") == 1
+    assert value(samples, "interlock_pending_approvals", agent="hastyPayAgent", tool="pay") == 0
+    turns = {r: value(samples, "interlock_turns_total", finish_reason=r)
+             for r in ("interrupted", "stop")}
+    # five held sends; then approved, rejected, withdrawn and expired go on to the answer.
+    # A vote that leaves its approval waiting (tina's approve, the edit) runs no turn.
+    assert turns == {"interrupted": 5, "stop": 4}

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -13,8 +15,11 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig
+from interlock.api.observability.tracing import OtelTracer
 from interlock.domain import Interlock
-from interlock.projections import open_read_models
+from interlock.projections import SqlReadModels
+from interlock.projections.interface import ReadModels
+from interlock.projections.sweeper import Sweeper
 from tests.api.conftest import KEYS
 from tests.observability.conftest import auth
 
@@ -28,15 +33,14 @@ def spans() -> InMemorySpanExporter:
 
 
 @pytest.fixture
-def traced(service: Interlock, spans: InMemorySpanExporter) -> Iterator[TestClient]:
+def traced(service: Interlock, views: ReadModels,
+           spans: InMemorySpanExporter) -> Iterator[TestClient]:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
-    views = open_read_models(service)
     app = make_app(service, views, AuthConfig.from_mapping(KEYS),
                    tracer=provider.get_tracer("test"))
     with TestClient(app) as client:
         yield client
-    views.close()
 
 
 def _named(spans: InMemorySpanExporter, prefix: str) -> list[ReadableSpan]:
@@ -113,3 +117,71 @@ def test_a_model_failure_is_an_error_span(traced: TestClient, spans: InMemorySpa
 def test_tracing_is_off_unless_configured(http: TestClient, service: Interlock) -> None:
     assert service.tracer is None
     assert http.app.state.observed.spans is None  # type: ignore[attr-defined]
+
+
+def _held(client: TestClient, agent: str) -> tuple[str, dict[str, Any]]:
+    chat = client.post("/v1/chats", json={"agent": agent}, headers=auth("alice")).json()["id"]
+    turn = client.post(f"/v1/chats/{chat}/messages", json={"text": "pay 500 bob-corp"},
+                       headers=auth("alice")).json()
+    [held] = turn["interrupts"]
+    return str(chat), held
+
+
+def _events(spans: InMemorySpanExporter) -> list[tuple[str, dict[str, Any]]]:
+    [turn] = _named(spans, "invoke_agent")
+    return [(e.name, dict(e.attributes or {})) for e in turn.events]
+
+
+def test_votes_withdrawals_and_expiries_are_span_events(
+    traced: TestClient, spans: InMemorySpanExporter, service: Interlock, views: ReadModels
+) -> None:
+    chat, held = _held(traced, "payAgent")
+    vote = {"approve": [{"ref": held["ref"], "name": "pay"}]}
+    traced.post(f"/v1/chats/{chat}/resume", json=vote, headers=auth("tina"))
+    spans.clear()  # tina's vote leaves the approval waiting: no turn runs, no span
+    traced.post(f"/v1/chats/{chat}/resume", json=vote, headers=auth("tom"))
+    assert _events(spans) == [("interlock.decision", {
+        "interlock.interrupt.ref": held["ref"], "interlock.decision": "approve",
+        "gen_ai.tool.name": "pay", "interlock.actor": "tom",
+        "interlock.approval.outcome": "approved"})]
+
+    chat, held = _held(traced, "payAgent")
+    spans.clear()
+    traced.post(f"/v1/chats/{chat}/withdraw", json={"refs": [held["ref"]], "reason": "no"},
+                headers=auth("alice"))
+    assert _events(spans) == [("interlock.decision", {
+        "interlock.interrupt.ref": held["ref"], "interlock.decision": "withdraw",
+        "interlock.actor": "alice"})]
+
+    chat, held = _held(traced, "hastyPayAgent")
+    traced.get("/v1/interrupts", headers=auth("dana"))  # the views are current
+    spans.clear()
+    assert isinstance(views, SqlReadModels) and Sweeper(service, views).sweep() == 1
+    assert _events(spans) == [("interlock.expiry", {
+        "interlock.interrupt.ref": held["ref"], "interlock.decision": "expire"})]
+    assert all(s.status.status_code != StatusCode.ERROR for s in spans.get_finished_spans())
+
+
+def test_a_span_is_current_in_its_block_and_an_escaping_error_is_recorded() -> None:
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer = OtelTracer(provider.get_tracer("test"))
+    asked = {"gen_ai.tool.name": "t", "gen_ai.tool.call.id": None}
+    with pytest.raises(ValueError), tracer.span("execute_tool", "execute_tool t", asked):
+        with tracer.span("chat", "chat m", {}):
+            assert trace.get_current_span().name == "chat m"  # type: ignore[attr-defined]
+        assert trace.get_current_span().name == "execute_tool t"  # type: ignore[attr-defined]
+        raise ValueError("boom")
+    assert not trace.get_current_span().is_recording()  # detached again
+    with tracer.span("chat", "chat m", {}) as failed:
+        failed.fail("ModelError", "openai: 503")
+    model, tool, after = spans.get_finished_spans()
+    assert model.parent is not None and model.parent.span_id == tool.context.span_id
+    assert model.kind == SpanKind.CLIENT and tool.kind == SpanKind.INTERNAL
+    assert dict(tool.attributes or {}) == {"gen_ai.tool.name": "t"}  # None is left out
+    assert tool.status.status_code == StatusCode.ERROR
+    assert tool.status.description == "ValueError: boom"
+    assert [e.name for e in tool.events] == ["exception"]
+    assert after.parent is None and after.status.description == "openai: 503"
+    assert dict(after.attributes or {}) == {"error.type": "ModelError"}

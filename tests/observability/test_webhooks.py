@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
 
 import httpx
 import pytest
@@ -12,11 +15,14 @@ from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig
 from interlock.bootstrap import build_service
 from interlock.cli.main import main as cli
+from interlock.domain import Interlock
 from interlock.projections import open_read_models
+from interlock.projections.readmodels import SqlReadModels
+from interlock.projections.sweeper import Sweeper
 from interlock.webhooks import DeliveryPolicy
-from tests.api.agents import AGENTS
 from tests.api.conftest import KEYS
 from tests.api.server import ThreadServer
+from tests.observability.agents import AGENTS
 from tests.observability.receiver import Receiver
 
 FAST = DeliveryPolicy(base_delay=0.05, max_delay=0.2, poll=0.05, timeout=2, max_attempts=1000)
@@ -30,7 +36,9 @@ def receiver() -> Iterator[Receiver]:
     r.down()
 
 
-def serve(store: str, policy: DeliveryPolicy) -> Iterator[Call]:
+@contextmanager
+def running(store: str, policy: DeliveryPolicy) -> Iterator[tuple[Call, Interlock, Any]]:
+    """A server delivering webhooks, how to call it, and its service and read models."""
     service = build_service(store, AGENTS)
     views = open_read_models(service, poll_interval=0.05)
     server = ThreadServer(make_app(service, views, AuthConfig.from_mapping(KEYS),
@@ -40,10 +48,17 @@ def serve(store: str, policy: DeliveryPolicy) -> Iterator[Call]:
         return httpx.request(method, server.url + path, timeout=30,
                              headers={"Authorization": f"Bearer key-{who}"}, **kw)  # type: ignore[arg-type]
 
-    yield call
-    server.stop()
-    views.close()
-    service.close()
+    try:
+        yield call, service, views
+    finally:
+        server.stop()
+        views.close()
+        service.close()
+
+
+def serve(store: str, policy: DeliveryPolicy) -> Iterator[Call]:
+    with running(store, policy) as (call, _, _):
+        yield call
 
 
 @pytest.fixture
@@ -143,3 +158,75 @@ def test_subscriptions_are_per_tenant_and_admin_only(api: Call) -> None:
     assert api("eve", "GET", "/v1/webhooks").status_code == 403  # eve is no admin
     assert api("root", "DELETE", f"/v1/webhooks/{sub['id']}").status_code == 204
     assert api("root", "DELETE", f"/v1/webhooks/{sub['id']}").status_code == 404
+
+
+@pytest.fixture
+def swept(store: str) -> Iterator[tuple[Call, Callable[[], int]]]:
+    """The API, and one sweep of due approvals (what the server's sweeper does each second)."""
+    with running(store, FAST) as (call, service, views):
+        assert isinstance(views, SqlReadModels)
+        yield call, Sweeper(service, views).sweep
+
+
+def _held(api: Call, agent: str) -> tuple[str, dict[str, Any]]:
+    chat = api("alice", "POST", "/v1/chats", json={"agent": agent}).json()["id"]
+    turn = api("alice", "POST", f"/v1/chats/{chat}/messages", json={"text": "pay 500 bob-corp"})
+    [held] = turn.json()["interrupts"]
+    return str(chat), held
+
+
+def _vote(api: Call, who: str, chat: str, held: dict[str, Any], kind: str,
+          **extra: object) -> str:
+    entry = {"ref": held["ref"], "name": held["name"], **extra}
+    turn = api(who, "POST", f"/v1/chats/{chat}/resume", json={kind: [entry]})
+    assert turn.status_code == 200, turn.text
+    return str(turn.json()["finish_reason"])
+
+
+def test_approval_decisions_and_expiries_are_notified(
+    swept: tuple[Call, Callable[[], int]], receiver: Receiver
+) -> None:
+    api, sweep = swept
+    receiver.secret = api("root", "POST", "/v1/webhooks", json={"url": receiver.url, "events": [
+        "interrupt.pending", "interrupt.decided", "interrupt.expired"]}).json()["secret"]
+    receiver.up()
+    voted, held = _held(api, "payAgent")
+    assert _vote(api, "tina", voted, held, "approve") == "interrupted"  # one of two
+    assert _vote(api, "tom", voted, held, "reject", reason="unknown payee") == "stop"
+    edited, again = _held(api, "payAgent")
+    assert _vote(api, "tina", edited, again, "edit",
+                 input={"amount": 400, "to": "bob-corp"}) == "interrupted"
+    withdrawn = api("root", "POST", f"/v1/chats/{edited}/withdraw",
+                    json={"refs": [again["ref"]], "reason": "wrong payee"})
+    assert withdrawn.status_code == 200, withdrawn.text
+    expired, late = _held(api, "hastyPayAgent")
+    until(lambda: sweep() == 1)  # once the inbox has the held call, it is due
+
+    until(lambda: len(receiver.received) >= 8 and all(
+        d["status"] == "delivered"
+        for d in api("root", "GET", "/v1/webhooks/deliveries").json()["items"]))
+    assert receiver.rejected == [] and len(receiver.received) == 8
+    got = {(p["data"]["chat_id"], p["type"], p["data"].get("decision")): p["data"]
+           for _, p in receiver.received}
+    assert sorted(got) == sorted([
+        (voted, "interrupt.pending", None), (voted, "interrupt.decided", "approve"),
+        (voted, "interrupt.decided", "reject"), (edited, "interrupt.pending", None),
+        (edited, "interrupt.decided", "edit"), (edited, "interrupt.decided", "withdraw"),
+        (expired, "interrupt.pending", None), (expired, "interrupt.expired", "expire")])
+    asked = got[(voted, "interrupt.pending", None)]
+    assert (asked["tool"], asked["ref"]) == ("pay", held["ref"])
+    assert asked["metadata"]["approval"]["quorum"] == 2
+    assert got[(voted, "interrupt.decided", "approve")] | {
+        "actor": "tina", "outcome": "pending", "tool": "pay"} == \
+        got[(voted, "interrupt.decided", "approve")]
+    assert got[(voted, "interrupt.decided", "reject")] | {
+        "actor": "tom", "outcome": "rejected", "reason": "unknown payee"} == \
+        got[(voted, "interrupt.decided", "reject")]
+    assert got[(edited, "interrupt.decided", "edit")]["actor"] == "tina"
+    assert got[(edited, "interrupt.decided", "withdraw")] | {
+        "actor": "root", "reason": "wrong payee"} == got[(edited, "interrupt.decided", "withdraw")]
+    gone = got[(expired, "interrupt.expired", "expire")]
+    assert (gone["ref"], gone["tool"], gone["agent"]) == (late["ref"], "pay", "hastyPayAgent")
+    terms = got[(expired, "interrupt.pending", None)]["metadata"]["approval"]
+    assert datetime.fromisoformat(gone["expires_at"]) == datetime.fromisoformat(
+        terms["expires_at"])
