@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import timedelta
 from functools import partial, wraps
 from typing import Any, ClassVar, ParamSpec, TypeVar
@@ -239,6 +240,7 @@ class Interlock(Application[UUID]):
         for entry in votes:
             held_call(chat.state.calls, entry, now())  # raises the winner's story, if any
 
+    @_counted
     async def expire_due(self, chat_id: UUID, ref: str) -> bool:
         """Escalate or expire one held call if due (the sweeper's command); False if not due.
 
@@ -330,6 +332,16 @@ class Interlock(Application[UUID]):
     async def _commit_turn(self, chat: Chat) -> int | None:
         """The loop's commit, off the event loop: concurrent turns' appends commit together."""
         return await self.off_loop(self.commit, chat)
+
+    @contextmanager
+    def together(self) -> Iterator[None]:
+        """Commands started inside run together (a sweep): their store work goes to the
+        I/O threads, so their commits meet in group commits instead of running in turn."""
+        self._active += 1
+        try:
+            yield
+        finally:
+            self._active -= 1
 
     async def off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run blocking store work on the I/O threads, so no chat waits on another's disk.

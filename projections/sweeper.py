@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import defaultdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
@@ -30,25 +31,39 @@ class Sweeper:
     """Records due expiries and escalations; `sweep()` once, or `start()` a thread."""
 
     def __init__(self, service: Interlock, models: SqlReadModels, *, interval: float = 1.0,
-                 batch: int = 500) -> None:
+                 batch: int = 500, concurrency: int = 64) -> None:
         self.service, self.models = service, models
-        self.interval, self.batch = interval, batch
+        self.interval, self.batch, self.concurrency = interval, batch, concurrency
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="interlock-sweeper", daemon=True)
 
     def sweep(self, now: datetime | None = None) -> int:
         """Record what is due at `now`; how many expiries or escalations this call wrote."""
         due = self.models.view(InboxView).due(now or datetime.now(UTC), self.batch)
-        return sum(asyncio.run(self._record(due)))
+        return sum(asyncio.run(self._record(due))) if due else 0
 
     async def _record(self, due: list[tuple[str, str]]) -> list[int]:
-        done = []
+        """Up to `concurrency` chats at once: their commits share transactions (group commit).
+
+        Refs of one chat go one after the other: together they would only conflict.
+        """
+        gate, refs = asyncio.Semaphore(self.concurrency), defaultdict(list)
         for chat_id, ref in due:
-            try:
-                done.append(int(await self.service.expire_due(UUID(chat_id), ref)))
-            except InterlockError as exc:  # a decision or another sweeper won: theirs stands
-                log.debug("sweeper skipped %s %s: %s", chat_id, ref, exc.code)
-        return done
+            refs[chat_id].append(ref)
+        with self.service.together():
+            done = await asyncio.gather(*(self._chat(gate, c, rs) for c, rs in refs.items()))
+        return [n for ns in done for n in ns]
+
+    async def _chat(self, gate: asyncio.Semaphore, chat_id: str, refs: list[str]) -> list[int]:
+        async with gate:
+            return [await self._one(UUID(chat_id), ref) for ref in refs]
+
+    async def _one(self, chat_id: UUID, ref: str) -> int:
+        try:
+            return int(await self.service.expire_due(chat_id, ref))
+        except InterlockError as exc:  # a decision or another sweeper won: theirs stands
+            log.debug("sweeper skipped %s %s: %s", chat_id, ref, exc.code)
+            return 0
 
     def start(self) -> None:
         self._thread.start()
