@@ -15,7 +15,7 @@ from eventsourcing.application import AggregateNotFoundError, Application, Proce
 from eventsourcing.persistence import IntegrityError, Mapper, Recording, Transcoder
 
 from interlock.domain.agent import Agent
-from interlock.domain.approval_rules import VoteEntry, held_call
+from interlock.domain.approval_rules import AWAITS_AGENT, VoteEntry, held_call
 from interlock.domain.approvals import Decider
 from interlock.domain.cache import ChatCache
 from interlock.domain.canonical import sha256_hex
@@ -279,7 +279,7 @@ class Interlock(Application[UUID]):
         if chat.status != "running":
             return await self._answer(chat, since, await self.off_loop(self.commit, chat), emit)
         if chat.state.agent not in self.agents:  # a sweeper without agents: retry continues it
-            chat.finish_turn("failed", error="a pending request ended; retry to continue")
+            chat.finish_turn("failed", error=AWAITS_AGENT)
             return await self._answer(chat, since, await self.off_loop(self.commit, chat), emit)
         return await self._loop(chat, None).run(chat, since, emit)
 

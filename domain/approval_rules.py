@@ -27,6 +27,9 @@ from interlock.domain.state import ToolCall
 from interlock.domain.tools import SchemaError, Tool
 
 MAX_REASON = 2000
+# The error of a turn a service without the chat's agent ended after an expiry or a
+# withdrawal: the process that has the agent continues it (or any client's retry does).
+AWAITS_AGENT = "a pending request ended; retry to continue"
 
 
 class ApproveEntry(BaseModel):

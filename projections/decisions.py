@@ -129,6 +129,7 @@ class DecisionsView(SqlView):
     """Decisions, plus the chats and calls they are joined from."""
 
     view_name = "decisions"
+    exact_up_to = EXACT_UP_TO  # more matching decisions than this: percentiles estimated
     tables = ("decisions", "decision_chats", "decision_calls", "decisions_time_idx",
               "decisions_tenant_idx", "decisions_tool_idx", "decisions_actor_idx",
               "decisions_chat_idx", "decisions_tenant_actor_idx", "decisions_tenant_tool_idx",
@@ -252,7 +253,7 @@ class DecisionsView(SqlView):
         request reads at most its two partial edge days of rows, never the whole log.
         """
         h = Histogram.of(self._groups(f))
-        if h.total <= EXACT_UP_TO:
+        if h.total <= self.exact_up_to:
             conds, params = self._where(f)
             p50, p95 = self._percentiles(" WHERE " + " AND ".join(conds) if conds else "", params)
         else:

@@ -18,6 +18,7 @@ from interlock.domain.approval_events import (
     InterruptExpired,
     InterruptWithdrawn,
 )
+from interlock.domain.approval_rules import AWAITS_AGENT
 from interlock.domain.approvals import ApprovalState, Vote, normalise_id
 from interlock.domain.events import (
     ChatStarted,
@@ -25,6 +26,8 @@ from interlock.domain.events import (
     Responded,
     Restarted,
     ToolRequested,
+    TurnFinished,
+    TurnRetried,
     UserMessageSent,
 )
 from interlock.projections import cursors
@@ -83,7 +86,7 @@ class InboxView(SqlView):
 
     view_name = "inbox"
     tables = ("inbox", "inbox_chats", "inbox_calls", "inbox_time_idx", "inbox_tenant_idx",
-              "inbox_agent_idx", "inbox_tool_idx", "inbox_due_idx")
+              "inbox_agent_idx", "inbox_tool_idx", "inbox_due_idx", "inbox_awaiting")
     ddl = (
         "CREATE TABLE IF NOT EXISTS {inbox_chats} (chat_id text PRIMARY KEY, tenant text NOT NULL,"
         " agent text NOT NULL, turn_by text)",
@@ -103,6 +106,9 @@ class InboxView(SqlView):
         # The sweeper's query: what is due (expiry or escalation) soonest first.
         "CREATE INDEX IF NOT EXISTS {inbox_due_idx} ON {inbox} (due_at, chat_id, ref)"
         " WHERE due_at IS NOT NULL",
+        # Chats whose turn a sweeper without their agent ended: a process with it continues.
+        "CREATE TABLE IF NOT EXISTS {inbox_awaiting} (chat_id text PRIMARY KEY,"
+        " agent text NOT NULL, since {ts} NOT NULL)",
     )
     dump_sql = f"SELECT {_COLUMNS} FROM {{inbox}} ORDER BY chat_id, ref"
 
@@ -113,6 +119,26 @@ class InboxView(SqlView):
     def message_sent(self, chat_id: str, actor: str) -> None:
         self._run("UPDATE {inbox_chats} SET turn_by = %(a)s WHERE chat_id = %(c)s",
                   {"c": chat_id, "a": actor})
+
+    def awaits_agent(self, chat_id: str, at: datetime) -> None:
+        """The chat's turn ended for want of its agent after an expiry or a withdrawal."""
+        self._run("INSERT INTO {inbox_awaiting} SELECT chat_id, agent, %(at)s FROM {inbox_chats}"
+                  " WHERE chat_id = %(c)s ON CONFLICT (chat_id) DO NOTHING",
+                  {"c": chat_id, "at": self._ts(at)})
+
+    def turn_moved_on(self, chat_id: str) -> None:
+        self._run("DELETE FROM {inbox_awaiting} WHERE chat_id = %(c)s", {"c": chat_id})
+
+    def awaiting(self, agents: list[str], limit: int) -> list[str]:
+        """Chats of these agents whose turn waits to go on after an expiry, oldest first."""
+        if not agents:
+            return []
+        names = {f"a{i}": a for i, a in enumerate(agents)}
+        rows = self._fetch(
+            "SELECT chat_id FROM {inbox_awaiting} WHERE agent IN ("
+            + ", ".join(f"%({k})s" for k in names) + ") ORDER BY since, chat_id LIMIT %(limit)s",
+            {**names, "limit": limit})
+        return [r["chat_id"] for r in rows]
 
     def tool_requested(self, chat_id: str, ref: str, name: str, input: Any) -> None:
         self._run("INSERT INTO {inbox_calls} SELECT chat_id, %(r)s, %(n)s, %(i)s, turn_by"
@@ -233,7 +259,8 @@ class InboxProjection(Projection[InboxView]):
     name = "inbox"
     topics = tuple(c.TOPIC for c in (ChatStarted, UserMessageSent, ToolRequested, Interrupted,
                                      Responded, Restarted, ApprovalRequested, ApprovalVoted,
-                                     ApprovalEscalated, InterruptExpired, InterruptWithdrawn))
+                                     ApprovalEscalated, InterruptExpired, InterruptWithdrawn,
+                                     TurnFinished, TurnRetried))
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
@@ -246,6 +273,16 @@ class InboxProjection(Projection[InboxView]):
     @process_event.register
     def _message(self, e: UserMessageSent, tracking: Tracking) -> None:
         self.view.message_sent(str(e.originator_id), e.actor)
+        self.view.turn_moved_on(str(e.originator_id))
+
+    @process_event.register
+    def _finished(self, e: TurnFinished, tracking: Tracking) -> None:
+        if e.reason == "failed" and e.error == AWAITS_AGENT:
+            self.view.awaits_agent(str(e.originator_id), e.timestamp)
+
+    @process_event.register
+    def _retried(self, e: TurnRetried, tracking: Tracking) -> None:
+        self.view.turn_moved_on(str(e.originator_id))
 
     @process_event.register
     def _requested(self, e: ToolRequested, tracking: Tracking) -> None:

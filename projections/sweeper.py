@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from interlock.domain.errors import InterlockError
+from interlock.projections.decisions import SWEEPER
 from interlock.projections.inbox import InboxView
 
 if TYPE_CHECKING:
@@ -38,11 +39,14 @@ class Sweeper:
         self._thread = threading.Thread(target=self._loop, name="interlock-sweeper", daemon=True)
 
     def sweep(self, now: datetime | None = None) -> int:
-        """Record what is due at `now`; how many expiries or escalations this call wrote."""
-        due = self.models.view(InboxView).due(now or datetime.now(UTC), self.batch)
-        return sum(asyncio.run(self._record(due))) if due else 0
+        """Record what is due at `now`, and continue the turns of this process's agents that
+        a sweeper without them ended; how many expiries, escalations and turns it wrote."""
+        inbox = self.models.view(InboxView)
+        due = inbox.due(now or datetime.now(UTC), self.batch)
+        waiting = inbox.awaiting(sorted(self.service.agents), self.batch)
+        return sum(asyncio.run(self._record(due, waiting))) if due or waiting else 0
 
-    async def _record(self, due: list[tuple[str, str]]) -> list[int]:
+    async def _record(self, due: list[tuple[str, str]], waiting: list[str]) -> list[int]:
         """Up to `concurrency` chats at once: their commits share transactions (group commit).
 
         Refs of one chat go one after the other: together they would only conflict.
@@ -51,12 +55,23 @@ class Sweeper:
         for chat_id, ref in due:
             refs[chat_id].append(ref)
         with self.service.together():
-            done = await asyncio.gather(*(self._chat(gate, c, rs) for c, rs in refs.items()))
+            done = await asyncio.gather(*(self._chat(gate, c, rs) for c, rs in refs.items()),
+                                        *(self._go_on(gate, UUID(c)) for c in waiting))
         return [n for ns in done for n in ns]
 
     async def _chat(self, gate: asyncio.Semaphore, chat_id: str, refs: list[str]) -> list[int]:
         async with gate:
             return [await self._one(UUID(chat_id), ref) for ref in refs]
+
+    async def _go_on(self, gate: asyncio.Semaphore, chat_id: UUID) -> list[int]:
+        """Continue a turn ended for want of its agent: the model is told of the expiry."""
+        async with gate:
+            try:
+                await self.service.retry(chat_id, actor=SWEEPER)
+            except InterlockError as exc:  # a client's retry or another sweeper went first
+                log.debug("sweeper did not continue %s: %s", chat_id, exc.code)
+                return [0]
+            return [1]
 
     async def _one(self, chat_id: UUID, ref: str) -> int:
         try:
