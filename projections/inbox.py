@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from eventsourcing.dispatch import singledispatchmethod
@@ -18,7 +19,7 @@ from interlock.domain.approval_events import (
     InterruptExpired,
     InterruptWithdrawn,
 )
-from interlock.domain.approval_rules import AWAITS_AGENT
+from interlock.domain.approval_rules import AWAITS_AGENT, barred_voters
 from interlock.domain.approvals import ApprovalState, Vote, normalise_id
 from interlock.domain.events import (
     ChatStarted,
@@ -212,7 +213,7 @@ class InboxView(SqlView):
             conds.append("requested_at < %(older)s")
             params["older"] = self._ts(f.older_than)
         if f.decidable_by is not None:
-            _decidable(f.decidable_by, conds, params)
+            _decidable(f.decidable_by, self._ts(datetime.now(UTC)), conds, params)
         if after is not None:
             beyond = "<" if f.newest_first else ">"
             conds.append(f"(requested_at, chat_id, ref) {beyond} (%(k0)s, %(k1)s, %(k2)s)")
@@ -231,26 +232,43 @@ class InboxView(SqlView):
                            "requested_at": self._load_ts(r["requested_at"])})
 
 
+def _token(name: str) -> str:
+    """A name as a list item: its commas and percent signs encoded, so items never run on."""
+    return name.replace("%", "%25").replace(",", "%2C")
+
+
+def _listed(names: Iterable[str]) -> str:
+    return "," + "".join(f"{_token(n)}," for n in sorted(set(names)))
+
+
+def _item(name: str) -> str:
+    """A LIKE pattern matching the list item `name` exactly (wildcards escaped)."""
+    escaped = _token(name).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%,{escaped},%"
+
+
 def _tags(roles: set[str], groups: set[str]) -> str:
-    return "," + "".join(f"{t}," for t in sorted(
-        {f"role:{r}" for r in roles} | {f"group:{g}" for g in groups}))
+    return _listed([f"role:{r}" for r in roles] + [f"group:{g}" for g in groups])
 
 
 def _voters(state: ApprovalState, requester: str | None) -> str:
-    """Who may not vote now: who voted on any input, and who asked (normalised)."""
-    ids = {normalise_id(v.actor) for v in state.votes} | {normalise_id(requester)}
-    return "," + "".join(f"{i}," for i in sorted(ids))
+    """Who may not vote now, as the domain rules say (see `barred_voters`)."""
+    return _listed(barred_voters(state, requester))
 
 
-def _decidable(who: Decidable, conds: list[str], params: dict[str, Any]) -> None:
-    """Rows naming one of the caller's roles or groups (any, for an admin), not voted by them."""
+def _decidable(who: Decidable, now: Any, conds: list[str], params: dict[str, Any]) -> None:
+    """What `who` may vote on now, by the domain's rules: their role or group is among the
+    deciders (any, for an admin), they are not barred (requester, voted on this input),
+    and the deadline has not passed (a held call fails closed before the sweeper runs)."""
     if "admin" not in who.roles:
         tags = [f"role:{r}" for r in sorted(who.roles)] + [f"group:{g}" for g in sorted(who.groups)]
-        ors = [f"deciders LIKE %(tag{i})s" for i in range(len(tags))] or ["1 = 0"]
-        params.update({f"tag{i}": f"%,{t},%" for i, t in enumerate(tags)})
+        ors = [f"deciders LIKE %(tag{i})s ESCAPE '\\'" for i in range(len(tags))] or ["1 = 0"]
+        params.update({f"tag{i}": _item(t) for i, t in enumerate(tags)})
         conds.append("(" + " OR ".join(ors) + ")")
-    conds.append("voters NOT LIKE %(me)s")
-    params["me"] = f"%,{normalise_id(who.id)},%"
+    conds.append("voters NOT LIKE %(me)s ESCAPE '\\'")
+    params["me"] = _item(normalise_id(who.id))
+    conds.append("(expires_at IS NULL OR expires_at > %(now)s)")
+    params["now"] = now
 
 
 class InboxProjection(Projection[InboxView]):
