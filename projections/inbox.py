@@ -183,12 +183,17 @@ class InboxView(SqlView):
         raw = self._load_json(rows[0]["approval"]) if rows else None
         return None if raw is None else ApprovalState.model_validate(raw)
 
-    def due(self, now: datetime, limit: int) -> list[tuple[str, str]]:
-        """Held calls whose expiry or escalation is due at `now`, soonest first (indexed)."""
-        rows = self._fetch("SELECT chat_id, ref FROM {inbox} WHERE due_at <= %(now)s"
-                           " ORDER BY due_at, chat_id, ref LIMIT %(limit)s",
-                           {"now": self._ts(now), "limit": limit})
-        return [(r["chat_id"], r["ref"]) for r in rows]
+    def due(self, now: datetime, limit: int, after: Key | None = None) -> list[Key]:
+        """Held calls whose expiry or escalation is due at `now`, soonest first (indexed):
+        (due_at, chat_id, ref) keys, after the key `after` if given."""
+        params: dict[str, Any] = {"now": self._ts(now), "limit": limit}
+        beyond = ""
+        if after is not None:
+            beyond = " AND (due_at, chat_id, ref) > (%(k0)s, %(k1)s, %(k2)s)"
+            params.update(k0=self._ts(after[0]), k1=after[1], k2=after[2])
+        rows = self._fetch("SELECT due_at, chat_id, ref FROM {inbox} WHERE due_at <= %(now)s"
+                           f"{beyond} ORDER BY due_at, chat_id, ref LIMIT %(limit)s", params)
+        return [(self._load_ts(r["due_at"]), r["chat_id"], r["ref"]) for r in rows]
 
     def input_replaced(self, chat_id: str, ref: str, input: Any) -> None:
         self._run("UPDATE {inbox_calls} SET input = %(i)s WHERE chat_id = %(c)s AND ref = %(r)s",

@@ -38,13 +38,27 @@ class Sweeper:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="interlock-sweeper", daemon=True)
 
-    def sweep(self, now: datetime | None = None) -> int:
-        """Record what is due at `now`, and continue the turns of this process's agents that
-        a sweeper without them ended; how many expiries, escalations and turns it wrote."""
-        inbox = self.models.view(InboxView)
-        due = inbox.due(now or datetime.now(UTC), self.batch)
+    def sweep(self, now: datetime | None = None, limit: int | None = None) -> int:
+        """Record what is due at `now` (at most `limit` calls), and continue the turns of this
+        process's agents that a sweeper without them ended; how many events it wrote.
+
+        Due calls are read in keyset pages, so a row the views have not yet removed (its
+        expiry just recorded) is looked at once per sweep, not once per page.
+        """
+        inbox, at = self.models.view(InboxView), now or datetime.now(UTC)
         waiting = inbox.awaiting(sorted(self.service.agents), self.batch)
-        return sum(asyncio.run(self._record(due, waiting))) if due or waiting else 0
+        written, seen, after = 0, 0, None
+        while limit is None or seen < limit:
+            size = self.batch if limit is None else min(self.batch, limit - seen)
+            due = inbox.due(at, size, after)
+            if not (due or waiting):
+                break
+            written += sum(asyncio.run(self._record([(c, r) for _, c, r in due], waiting)))
+            waiting, seen = [], seen + len(due)
+            if len(due) < size:
+                break
+            after = due[-1]
+        return written
 
     async def _record(self, due: list[tuple[str, str]], waiting: list[str]) -> list[int]:
         """Up to `concurrency` chats at once: their commits share transactions (group commit).
@@ -86,8 +100,7 @@ class Sweeper:
     def _loop(self) -> None:
         while not self._stopping.wait(self.interval):
             try:
-                while self.sweep() >= self.batch:  # a backlog: keep going
-                    pass
+                self.sweep()
             except Exception:
                 log.exception("sweeper pass failed; retrying")
 
