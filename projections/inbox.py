@@ -33,7 +33,7 @@ from interlock.domain.events import (
 )
 from interlock.projections import cursors
 from interlock.projections.pages import Page, paginate
-from interlock.projections.sql import Key, ReadModel, Row, SqlView, equal_filters
+from interlock.projections.sql import Key, ReadModel, Row, SqlView, ViewStore, equal_filters
 
 
 class InboxRow(BaseModel):
@@ -163,8 +163,17 @@ class InboxView(SqlView):
         self.interrupted(chat_id, ref, {"approval": state.terms.model_dump(mode="json")}, at)
         self.approval_changed(chat_id, ref, state, None)
 
+    def __init__(self, store: ViewStore, read_model: ReadModel) -> None:
+        super().__init__(store, read_model)
+        # States written in this batch: a read on another connection would not see them yet.
+        self._states: dict[tuple[str, str], ApprovalState | None] = {}
+
+    def _begin_batch(self) -> None:
+        self._states = {}
+
     def approval_changed(self, chat_id: str, ref: str, state: ApprovalState, input: Any) -> None:
         """Votes, an edit or an escalation: the row shows them and who may decide now."""
+        self._states[chat_id, ref] = state
         terms, (roles, groups) = state.terms, state.deciders()
         due = [t for t in (terms.expires_at, None if state.escalated else terms.escalate_at) if t]
         self._run(
@@ -178,6 +187,9 @@ class InboxView(SqlView):
              "i": None if input is None else self._json(input)})
 
     def approval(self, chat_id: str, ref: str) -> ApprovalState | None:
+        """The held call's state: as this batch left it, else as committed."""
+        if (chat_id, ref) in self._states:
+            return self._states[chat_id, ref]
         rows = self._fetch("SELECT approval FROM {inbox} WHERE chat_id = %(c)s AND ref = %(r)s",
                            {"c": chat_id, "r": ref})
         raw = self._load_json(rows[0]["approval"]) if rows else None
@@ -203,6 +215,7 @@ class InboxView(SqlView):
         self.decided(chat_id, ref)
 
     def decided(self, chat_id: str, ref: str) -> None:
+        self._states[chat_id, ref] = None
         self._run("DELETE FROM {inbox} WHERE chat_id = %(c)s AND ref = %(r)s",
                   {"c": chat_id, "r": ref})
 

@@ -16,7 +16,7 @@ from interlock.domain.approval_rules import EditEntry, check_voter, held_call
 from interlock.domain.errors import InterlockError
 from interlock.domain.events import now
 from interlock.projections import SqlReadModels, open_views
-from interlock.projections.inbox import Decidable, InboxFilter
+from interlock.projections.inbox import Decidable, InboxFilter, InboxView
 from tests.kit import call, run, say
 
 
@@ -93,3 +93,20 @@ def test_decidable_agrees_with_the_domain_through_votes_and_an_edit(
                    actor="gina", decider=gina))
     # The editor now asks; tom's vote was on the old input, alice no longer asks.
     assert _agree(app, views, chat.id) == {"alice", "tom", "ada", "odd_one%"}
+
+
+def test_votes_survive_a_rebuild_that_applies_them_in_one_batch(
+    app: Interlock, views: SqlReadModels
+) -> None:
+    chat = app.start_chat("payer", actor="alice")
+    run(app.send(chat.id, "pay", actor="alice"))
+    views.catch_up()
+    run(app.resume(chat.id, votes=[ApproveEntry(ref="p1", name="pay")], actor="tom",
+                   decider=PEOPLE[1]))
+    views.catch_up()  # live: the hold and the vote in two batches
+    live = views.view(InboxView).dump()
+    views.view(InboxView).reset()
+    views.catch_up()  # rebuilt: the hold and the vote in one batch
+    assert views.view(InboxView).dump() == live
+    (row,) = views.inbox(InboxFilter()).items
+    assert row.approval is not None and [v["actor"] for v in row.approval["votes"]] == ["tom"]
