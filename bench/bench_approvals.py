@@ -156,8 +156,8 @@ INSERT INTO {inbox} (chat_id, ref, tenant, agent, tool, input, metadata, request
   requested_by, approval, expires_at, due_at, deciders, voters) SELECT
   md5('pending' || g)::uuid::text, 'p1', 't' || (g %% 10), 'payer', 'pay',
   '{{"amount": 1}}'::json, '{{"approval": {{}}}}'::json, now() - interval '1 minute',
-  'alice', NULL, now() + (1 + g %% 600) * interval '1 minute',
-  now() + (1 + g %% 600) * interval '1 minute', ',role:treasury,', ',alice,'
+  'alice', NULL, now() + interval '1 day' + (g %% 600) * interval '1 minute',
+  now() + interval '1 day' + (g %% 600) * interval '1 minute', ',role:treasury,', ',alice,'
 FROM generate_series(1, %(n)s) AS g
 """
 _FILL_DECISIONS = """

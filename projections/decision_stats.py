@@ -24,7 +24,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from interlock.projections.sql import Dialect
 
 PER_DOUBLING = 8
-EXACT_UP_TO = 5000
+EXACT_UP_TO = 1000
 
 STATS_DDL = (
     "CREATE TABLE IF NOT EXISTS {decision_stats} (tenant text NOT NULL, day text NOT NULL,"
