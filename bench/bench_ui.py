@@ -15,6 +15,8 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import cast
 
 import httpx
@@ -30,7 +32,7 @@ from interlock.bootstrap import build_service
 from interlock.examples.banking import AGENTS
 from interlock.projections import SqlReadModels, open_views
 from interlock.projections.decisions import DecisionsView
-from interlock.projections.interface import InboxFilter
+from interlock.projections.interface import DecisionFilter, InboxFilter
 from interlock.projections.postgres import PostgresViewStore
 from tests.api.server import ThreadServer
 
@@ -76,6 +78,30 @@ def baseline(c: httpx.Client, models: SqlReadModels, pages: dict[str, str],
     for name, took in found.items():
         print(f"baseline {name:<19} p95 {took:7.2f} ms", flush=True)
     return found
+
+
+def queries(models: SqlReadModels, runs: int) -> None:
+    """The read-model calls behind the pages, without HTTP or templates."""
+    t4, day = "tenant4", datetime(2025, 1, 3, tzinfo=UTC)
+    calls: dict[str, Callable[[], object]] = {
+        "inbox page (50)": lambda: models.inbox(InboxFilter(tenant=t4), 50),
+        "decisions, actor + kind": lambda: models.decisions(
+            DecisionFilter(tenant=t4, actor="approver14", kind="respond"), 50),
+        "stats, one actor": lambda: models.decision_stats(
+            DecisionFilter(tenant=t4, actor="approver14")),
+        "stats, one day": lambda: models.decision_stats(
+            DecisionFilter(tenant=t4, since=day, until=day + timedelta(days=1))),
+        "stats, whole tenant": lambda: models.decision_stats(DecisionFilter(tenant=t4)),
+    }
+    for name, call in calls.items():
+        call()
+        times = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            call()
+            times.append((time.perf_counter() - started) * 1000)
+        print(f"query: {name:<21} p50 {statistics.median(times):7.2f} ms"
+              f"  p95 {statistics.quantiles(times, n=20)[-1]:7.2f} ms", flush=True)
 
 
 def sign_in(c: httpx.Client) -> None:
@@ -136,6 +162,10 @@ def main() -> None:
                 print(f"{args.pending} pending, {args.decisions} decisions (tenant4 sees 1/10)",
                       flush=True)
                 before = baseline(c, models, pages, max(10, args.runs // 10))
+                queries(models, args.runs)
+                p50, floor, _ = p95(c, "/healthz", args.runs)
+                print(f"{'floor: GET /healthz':<28} p50 {p50:7.2f} ms  p95 {floor:7.2f} ms"
+                      f"  (this process and machine, no query)", flush=True)
                 for name, path in pages.items():
                     runs = args.runs if "whole tenant" not in name else max(10, args.runs // 10)
                     p50, p95_, size = p95(c, path, runs)
