@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -57,11 +58,8 @@ def _counted(
     @wraps(command)
     async def run(*args: P.args, **kwargs: P.kwargs) -> T:
         service: Interlock = args[0]  # type: ignore[assignment]
-        service._active += 1
-        try:
+        with service.together():
             return await command(*args, **kwargs)
-        finally:
-            service._active -= 1
 
     return run
 
@@ -101,6 +99,7 @@ class Interlock(Application[UUID]):
         self._io = ThreadPoolExecutor(io_threads, thread_name_prefix="interlock-io")
         self.chats = cache or ChatCache()
         self._active = 0  # commands under way on this event loop (see off_loop)
+        self._active_lock = threading.Lock()
 
     def construct_mapper(self) -> Mapper[UUID]:
         return PydanticMapper(
@@ -335,13 +334,15 @@ class Interlock(Application[UUID]):
 
     @contextmanager
     def together(self) -> Iterator[None]:
-        """Commands started inside run together (a sweep): their store work goes to the
-        I/O threads, so their commits meet in group commits instead of running in turn."""
-        self._active += 1
+        """Count one more command under way: commands started inside offload their store work."""
+        # The sweeper's thread counts too: a lost update would leave the count wrong for good.
+        with self._active_lock:
+            self._active += 1
         try:
             yield
         finally:
-            self._active -= 1
+            with self._active_lock:
+                self._active -= 1
 
     async def off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run blocking store work on the I/O threads, so no chat waits on another's disk.
