@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import timedelta
 from functools import partial, wraps
 from typing import Any, ClassVar, ParamSpec, TypeVar
@@ -14,7 +16,7 @@ from eventsourcing.application import AggregateNotFoundError, Application, Proce
 from eventsourcing.persistence import IntegrityError, Mapper, Recording, Transcoder
 
 from interlock.domain.agent import Agent
-from interlock.domain.approval_rules import VoteEntry, held_call
+from interlock.domain.approval_rules import AWAITS_AGENT, VoteEntry, held_call
 from interlock.domain.approvals import Decider
 from interlock.domain.cache import ChatCache
 from interlock.domain.canonical import sha256_hex
@@ -56,11 +58,8 @@ def _counted(
     @wraps(command)
     async def run(*args: P.args, **kwargs: P.kwargs) -> T:
         service: Interlock = args[0]  # type: ignore[assignment]
-        service._active += 1
-        try:
+        with service.together():
             return await command(*args, **kwargs)
-        finally:
-            service._active -= 1
 
     return run
 
@@ -100,6 +99,7 @@ class Interlock(Application[UUID]):
         self._io = ThreadPoolExecutor(io_threads, thread_name_prefix="interlock-io")
         self.chats = cache or ChatCache()
         self._active = 0  # commands under way on this event loop (see off_loop)
+        self._active_lock = threading.Lock()
 
     def construct_mapper(self) -> Mapper[UUID]:
         return PydanticMapper(
@@ -240,6 +240,7 @@ class Interlock(Application[UUID]):
         for entry in votes:
             held_call(chat.state.calls, entry, now())  # raises the winner's story, if any
 
+    @_counted
     async def expire_due(self, chat_id: UUID, ref: str) -> bool:
         """Escalate or expire one held call if due (the sweeper's command); False if not due.
 
@@ -278,7 +279,7 @@ class Interlock(Application[UUID]):
         if chat.status != "running":
             return await self._answer(chat, since, await self.off_loop(self.commit, chat), emit)
         if chat.state.agent not in self.agents:  # a sweeper without agents: retry continues it
-            chat.finish_turn("failed", error="a pending request ended; retry to continue")
+            chat.finish_turn("failed", error=AWAITS_AGENT)
             return await self._answer(chat, since, await self.off_loop(self.commit, chat), emit)
         return await self._loop(chat, None).run(chat, since, emit)
 
@@ -331,6 +332,18 @@ class Interlock(Application[UUID]):
     async def _commit_turn(self, chat: Chat) -> int | None:
         """The loop's commit, off the event loop: concurrent turns' appends commit together."""
         return await self.off_loop(self.commit, chat)
+
+    @contextmanager
+    def together(self) -> Iterator[None]:
+        """Count one more command under way: commands started inside offload their store work."""
+        # The sweeper's thread counts too: a lost update would leave the count wrong for good.
+        with self._active_lock:
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._active_lock:
+                self._active -= 1
 
     async def off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run blocking store work on the I/O threads, so no chat waits on another's disk.

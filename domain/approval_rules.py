@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from interlock.domain.approval_events import ApprovalVoted
-from interlock.domain.approvals import Decider, Outcome, VoteKind, normalise_id
+from interlock.domain.approvals import ApprovalState, Decider, Outcome, VoteKind, normalise_id
 from interlock.domain.canonical import sha256_hex
 from interlock.domain.decisions import SHA256_HEX, Decision
 from interlock.domain.errors import (
@@ -27,6 +27,9 @@ from interlock.domain.state import ToolCall
 from interlock.domain.tools import SchemaError, Tool
 
 MAX_REASON = 2000
+# The error of a turn a service without the chat's agent ended after an expiry or a
+# withdrawal: the process that has the agent continues it (or any client's retry does).
+AWAITS_AGENT = "a pending request ended; retry to continue"
 
 
 class ApproveEntry(BaseModel):
@@ -144,6 +147,15 @@ def _edited(entry: EditEntry, tool: Tool | None) -> Any:
         return tool.input_json(entry.input)
     except SchemaError as exc:
         raise InvalidToolInputError(entry.ref, entry.name, exc.errors) from None
+
+
+def barred_voters(state: ApprovalState, requester: str | None) -> set[str]:
+    """Who may not vote on a held call's current input (normalised): who asked for it, and
+    who voted on it already. The inbox's `decidable` filter lists by this, `check_voter`
+    refuses by the same rule (votes on an input an edit replaced no longer bar anyone)."""
+    current = next((v.input_sha256 for v in reversed(state.votes) if v.kind == "edit"), None)
+    voted = {v.actor for v in state.votes if current is None or v.input_sha256 == current}
+    return {normalise_id(i) for i in (*voted, requester)}
 
 
 def check_withdrawer(call: ToolCall, decider: Decider) -> None:

@@ -20,8 +20,25 @@ from interlock.domain.approval_events import (
 )
 from interlock.domain.events import ChatStarted, Interrupted, Responded, Restarted, ToolRequested
 from interlock.projections import cursors
+from interlock.projections.decision_stats import (
+    EXACT_UP_TO,
+    STATS_DDL,
+    Histogram,
+    backfill_sql,
+    raw_groups_sql,
+    record_sql,
+    split,
+    summary_groups_sql,
+)
 from interlock.projections.pages import Page, paginate
-from interlock.projections.sql import Key, ReadModel, Row, SqlView, equal_filters
+from interlock.projections.sql import (
+    Key,
+    PositionConflictError,
+    ReadModel,
+    Row,
+    SqlView,
+    equal_filters,
+)
 from interlock.projections.stats import percentile
 
 DecisionKind = Literal["respond", "restart", "approve", "edit", "reject", "expire", "withdraw"]
@@ -101,6 +118,8 @@ _COLUMNS = ("chat_id, tenant, agent, ref, tool, kind, original_input, replaced_i
             " fingerprint")
 _JSON = ("original_input", "replaced_input", "output", "resumed_metadata")
 _WAIT = "extract(epoch FROM decided_at - requested_at)::float8"
+_UNSUMMARISED = ("SELECT 1 AS x FROM {decisions} WHERE NOT EXISTS (SELECT 1 FROM {decision_stats})"
+                 " LIMIT 1")
 _PG_PERCENTILES = (f"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY {_WAIT}) AS p50,"
                    f" percentile_cont(0.95) WITHIN GROUP (ORDER BY {_WAIT}) AS p95"
                    " FROM {decisions}")
@@ -110,9 +129,11 @@ class DecisionsView(SqlView):
     """Decisions, plus the chats and calls they are joined from."""
 
     view_name = "decisions"
+    exact_up_to = EXACT_UP_TO  # more matching decisions than this: percentiles estimated
     tables = ("decisions", "decision_chats", "decision_calls", "decisions_time_idx",
               "decisions_tenant_idx", "decisions_tool_idx", "decisions_actor_idx",
-              "decisions_chat_idx")
+              "decisions_chat_idx", "decisions_tenant_actor_idx", "decisions_tenant_tool_idx",
+              "decisions_tenant_kind_idx", "decision_stats")
     ddl = (
         "CREATE TABLE IF NOT EXISTS {decision_chats} (chat_id text PRIMARY KEY,"
         " tenant text NOT NULL, agent text NOT NULL, fingerprint text)",
@@ -134,6 +155,14 @@ class DecisionsView(SqlView):
         " (actor, decided_at, chat_id, version)",
         "CREATE INDEX IF NOT EXISTS {decisions_chat_idx} ON {decisions}"
         " (chat_id, decided_at, version)",
+        # The console always filters by tenant: each filter it offers has its own index.
+        "CREATE INDEX IF NOT EXISTS {decisions_tenant_actor_idx} ON {decisions}"
+        " (tenant, actor, decided_at, chat_id, version)",
+        "CREATE INDEX IF NOT EXISTS {decisions_tenant_tool_idx} ON {decisions}"
+        " (tenant, tool, decided_at, chat_id, version)",
+        "CREATE INDEX IF NOT EXISTS {decisions_tenant_kind_idx} ON {decisions}"
+        " (tenant, kind, decided_at, chat_id, version)",
+        *STATS_DDL,
     )
     dump_sql = f"SELECT {_COLUMNS} FROM {{decisions}} ORDER BY chat_id, version"
 
@@ -170,6 +199,21 @@ class DecisionsView(SqlView):
              "oi": self._json(d.original_input), "ri": self._json(d.replaced_input),
              "o": self._json(d.output), "rm": self._json(d.resumed_metadata), "a": d.actor,
              "sha": d.input_sha256, "at": self._ts(d.decided_at)})
+        self._run(record_sql(self.dialect), {"c": d.chat_id, "v": d.version})
+
+    def setup(self) -> None:
+        """Create the tables if missing; summarise decisions an older version recorded."""
+        super().setup()
+        if not self._fetch(_UNSUMMARISED, {}):
+            return
+        for _ in range(5):  # a runner moving the position meanwhile: try again
+            position = self.position()
+            try:
+                with self.batch(position, position):
+                    self._run(backfill_sql(self.dialect), {})
+                return
+            except PositionConflictError:
+                continue
 
     def page(self, f: DecisionFilter, limit: int, cursor: str | None) -> Page[DecisionRow]:
         """Newest decision first."""
@@ -203,19 +247,46 @@ class DecisionsView(SqlView):
                               "decided_at": self._load_ts(r["decided_at"])})
 
     def stats(self, f: DecisionFilter) -> DecisionStats:
-        """Counts and time-to-decision percentiles of the decisions `f` selects."""
-        conds, params = self._where(f)
-        where = " WHERE " + " AND ".join(conds) if conds else ""
-        by_tool = self._counts("tool", where, params)
-        by_actor = self._counts("actor", where, params)
-        p50, p95 = self._percentiles(where, params)
-        return DecisionStats(total=sum(by_tool.values()), by_tool=by_tool, by_actor=by_actor,
+        """Counts and time-to-decision percentiles of the decisions `f` selects.
+
+        Whole days come from the summary the projection keeps (see `decision_stats`), so a
+        request reads at most its two partial edge days of rows, never the whole log.
+        """
+        h = Histogram.of(self._groups(f))
+        if h.total <= self.exact_up_to:
+            conds, params = self._where(f)
+            p50, p95 = self._percentiles(" WHERE " + " AND ".join(conds) if conds else "", params)
+        else:
+            p50, p95 = h.percentile(0.5), h.percentile(0.95)
+        return DecisionStats(total=h.total, by_tool=dict(sorted(h.by_tool.items())),
+                             by_actor=dict(sorted(h.by_actor.items())),
                              p50_seconds=p50, p95_seconds=p95)
 
-    def _counts(self, column: str, where: str, params: dict[str, Any]) -> dict[str, int]:
-        rows = self._fetch(f"SELECT {column} AS k, count(*) AS n FROM {{decisions}}{where}"
-                           f" GROUP BY {column} ORDER BY {column}", params)
-        return {r["k"]: int(r["n"]) for r in rows}
+    def _groups(self, f: DecisionFilter) -> list[Row]:
+        if f.chat_id is not None:  # one chat: its rows are few and indexed
+            return self._raw_groups(f)
+        part = split(f.since, f.until)
+        groups = [g for since, until in part.edges
+                  for g in self._raw_groups(f.model_copy(update={"since": since, "until": until}))]
+        if part.days is not None:
+            groups += self._summary_groups(f, *part.days)
+        return groups
+
+    def _raw_groups(self, f: DecisionFilter) -> list[Row]:
+        conds, params = self._where(f)
+        where = " WHERE " + " AND ".join(conds) if conds else ""
+        return self._fetch(raw_groups_sql(self.dialect, where), params)
+
+    def _summary_groups(self, f: DecisionFilter, first: str | None, last: str | None) -> list[Row]:
+        conds, params = equal_filters(f.model_dump(), ("tenant", "tool", "actor", "agent", "kind"))
+        if first is not None:
+            conds.append("day >= %(first)s")
+            params["first"] = first
+        if last is not None:
+            conds.append("day < %(last)s")
+            params["last"] = last
+        where = " WHERE " + " AND ".join(conds) if conds else ""
+        return self._fetch(summary_groups_sql(where), params)
 
     def _percentiles(self, where: str, params: dict[str, Any]) -> tuple[float | None, float | None]:
         if self.dialect == "postgresql":  # computed by the server

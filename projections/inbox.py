@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from eventsourcing.dispatch import singledispatchmethod
@@ -18,6 +19,7 @@ from interlock.domain.approval_events import (
     InterruptExpired,
     InterruptWithdrawn,
 )
+from interlock.domain.approval_rules import AWAITS_AGENT, barred_voters
 from interlock.domain.approvals import ApprovalState, Vote, normalise_id
 from interlock.domain.events import (
     ChatStarted,
@@ -25,11 +27,13 @@ from interlock.domain.events import (
     Responded,
     Restarted,
     ToolRequested,
+    TurnFinished,
+    TurnRetried,
     UserMessageSent,
 )
 from interlock.projections import cursors
 from interlock.projections.pages import Page, paginate
-from interlock.projections.sql import Key, ReadModel, Row, SqlView, equal_filters
+from interlock.projections.sql import Key, ReadModel, Row, SqlView, ViewStore, equal_filters
 
 
 class InboxRow(BaseModel):
@@ -83,7 +87,7 @@ class InboxView(SqlView):
 
     view_name = "inbox"
     tables = ("inbox", "inbox_chats", "inbox_calls", "inbox_time_idx", "inbox_tenant_idx",
-              "inbox_agent_idx", "inbox_tool_idx", "inbox_due_idx")
+              "inbox_agent_idx", "inbox_tool_idx", "inbox_due_idx", "inbox_awaiting")
     ddl = (
         "CREATE TABLE IF NOT EXISTS {inbox_chats} (chat_id text PRIMARY KEY, tenant text NOT NULL,"
         " agent text NOT NULL, turn_by text)",
@@ -103,6 +107,9 @@ class InboxView(SqlView):
         # The sweeper's query: what is due (expiry or escalation) soonest first.
         "CREATE INDEX IF NOT EXISTS {inbox_due_idx} ON {inbox} (due_at, chat_id, ref)"
         " WHERE due_at IS NOT NULL",
+        # Chats whose turn a sweeper without their agent ended: a process with it continues.
+        "CREATE TABLE IF NOT EXISTS {inbox_awaiting} (chat_id text PRIMARY KEY,"
+        " agent text NOT NULL, since {ts} NOT NULL)",
     )
     dump_sql = f"SELECT {_COLUMNS} FROM {{inbox}} ORDER BY chat_id, ref"
 
@@ -113,6 +120,26 @@ class InboxView(SqlView):
     def message_sent(self, chat_id: str, actor: str) -> None:
         self._run("UPDATE {inbox_chats} SET turn_by = %(a)s WHERE chat_id = %(c)s",
                   {"c": chat_id, "a": actor})
+
+    def awaits_agent(self, chat_id: str, at: datetime) -> None:
+        """The chat's turn ended for want of its agent after an expiry or a withdrawal."""
+        self._run("INSERT INTO {inbox_awaiting} SELECT chat_id, agent, %(at)s FROM {inbox_chats}"
+                  " WHERE chat_id = %(c)s ON CONFLICT (chat_id) DO NOTHING",
+                  {"c": chat_id, "at": self._ts(at)})
+
+    def turn_moved_on(self, chat_id: str) -> None:
+        self._run("DELETE FROM {inbox_awaiting} WHERE chat_id = %(c)s", {"c": chat_id})
+
+    def awaiting(self, agents: list[str], limit: int) -> list[str]:
+        """Chats of these agents whose turn waits to go on after an expiry, oldest first."""
+        if not agents:
+            return []
+        names = {f"a{i}": a for i, a in enumerate(agents)}
+        rows = self._fetch(
+            "SELECT chat_id FROM {inbox_awaiting} WHERE agent IN ("
+            + ", ".join(f"%({k})s" for k in names) + ") ORDER BY since, chat_id LIMIT %(limit)s",
+            {**names, "limit": limit})
+        return [r["chat_id"] for r in rows]
 
     def tool_requested(self, chat_id: str, ref: str, name: str, input: Any) -> None:
         self._run("INSERT INTO {inbox_calls} SELECT chat_id, %(r)s, %(n)s, %(i)s, turn_by"
@@ -136,8 +163,17 @@ class InboxView(SqlView):
         self.interrupted(chat_id, ref, {"approval": state.terms.model_dump(mode="json")}, at)
         self.approval_changed(chat_id, ref, state, None)
 
+    def __init__(self, store: ViewStore, read_model: ReadModel) -> None:
+        super().__init__(store, read_model)
+        # States written in this batch: a read on another connection would not see them yet.
+        self._states: dict[tuple[str, str], ApprovalState | None] = {}
+
+    def _begin_batch(self) -> None:
+        self._states = {}
+
     def approval_changed(self, chat_id: str, ref: str, state: ApprovalState, input: Any) -> None:
         """Votes, an edit or an escalation: the row shows them and who may decide now."""
+        self._states[chat_id, ref] = state
         terms, (roles, groups) = state.terms, state.deciders()
         due = [t for t in (terms.expires_at, None if state.escalated else terms.escalate_at) if t]
         self._run(
@@ -151,17 +187,25 @@ class InboxView(SqlView):
              "i": None if input is None else self._json(input)})
 
     def approval(self, chat_id: str, ref: str) -> ApprovalState | None:
+        """The held call's state: as this batch left it, else as committed."""
+        if (chat_id, ref) in self._states:
+            return self._states[chat_id, ref]
         rows = self._fetch("SELECT approval FROM {inbox} WHERE chat_id = %(c)s AND ref = %(r)s",
                            {"c": chat_id, "r": ref})
         raw = self._load_json(rows[0]["approval"]) if rows else None
         return None if raw is None else ApprovalState.model_validate(raw)
 
-    def due(self, now: datetime, limit: int) -> list[tuple[str, str]]:
-        """Held calls whose expiry or escalation is due at `now`, soonest first (indexed)."""
-        rows = self._fetch("SELECT chat_id, ref FROM {inbox} WHERE due_at <= %(now)s"
-                           " ORDER BY due_at, chat_id, ref LIMIT %(limit)s",
-                           {"now": self._ts(now), "limit": limit})
-        return [(r["chat_id"], r["ref"]) for r in rows]
+    def due(self, now: datetime, limit: int, after: Key | None = None) -> list[Key]:
+        """Held calls whose expiry or escalation is due at `now`, soonest first (indexed):
+        (due_at, chat_id, ref) keys, after the key `after` if given."""
+        params: dict[str, Any] = {"now": self._ts(now), "limit": limit}
+        beyond = ""
+        if after is not None:
+            beyond = " AND (due_at, chat_id, ref) > (%(k0)s, %(k1)s, %(k2)s)"
+            params.update(k0=self._ts(after[0]), k1=after[1], k2=after[2])
+        rows = self._fetch("SELECT due_at, chat_id, ref FROM {inbox} WHERE due_at <= %(now)s"
+                           f"{beyond} ORDER BY due_at, chat_id, ref LIMIT %(limit)s", params)
+        return [(self._load_ts(r["due_at"]), r["chat_id"], r["ref"]) for r in rows]
 
     def input_replaced(self, chat_id: str, ref: str, input: Any) -> None:
         self._run("UPDATE {inbox_calls} SET input = %(i)s WHERE chat_id = %(c)s AND ref = %(r)s",
@@ -171,6 +215,7 @@ class InboxView(SqlView):
         self.decided(chat_id, ref)
 
     def decided(self, chat_id: str, ref: str) -> None:
+        self._states[chat_id, ref] = None
         self._run("DELETE FROM {inbox} WHERE chat_id = %(c)s AND ref = %(r)s",
                   {"c": chat_id, "r": ref})
 
@@ -186,7 +231,7 @@ class InboxView(SqlView):
             conds.append("requested_at < %(older)s")
             params["older"] = self._ts(f.older_than)
         if f.decidable_by is not None:
-            _decidable(f.decidable_by, conds, params)
+            _decidable(f.decidable_by, self._ts(datetime.now(UTC)), conds, params)
         if after is not None:
             beyond = "<" if f.newest_first else ">"
             conds.append(f"(requested_at, chat_id, ref) {beyond} (%(k0)s, %(k1)s, %(k2)s)")
@@ -205,26 +250,43 @@ class InboxView(SqlView):
                            "requested_at": self._load_ts(r["requested_at"])})
 
 
+def _token(name: str) -> str:
+    """A name as a list item: its commas and percent signs encoded, so items never run on."""
+    return name.replace("%", "%25").replace(",", "%2C")
+
+
+def _listed(names: Iterable[str]) -> str:
+    return "," + "".join(f"{_token(n)}," for n in sorted(set(names)))
+
+
+def _item(name: str) -> str:
+    """A LIKE pattern matching the list item `name` exactly (wildcards escaped)."""
+    escaped = _token(name).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%,{escaped},%"
+
+
 def _tags(roles: set[str], groups: set[str]) -> str:
-    return "," + "".join(f"{t}," for t in sorted(
-        {f"role:{r}" for r in roles} | {f"group:{g}" for g in groups}))
+    return _listed([f"role:{r}" for r in roles] + [f"group:{g}" for g in groups])
 
 
 def _voters(state: ApprovalState, requester: str | None) -> str:
-    """Who may not vote now: who voted on any input, and who asked (normalised)."""
-    ids = {normalise_id(v.actor) for v in state.votes} | {normalise_id(requester)}
-    return "," + "".join(f"{i}," for i in sorted(ids))
+    """Who may not vote now, as the domain rules say (see `barred_voters`)."""
+    return _listed(barred_voters(state, requester))
 
 
-def _decidable(who: Decidable, conds: list[str], params: dict[str, Any]) -> None:
-    """Rows naming one of the caller's roles or groups (any, for an admin), not voted by them."""
+def _decidable(who: Decidable, now: Any, conds: list[str], params: dict[str, Any]) -> None:
+    """What `who` may vote on now, by the domain's rules: their role or group is among the
+    deciders (any, for an admin), they are not barred (requester, voted on this input),
+    and the deadline has not passed (a held call fails closed before the sweeper runs)."""
     if "admin" not in who.roles:
         tags = [f"role:{r}" for r in sorted(who.roles)] + [f"group:{g}" for g in sorted(who.groups)]
-        ors = [f"deciders LIKE %(tag{i})s" for i in range(len(tags))] or ["1 = 0"]
-        params.update({f"tag{i}": f"%,{t},%" for i, t in enumerate(tags)})
+        ors = [f"deciders LIKE %(tag{i})s ESCAPE '\\'" for i in range(len(tags))] or ["1 = 0"]
+        params.update({f"tag{i}": _item(t) for i, t in enumerate(tags)})
         conds.append("(" + " OR ".join(ors) + ")")
-    conds.append("voters NOT LIKE %(me)s")
-    params["me"] = f"%,{normalise_id(who.id)},%"
+    conds.append("voters NOT LIKE %(me)s ESCAPE '\\'")
+    params["me"] = _item(normalise_id(who.id))
+    conds.append("(expires_at IS NULL OR expires_at > %(now)s)")
+    params["now"] = now
 
 
 class InboxProjection(Projection[InboxView]):
@@ -233,7 +295,8 @@ class InboxProjection(Projection[InboxView]):
     name = "inbox"
     topics = tuple(c.TOPIC for c in (ChatStarted, UserMessageSent, ToolRequested, Interrupted,
                                      Responded, Restarted, ApprovalRequested, ApprovalVoted,
-                                     ApprovalEscalated, InterruptExpired, InterruptWithdrawn))
+                                     ApprovalEscalated, InterruptExpired, InterruptWithdrawn,
+                                     TurnFinished, TurnRetried))
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
@@ -246,6 +309,16 @@ class InboxProjection(Projection[InboxView]):
     @process_event.register
     def _message(self, e: UserMessageSent, tracking: Tracking) -> None:
         self.view.message_sent(str(e.originator_id), e.actor)
+        self.view.turn_moved_on(str(e.originator_id))
+
+    @process_event.register
+    def _finished(self, e: TurnFinished, tracking: Tracking) -> None:
+        if e.reason == "failed" and e.error == AWAITS_AGENT:
+            self.view.awaits_agent(str(e.originator_id), e.timestamp)
+
+    @process_event.register
+    def _retried(self, e: TurnRetried, tracking: Tracking) -> None:
+        self.view.turn_moved_on(str(e.originator_id))
 
     @process_event.register
     def _requested(self, e: ToolRequested, tracking: Tracking) -> None:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import defaultdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
 
 from interlock.domain.errors import InterlockError
+from interlock.projections.decisions import SWEEPER
 from interlock.projections.inbox import InboxView
 
 if TYPE_CHECKING:
@@ -30,25 +32,67 @@ class Sweeper:
     """Records due expiries and escalations; `sweep()` once, or `start()` a thread."""
 
     def __init__(self, service: Interlock, models: SqlReadModels, *, interval: float = 1.0,
-                 batch: int = 500) -> None:
+                 batch: int = 500, concurrency: int = 64) -> None:
         self.service, self.models = service, models
-        self.interval, self.batch = interval, batch
+        self.interval, self.batch, self.concurrency = interval, batch, concurrency
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="interlock-sweeper", daemon=True)
 
-    def sweep(self, now: datetime | None = None) -> int:
-        """Record what is due at `now`; how many expiries or escalations this call wrote."""
-        due = self.models.view(InboxView).due(now or datetime.now(UTC), self.batch)
-        return sum(asyncio.run(self._record(due)))
+    def sweep(self, now: datetime | None = None, limit: int | None = None) -> int:
+        """Record what is due at `now` (at most `limit` calls), and continue the turns of this
+        process's agents that a sweeper without them ended; how many events it wrote.
 
-    async def _record(self, due: list[tuple[str, str]]) -> list[int]:
-        done = []
+        Due calls are read in keyset pages, so a row the views have not yet removed (its
+        expiry just recorded) is looked at once per sweep, not once per page.
+        """
+        inbox, at = self.models.view(InboxView), now or datetime.now(UTC)
+        waiting = inbox.awaiting(sorted(self.service.agents), self.batch)
+        written, seen, after = 0, 0, None
+        while limit is None or seen < limit:
+            size = self.batch if limit is None else min(self.batch, limit - seen)
+            due = inbox.due(at, size, after)
+            if not (due or waiting):
+                break
+            written += sum(asyncio.run(self._record([(c, r) for _, c, r in due], waiting)))
+            waiting, seen = [], seen + len(due)
+            if len(due) < size:
+                break
+            after = due[-1]
+        return written
+
+    async def _record(self, due: list[tuple[str, str]], waiting: list[str]) -> list[int]:
+        """Up to `concurrency` chats at once: their commits share transactions (group commit).
+
+        Refs of one chat go one after the other: together they would only conflict.
+        """
+        gate, refs = asyncio.Semaphore(self.concurrency), defaultdict(list)
         for chat_id, ref in due:
+            refs[chat_id].append(ref)
+        with self.service.together():
+            done = await asyncio.gather(*(self._chat(gate, c, rs) for c, rs in refs.items()),
+                                        *(self._go_on(gate, UUID(c)) for c in waiting))
+        return [n for ns in done for n in ns]
+
+    async def _chat(self, gate: asyncio.Semaphore, chat_id: str, refs: list[str]) -> list[int]:
+        async with gate:
+            return [await self._one(UUID(chat_id), ref) for ref in refs]
+
+    async def _go_on(self, gate: asyncio.Semaphore, chat_id: UUID) -> list[int]:
+        """Continue a turn ended for want of its agent: the model is told of the expiry."""
+        async with gate:
             try:
-                done.append(int(await self.service.expire_due(UUID(chat_id), ref)))
-            except InterlockError as exc:  # a decision or another sweeper won: theirs stands
-                log.debug("sweeper skipped %s %s: %s", chat_id, ref, exc.code)
-        return done
+                await self.service.retry(chat_id, actor=SWEEPER)
+            except InterlockError as exc:  # a client's retry or another sweeper went first
+                log.debug("sweeper did not continue %s: %s", chat_id, exc.code)
+                return [0]
+            return [1]
+
+    async def _one(self, chat_id: UUID, ref: str) -> int:
+        try:
+            return int(await self.service.expire_due(chat_id, ref))
+        except InterlockError as exc:  # a decision or another sweeper won: theirs stands
+            log.debug("sweeper skipped %s %s: %s", chat_id, ref, exc.code)
+            return 0
 
     def start(self) -> None:
         self._thread.start()
@@ -56,8 +100,7 @@ class Sweeper:
     def _loop(self) -> None:
         while not self._stopping.wait(self.interval):
             try:
-                while self.sweep() >= self.batch:  # a backlog: keep going
-                    pass
+                self.sweep()
             except Exception:
                 log.exception("sweeper pass failed; retrying")
 

@@ -6,17 +6,21 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+import pytest
 from pydantic import BaseModel
 
 from interlock import Agent, Approval, FunctionModel, ToolContext, tool
 from interlock.bootstrap import build_service
 from interlock.domain import ApproveEntry, Decider, Interlock, ModelRequest, ModelResponse
+from interlock.domain import application as service_module
+from interlock.domain.approval_rules import AWAITS_AGENT
 from interlock.domain.errors import InterlockError
 from interlock.projections import open_views
+from interlock.projections.inbox import InboxView
 from interlock.projections.sweeper import Sweeper
 from tests.kit import call, run, say
 
@@ -129,3 +133,67 @@ def test_an_approval_racing_its_expiry_has_one_outcome(store: str) -> None:
             assert expired == 0 or outcome == ["interrupt_expired"]
     finally:
         views.close()
+
+
+def _told_of_expiry(app: Interlock, chat_id: UUID) -> bool:
+    """The model answered after seeing the expiry as the tool's response."""
+    state = app.get_chat(chat_id).state
+    outputs = [p.tool_response.output for m in state.messages for p in m.content
+               if p.tool_response is not None]
+    return state.finish_reason == "stop" and outputs == [{"expired": True, "at": ANY_TIME}]
+
+
+class _AnyTime:
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and "T" in other
+
+
+ANY_TIME = _AnyTime()
+
+
+def test_a_sweeper_without_agents_records_and_the_server_continues_the_turn(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = build_service(store, _agents())
+    (chat_id,) = _held(server, 1)
+    later = datetime.now(UTC) + timedelta(hours=1)
+    monkeypatch.setattr(service_module, "now", lambda: later)
+    runner = build_service(store)  # `interlock projections run`: views and sweeper, no agents
+    runner_views, server_views = open_views(runner), open_views(server)
+    try:
+        runner_views.catch_up()
+        assert Sweeper(runner, runner_views).sweep(later) == 1
+        chat = server.get_chat(chat_id).state
+        assert (chat.status, chat.error, _expiries(server, chat_id)) == ("failed", AWAITS_AGENT, 1)
+        server_views.catch_up()
+        assert Sweeper(server, server_views).sweep(later) == 1  # continued, not expired again
+        assert _told_of_expiry(server, chat_id) and _expiries(server, chat_id) == 1
+        server_views.catch_up()
+        assert Sweeper(server, server_views).sweep(later) == 0  # nothing left to go on with
+    finally:
+        runner_views.close()
+        server_views.close()
+        runner.close()
+        server.close()
+
+
+def test_without_a_server_a_clients_retry_continues_the_turn(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = build_service(store, _agents())
+    (chat_id,) = _held(app, 1)
+    later = datetime.now(UTC) + timedelta(hours=1)
+    monkeypatch.setattr(service_module, "now", lambda: later)
+    runner = build_service(store)
+    views = open_views(runner)
+    try:
+        views.catch_up()
+        assert Sweeper(runner, views).sweep(later) == 1
+        run(app.retry(chat_id, actor="alice"))
+        assert _told_of_expiry(app, chat_id)
+        views.catch_up()
+        assert views.view(InboxView).awaiting(["payer"], 10) == []
+    finally:
+        views.close()
+        runner.close()
+        app.close()
