@@ -85,7 +85,9 @@ class TurnResult(BaseModel):
         ]
 
 
-StreamKind = Literal["text", "tool_request", "tool_response", "interrupt", "turn_end"]
+StreamKind = Literal[
+    "text", "tool_request", "tool_response", "tool_message", "interrupt", "turn_end"
+]
 
 
 class StreamEvent(BaseModel):

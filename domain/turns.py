@@ -16,6 +16,7 @@ from interlock.domain.chat import Chat
 from interlock.domain.errors import ConcurrencyError, ModelError
 from interlock.domain.events import now
 from interlock.domain.gating import hold_for_approval
+from interlock.domain.history import history
 from interlock.domain.jsonsafe import UnsafeJsonError, check_json
 from interlock.domain.messages import Message, text_message
 from interlock.domain.models import Model, ModelChunk, ModelRequest
@@ -66,7 +67,7 @@ class TurnLoop:
 
     async def _run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
         try:
-            await self._drive(chat, emit)
+            await self._drive(chat, since, emit)
             position = await self.commit(chat)
         except ConcurrencyError:
             raise  # another writer moved the chat on: this copy must record nothing more
@@ -79,8 +80,9 @@ class TurnLoop:
                 await emit(event)
         return result
 
-    async def _drive(self, chat: Chat, emit: Emit | None) -> None:
+    async def _drive(self, chat: Chat, since: int, emit: Emit | None) -> None:
         rounds = 0
+        streamed = since  # messages before this index were streamed already, or never will be
         while True:
             runnable = hold_for_approval(chat, self.agent, chat.runnable_calls(), now())
             if runnable:
@@ -91,6 +93,7 @@ class TurnLoop:
             if not chat.needs_model():
                 chat.finish_turn("stop")
                 return
+            streamed = await _stream_tool_message(chat, streamed, emit)
             reply = await self._generate(chat, emit)
             if reply is None:
                 return
@@ -187,6 +190,20 @@ class TurnLoop:
                 await self.commit(chat)
             except ConcurrencyError:
                 return  # another process retried the turn: this one's last commit will fail
+
+
+async def _stream_tool_message(chat: Chat, streamed: int, emit: Emit | None) -> int:
+    """Stream the tool message the model is about to see, as Genkit streams a `tool` chunk.
+
+    Genkit (js/ai/src/generate/action.ts, `generateHelper`) streams a round's tool message
+    before the next model call, and on a resume the rebuilt one (`resumedToolMessage`):
+    the responses the resume supplied, the restarted tools' outputs and the stashed ones.
+    Interlock sends it whole, annotated as `history` returns it, as a `tool_message` event.
+    """
+    messages = chat.state.messages
+    if emit is not None and len(messages) > streamed and messages[-1].role == "tool":
+        await emit(StreamEvent(type="tool_message", data=history(chat.state)[-1].wire()))
+    return len(messages)
 
 
 def _chunks(emit: Emit | None) -> Callable[[ModelChunk], Awaitable[None]] | None:

@@ -13,6 +13,7 @@ from interlock.api.schemas import ChatPublic
 from interlock.domain import (
     RespondEntry,
     RestartEntry,
+    StreamEvent,
     ToolContext,
     tool,
 )
@@ -129,3 +130,58 @@ def test_replay_reads_the_same_annotations(store: str) -> None:
         assert ChatPublic.of(again.get_chat(chat.id)).model_dump(mode="json") == before
     finally:
         again.close()
+
+
+class Stream:
+    def __init__(self) -> None:
+        self.events: list[StreamEvent] = []
+
+    async def __call__(self, event: StreamEvent) -> None:
+        self.events.append(event)
+
+    @property
+    def kinds(self) -> list[str]:
+        return [e.type for e in self.events]
+
+
+def test_a_streamed_resume_sends_the_rebuilt_tool_message_before_the_model(store: str) -> None:
+    """js/ai/src/generate/action.ts (`generateHelper`): after `resolveResumeOption` the
+    resumed tool message is streamed as one `tool` chunk (`resumedToolMessage.content`)
+    before the model is called, holding every response: the ones the client responded with,
+    the restarted tools' and the stashed ones. Interlock streams it as `tool_message`, after
+    the restarted tool's own `tool_request`/`tool_response` events."""
+    app, _ = app_with(store, [ask, quiet, lookup], [
+        call(("ask", {"key": "why"}, "a1"), ("quiet", {"key": "q"}, "q1"),
+             ("lookup", {"key": "k"}, "l1")),
+        say("ok")])
+    chat = app.start_chat("g", actor="alice")
+    paused = Stream()
+    run(app.send(chat.id, "go", actor="alice", emit=paused))
+    assert "tool_message" not in paused.kinds  # an interrupted round has no tool message yet
+
+    resumed = Stream()
+    done = run(app.resume(chat.id, actor="bob", emit=resumed, metadata={"by": "ui"},
+                          restart=[RestartEntry(ref="a1", name="ask")],
+                          respond=[RespondEntry(ref="q1", name="quiet", output="fine")]))
+    assert resumed.kinds == [
+        "tool_request", "tool_response", "tool_message", "text", "turn_end"]
+    message = resumed.events[2].data
+    assert message == done.messages[0].wire()
+    assert message["role"] == "tool" and message["metadata"] == {"resumed": {"by": "ui"}}
+    assert [(p["toolResponse"]["ref"], p["toolResponse"]["output"], p.get("metadata"))
+            for p in message["content"]] == [
+        ("a1", "asked again", None), ("q1", "fine", None), ("l1", "K", {"source": "pending"})]
+
+
+def test_each_round_streams_its_tool_message_before_the_next_model_call(
+    sqlite_store: str,
+) -> None:
+    """js/ai/src/generate/action.ts: "if the loop will continue, stream out the tool response
+    message" (`makeChunk('tool', ...)`), so a plain round streams one too, unannotated."""
+    app, _ = app_with(sqlite_store, [lookup], [call(("lookup", {"key": "k"}, "l1")), say("ok")])
+    chat = app.start_chat("g", actor="alice")
+    stream = Stream()
+    run(app.send(chat.id, "go", actor="alice", emit=stream))
+    assert stream.kinds == ["tool_request", "tool_response", "tool_message", "text", "turn_end"]
+    assert stream.events[2].data == {"role": "tool", "content": [
+        {"toolResponse": {"ref": "l1", "name": "lookup", "output": "K"}}]}
