@@ -15,6 +15,7 @@ from interlock.domain.models import (
     Usage,
 )
 from interlock.domain.results import Interrupt, StreamEvent, TurnResult
+from interlock.domain.tool_middleware import ToolInvocation, ToolMiddleware, ToolNext
 from interlock.domain.tools import Tool, ToolContext, interrupt, tool
 
 __all__ = [
@@ -38,6 +39,9 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolDefinition",
+    "ToolInvocation",
+    "ToolMiddleware",
+    "ToolNext",
     "ToolRequest",
     "ToolResponse",
     "TurnResult",

@@ -22,6 +22,12 @@ from interlock.domain.messages import Message, text_message
 from interlock.domain.models import Model, ModelChunk, ModelRequest
 from interlock.domain.results import StreamEvent, TurnResult
 from interlock.domain.state import ToolCall
+from interlock.domain.tool_middleware import (
+    ToolInputError,
+    ToolInvocation,
+    ToolOutputError,
+    call_through,
+)
 from interlock.domain.tools import Resumed, SchemaError, ToolContext, ToolInterrupt, jsonable
 from interlock.domain.tracing import Tracer, decision_events, span
 
@@ -264,12 +270,13 @@ async def _run_tool(chat: Chat, agent: Agent, call: ToolCall) -> Outcome:
     tool = agent.tool(call.name)
     if tool is None:
         return "failed", f"unknown tool {call.name!r}"
+    invocation = ToolInvocation(tool=tool, input=call.input, ctx=_context(chat, call))
     try:
-        args = tool.validate_input(call.input)
-    except SchemaError as exc:
+        output = await call_through(agent.tool_middleware, invocation)
+    except ToolInputError as exc:
         return "failed", f"invalid input for {call.name}: {exc.errors}"
-    try:
-        raw = await tool(args, _context(chat, call))
+    except ToolOutputError as exc:
+        return "failed", f"{call.name} returned output that fails its schema: {exc.errors}"
     except ToolInterrupt as signal:
         if not tool.interrupts:
             return "failed", (
@@ -278,10 +285,6 @@ async def _run_tool(chat: Chat, agent: Agent, call: ToolCall) -> Outcome:
         return _recordable("interrupted", signal.metadata, f"{call.name}'s interrupt metadata")
     except Exception as exc:  # noqa: BLE001 - a tool's own failure is answered to the model
         return "failed", f"{type(exc).__name__}: {exc}"
-    try:
-        output = tool.validate_output(raw)
-    except SchemaError as exc:
-        return "failed", f"{call.name} returned output that fails its schema: {exc.errors}"
     return _recordable("completed", output, f"{call.name}'s output")
 
 
