@@ -26,11 +26,12 @@ from interlock.domain.messages import Message, Part
 from interlock.domain.state import RESOLVED, ChatState, ToolCall
 
 
-def history(state: ChatState) -> list[Message]:
-    """`state.messages`, with each tool request and tool message annotated as Genkit does."""
+def history(state: ChatState, since: int = 0) -> list[Message]:
+    """`state.messages[since:]`, each tool request and tool message annotated as Genkit does."""
     messages = state.messages
     annotated: list[Message] = []
-    for index, message in enumerate(messages):
+    for index in range(max(since, 0), len(messages)):
+        message = messages[index]
         if message.role == "model" and message.tool_requests:
             closed = index + 1 < len(messages) and messages[index + 1].role == "tool"
             annotated.append(_model_message(message, state.calls, closed))

@@ -56,7 +56,7 @@ class TurnResult(BaseModel):
 
     @classmethod
     def of(cls, chat: Chat, since: int, position: int | None) -> TurnResult:
-        appended = history(chat.state)[since:]
+        appended = history(chat.state, since)
         models = [m for m in appended if m.role == "model"]
         last = models[-1] if models else None
         return cls(

@@ -208,7 +208,8 @@ async def _stream_tool_message(chat: Chat, streamed: int, emit: Emit | None) -> 
     """
     messages = chat.state.messages
     if emit is not None and len(messages) > streamed and messages[-1].role == "tool":
-        await emit(StreamEvent(type="tool_message", data=history(chat.state)[-1].wire()))
+        [message] = history(chat.state, len(messages) - 1)
+        await emit(StreamEvent(type="tool_message", data=message.wire()))
     return len(messages)
 
 

@@ -17,6 +17,7 @@ from interlock.domain import (
     ToolContext,
     tool,
 )
+from interlock.domain.history import history
 from interlock.domain.messages import Message
 from tests.kit import LookupInput, call, run, say
 from tests.runtime.test_genkit import app_with
@@ -124,6 +125,9 @@ def test_replay_reads_the_same_annotations(store: str) -> None:
     run(app.send(chat.id, "go", actor="alice"))
     run(app.resume(chat.id, actor="bob", respond=[RespondEntry(ref="a1", name="ask", output="1")]))
     before = ChatPublic.of(app.get_chat(chat.id)).model_dump(mode="json")
+    state = app.get_chat(chat.id).state
+    whole = history(state)
+    assert [history(state, k) for k in range(6)] == [whole[k:] for k in range(6)]
     app.close()
     again, _ = app_with(store, [ask, lookup], [])
     try:
