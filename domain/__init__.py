@@ -15,6 +15,7 @@ from interlock.domain.models import (
     Usage,
 )
 from interlock.domain.results import Interrupt, StreamEvent, TurnResult
+from interlock.domain.subagents import agent_tool
 from interlock.domain.tool_middleware import ToolInvocation, ToolMiddleware, ToolNext
 from interlock.domain.tools import Tool, ToolContext, interrupt, tool
 
@@ -46,6 +47,7 @@ __all__ = [
     "ToolResponse",
     "TurnResult",
     "Usage",
+    "agent_tool",
     "interrupt",
     "tool",
 ]

@@ -54,6 +54,7 @@ class TurnLoop:
     commit: Commit
     max_turns: int
     tracer: Tracer | None = None
+    runner: Any = None  # the service, for sub-agents (interlock.domain.subagents)
 
     async def run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
         """Run the turn; whatever fails in it (but a lost race) ends it `failed`, recorded."""
@@ -152,7 +153,8 @@ class TurnLoop:
             await self.commit(chat)  # write-ahead: the request is durable before the tool acts
         await _announce(calls, emit)  # after that commit: a lost race streams nothing
         outcomes = await self._heartbeating(
-            chat, asyncio.gather(*(_traced_tool(self.tracer, chat, self.agent, c) for c in calls))
+            chat, asyncio.gather(*(
+                _traced_tool(self.tracer, chat, self.agent, c, self.runner) for c in calls))
         )
         for call, (kind, value) in zip(calls, outcomes, strict=True):
             if kind == "completed":
@@ -236,7 +238,7 @@ def _has_side_effects(agent: Agent, call: ToolCall) -> bool:
     return tool is not None and tool.side_effects
 
 
-def _context(chat: Chat, call: ToolCall) -> ToolContext:
+def _context(chat: Chat, call: ToolCall, runner: Any) -> ToolContext:
     return ToolContext(
         chat_id=str(chat.id),
         ref=call.ref,
@@ -246,20 +248,23 @@ def _context(chat: Chat, call: ToolCall) -> ToolContext:
         original_input=call.original_input,
         interrupt_metadata=call.interrupt,
         resume_metadata=call.resume_metadata,
+        tenant=chat.state.tenant,
+        actor=call.decided_by if call.decision is not None else chat.state.turn_by,
+        runner=runner,
     )
 
 
 async def _traced_tool(
-    tracer: Tracer | None, chat: Chat, agent: Agent, call: ToolCall
+    tracer: Tracer | None, chat: Chat, agent: Agent, call: ToolCall, runner: Any
 ) -> Outcome:
     """`_run_tool` in an `execute_tool` span: an interrupt is an event, not an error."""
     if tracer is None:
-        return await _run_tool(chat, agent, call)
+        return await _run_tool(chat, agent, call, runner)
     with tracer.span("execute_tool", f"execute_tool {call.name}", {
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
         "gen_ai.tool.call.id": call.ref,
     }) as run:
-        kind, value = await _run_tool(chat, agent, call)
+        kind, value = await _run_tool(chat, agent, call, runner)
         if kind == "interrupted":
             run.event("interlock.interrupt", {"interlock.interrupt.ref": call.ref})
         elif kind == "failed":
@@ -267,11 +272,11 @@ async def _traced_tool(
         return kind, value
 
 
-async def _run_tool(chat: Chat, agent: Agent, call: ToolCall) -> Outcome:
+async def _run_tool(chat: Chat, agent: Agent, call: ToolCall, runner: Any) -> Outcome:
     tool = agent.tool(call.name)
     if tool is None:
         return "failed", f"unknown tool {call.name!r}"
-    invocation = ToolInvocation(tool=tool, input=call.input, ctx=_context(chat, call))
+    invocation = ToolInvocation(tool=tool, input=call.input, ctx=_context(chat, call, runner))
     try:
         output = await call_through(agent.tool_middleware, invocation)
     except ToolInputError as exc:
