@@ -21,9 +21,9 @@ decision the sub-agent refuses (a wrong ref, an output off its schema) pauses th
 call again with the refusal in `subagent.error`, so nothing is lost and the client retries.
 A bare restart picks up a sub-agent chat that was resumed directly.
 
-Genkit has no such durable sub-agent: JS prompt tools transfer the conversation
-(`resolveToolRequest`, `transferPreamble` in js/ai/src/generate/resolve-tool-requests.ts)
-and Dart's agents (packages/genkit/lib/src/ai/agents/agent_core.dart) run in-process.
+Genkit JS's nearest feature is a prompt tool, which transfers the conversation itself
+(`resolveToolRequest`, `transferPreamble` in js/ai/src/generate/resolve-tool-requests.ts);
+Interlock gives the sub-agent a chat of its own instead (docs/genkit.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Sub-agents: an agent used as a tool of another (`agent_tool`), in a chat of its own.
 
-Genkit has no durable equivalent: JS prompt tools transfer the conversation
-(`transferPreamble`, js/ai/src/generate/resolve-tool-requests.ts) and Dart's agents
-(packages/genkit/lib/src/ai/agents/agent_core.dart) run in-process; docs/genkit.md says how
-Interlock's differ: the sub-agent's steps are its own chat's events, linked to the parent,
-and its interrupts surface on the parent's call.
+Deliberate difference (docs/genkit.md): Genkit JS's prompt tools transfer the conversation
+itself (`transferPreamble`, js/ai/src/generate/resolve-tool-requests.ts); Interlock's
+sub-agent's steps are its own chat's events, linked to the parent, and its interrupts
+surface on the parent's call.
 """
 
 from __future__ import annotations
