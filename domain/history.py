@@ -45,6 +45,8 @@ def history(state: ChatState, since: int = 0) -> list[Message]:
 def _model_message(message: Message, calls: dict[str, ToolCall], closed: bool) -> Message:
     batch = [c for p in message.content if (c := _call_of(p, calls)) is not None]
     paused = any(_was_paused(c) for c in batch)
+    if not paused:  # the common case: a round that never paused is returned as recorded
+        return message
     parts = []
     for part in message.content:
         call = _call_of(part, calls)
