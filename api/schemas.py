@@ -21,6 +21,7 @@ from interlock.domain import (
     TurnResult,
 )
 from interlock.domain.events import ChatEvent
+from interlock.domain.history import history
 from interlock.projections.stuck import StuckView
 
 MAX_TEXT = 100_000
@@ -159,7 +160,7 @@ class ChatPublic(BaseModel):
             id=str(chat.id), agent=s.agent, tenant=s.tenant, status=s.status,
             version=chat.version, metadata=s.metadata, created_at=s.created_at,
             updated_at=s.updated_at, finish_reason=s.finish_reason, error=s.error,
-            messages=s.messages,
+            messages=history(s),
             interrupts=[Interrupt.of(chat, c) for c in chat.pending_interrupts()],
         )
 

@@ -15,6 +15,8 @@ from interlock.domain.models import (
     Usage,
 )
 from interlock.domain.results import Interrupt, StreamEvent, TurnResult
+from interlock.domain.subagents import agent_tool
+from interlock.domain.tool_middleware import ToolInvocation, ToolMiddleware, ToolNext
 from interlock.domain.tools import Tool, ToolContext, interrupt, tool
 
 __all__ = [
@@ -38,10 +40,14 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolDefinition",
+    "ToolInvocation",
+    "ToolMiddleware",
+    "ToolNext",
     "ToolRequest",
     "ToolResponse",
     "TurnResult",
     "Usage",
+    "agent_tool",
     "interrupt",
     "tool",
 ]

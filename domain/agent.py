@@ -9,6 +9,7 @@ from functools import cached_property
 from interlock.domain.approvals import Approval
 from interlock.domain.canonical import sha256_hex
 from interlock.domain.models import Model, ToolDefinition
+from interlock.domain.tool_middleware import ToolMiddleware
 from interlock.domain.tools import Tool
 
 
@@ -17,6 +18,8 @@ class Agent:
     """`model` is a Model, or a provider string such as "openai:gpt-4.1-mini".
 
     `approvals` maps tool names to policies; one here overrides the tool's own `approval`.
+    `tool_middleware` wraps every call of its tools, the first outermost (see
+    `interlock.domain.tool_middleware`); a held call is decided before it runs.
     """
 
     name: str
@@ -26,6 +29,7 @@ class Agent:
     max_turns: int = 5
     description: str = ""
     approvals: Mapping[str, Approval] = field(default_factory=dict)
+    tool_middleware: Sequence[ToolMiddleware] = ()
     _by_name: dict[str, Tool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -38,6 +42,7 @@ class Agent:
         if unknown:
             raise ValueError(f"agent {self.name}: approvals name unknown tools {unknown}")
         object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "tool_middleware", tuple(self.tool_middleware))
 
     def policy(self, name: str) -> Approval | None:
         """The approval policy a tool's calls are held under, if any."""
@@ -51,7 +56,10 @@ class Agent:
         tools = [{**t.definition.model_dump(mode="json"),
                   "approval": p.describe() if (p := self.policy(t.name)) else None}
                  for t in self.tools]
-        return sha256_hex({"system": self.system, "model": model, "tools": tools})
+        described: dict[str, object] = {"system": self.system, "model": model, "tools": tools}
+        if self.tool_middleware:  # only then: the fingerprints of existing agents stay as they were
+            described["tool_middleware"] = [_qualname(m) for m in self.tool_middleware]
+        return sha256_hex(described)
 
     def tool(self, name: str) -> Tool | None:
         return self._by_name.get(name)
@@ -63,3 +71,8 @@ class Agent:
     @cached_property
     def definitions(self) -> list[ToolDefinition]:
         return [t.definition for t in self.tools]
+
+
+def _qualname(middleware: ToolMiddleware) -> str:
+    owner = getattr(middleware, "__qualname__", None) or type(middleware).__qualname__
+    return f"{getattr(middleware, '__module__', '')}.{owner}"

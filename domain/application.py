@@ -326,7 +326,7 @@ class Interlock(Application[UUID]):
             raise InvalidRequestError("max_turns must be at least 1", max_turns=max_turns)
         return TurnLoop(
             agent, self.models[agent.name], self._commit_turn, max_turns or agent.max_turns,
-            self.tracer,
+            self.tracer, runner=self,
         )
 
     async def _commit_turn(self, chat: Chat) -> int | None:

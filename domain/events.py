@@ -200,6 +200,7 @@ class Responded(ChatEvent):
         state.remember_key(self.request_key, self.request_sha256, self.originator_version)
         call = state.calls[self.ref]
         call.status, call.output = "responded", self.output
+        call.resume_metadata = self.resume_metadata  # read back as the tool message's `resumed`
         call.decision, call.decided_by, call.decided_at = "respond", self.actor, self.timestamp
         state.status = "running"
         state.close_batch_if_resolved()

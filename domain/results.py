@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from interlock.domain.canonical import sha256_hex
 from interlock.domain.chat import Chat
+from interlock.domain.history import history
 from interlock.domain.messages import Message
 from interlock.domain.state import FinishReason, ToolCall
 
@@ -55,7 +56,7 @@ class TurnResult(BaseModel):
 
     @classmethod
     def of(cls, chat: Chat, since: int, position: int | None) -> TurnResult:
-        appended = chat.state.messages[since:]
+        appended = history(chat.state, since)
         models = [m for m in appended if m.role == "model"]
         last = models[-1] if models else None
         return cls(
@@ -84,7 +85,9 @@ class TurnResult(BaseModel):
         ]
 
 
-StreamKind = Literal["text", "tool_request", "tool_response", "interrupt", "turn_end"]
+StreamKind = Literal[
+    "text", "tool_request", "tool_response", "tool_message", "interrupt", "turn_end"
+]
 
 
 class StreamEvent(BaseModel):

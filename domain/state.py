@@ -45,7 +45,7 @@ class ToolCall(BaseModel):
     decided_by: str | None = None
     decided_at: datetime | None = None
     resumed: dict[str, Any] | None = None  # a restart's own metadata ({} for a bare one)
-    resume_metadata: dict[str, Any] | None = None  # the metadata of the resume that restarted it
+    resume_metadata: dict[str, Any] | None = None  # the metadata of the resume that answered it
     original_input: Any = None
     approval: ApprovalState | None = None
 

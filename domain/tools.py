@@ -56,6 +56,9 @@ class ToolContext:
     original_input: Any = None
     interrupt_metadata: Any = None
     resume_metadata: Mapping[str, Any] | None = None
+    tenant: str | None = None
+    actor: str | None = None  # who sent the turn, or who made the decision that restarted it
+    runner: Any = None  # the service running the turn: sub-agents run their chats on it
 
     @property
     def is_restart(self) -> bool:

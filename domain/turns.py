@@ -16,11 +16,18 @@ from interlock.domain.chat import Chat
 from interlock.domain.errors import ConcurrencyError, ModelError
 from interlock.domain.events import now
 from interlock.domain.gating import hold_for_approval
+from interlock.domain.history import history
 from interlock.domain.jsonsafe import UnsafeJsonError, check_json
 from interlock.domain.messages import Message, text_message
 from interlock.domain.models import Model, ModelChunk, ModelRequest
 from interlock.domain.results import StreamEvent, TurnResult
 from interlock.domain.state import ToolCall
+from interlock.domain.tool_middleware import (
+    ToolInputError,
+    ToolInvocation,
+    ToolOutputError,
+    call_through,
+)
 from interlock.domain.tools import Resumed, SchemaError, ToolContext, ToolInterrupt, jsonable
 from interlock.domain.tracing import Tracer, decision_events, span
 
@@ -47,6 +54,7 @@ class TurnLoop:
     commit: Commit
     max_turns: int
     tracer: Tracer | None = None
+    runner: Any = None  # the service, for sub-agents (interlock.domain.subagents)
 
     async def run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
         """Run the turn; whatever fails in it (but a lost race) ends it `failed`, recorded."""
@@ -66,7 +74,7 @@ class TurnLoop:
 
     async def _run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
         try:
-            await self._drive(chat, emit)
+            await self._drive(chat, since, emit)
             position = await self.commit(chat)
         except ConcurrencyError:
             raise  # another writer moved the chat on: this copy must record nothing more
@@ -79,8 +87,9 @@ class TurnLoop:
                 await emit(event)
         return result
 
-    async def _drive(self, chat: Chat, emit: Emit | None) -> None:
+    async def _drive(self, chat: Chat, since: int, emit: Emit | None) -> None:
         rounds = 0
+        streamed = since  # messages before this index were streamed already, or never will be
         while True:
             runnable = hold_for_approval(chat, self.agent, chat.runnable_calls(), now())
             if runnable:
@@ -91,6 +100,7 @@ class TurnLoop:
             if not chat.needs_model():
                 chat.finish_turn("stop")
                 return
+            streamed = await _stream_tool_message(chat, streamed, emit)
             reply = await self._generate(chat, emit)
             if reply is None:
                 return
@@ -143,7 +153,8 @@ class TurnLoop:
             await self.commit(chat)  # write-ahead: the request is durable before the tool acts
         await _announce(calls, emit)  # after that commit: a lost race streams nothing
         outcomes = await self._heartbeating(
-            chat, asyncio.gather(*(_traced_tool(self.tracer, chat, self.agent, c) for c in calls))
+            chat, asyncio.gather(*(
+                _traced_tool(self.tracer, chat, self.agent, c, self.runner) for c in calls))
         )
         for call, (kind, value) in zip(calls, outcomes, strict=True):
             if kind == "completed":
@@ -189,6 +200,21 @@ class TurnLoop:
                 return  # another process retried the turn: this one's last commit will fail
 
 
+async def _stream_tool_message(chat: Chat, streamed: int, emit: Emit | None) -> int:
+    """Stream the tool message the model is about to see, as Genkit streams a `tool` chunk.
+
+    Genkit (js/ai/src/generate/action.ts, `generateHelper`) streams a round's tool message
+    before the next model call, and on a resume the rebuilt one (`resumedToolMessage`):
+    the responses the resume supplied, the restarted tools' outputs and the stashed ones.
+    Interlock sends it whole, annotated as `history` returns it, as a `tool_message` event.
+    """
+    messages = chat.state.messages
+    if emit is not None and len(messages) > streamed and messages[-1].role == "tool":
+        [message] = history(chat.state, len(messages) - 1)
+        await emit(StreamEvent(type="tool_message", data=message.wire()))
+    return len(messages)
+
+
 def _chunks(emit: Emit | None) -> Callable[[ModelChunk], Awaitable[None]] | None:
     if emit is None:
         return None
@@ -212,7 +238,7 @@ def _has_side_effects(agent: Agent, call: ToolCall) -> bool:
     return tool is not None and tool.side_effects
 
 
-def _context(chat: Chat, call: ToolCall) -> ToolContext:
+def _context(chat: Chat, call: ToolCall, runner: Any) -> ToolContext:
     return ToolContext(
         chat_id=str(chat.id),
         ref=call.ref,
@@ -222,20 +248,23 @@ def _context(chat: Chat, call: ToolCall) -> ToolContext:
         original_input=call.original_input,
         interrupt_metadata=call.interrupt,
         resume_metadata=call.resume_metadata,
+        tenant=chat.state.tenant,
+        actor=call.decided_by if call.decision is not None else chat.state.turn_by,
+        runner=runner,
     )
 
 
 async def _traced_tool(
-    tracer: Tracer | None, chat: Chat, agent: Agent, call: ToolCall
+    tracer: Tracer | None, chat: Chat, agent: Agent, call: ToolCall, runner: Any
 ) -> Outcome:
     """`_run_tool` in an `execute_tool` span: an interrupt is an event, not an error."""
     if tracer is None:
-        return await _run_tool(chat, agent, call)
+        return await _run_tool(chat, agent, call, runner)
     with tracer.span("execute_tool", f"execute_tool {call.name}", {
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
         "gen_ai.tool.call.id": call.ref,
     }) as run:
-        kind, value = await _run_tool(chat, agent, call)
+        kind, value = await _run_tool(chat, agent, call, runner)
         if kind == "interrupted":
             run.event("interlock.interrupt", {"interlock.interrupt.ref": call.ref})
         elif kind == "failed":
@@ -243,16 +272,17 @@ async def _traced_tool(
         return kind, value
 
 
-async def _run_tool(chat: Chat, agent: Agent, call: ToolCall) -> Outcome:
+async def _run_tool(chat: Chat, agent: Agent, call: ToolCall, runner: Any) -> Outcome:
     tool = agent.tool(call.name)
     if tool is None:
         return "failed", f"unknown tool {call.name!r}"
+    invocation = ToolInvocation(tool=tool, input=call.input, ctx=_context(chat, call, runner))
     try:
-        args = tool.validate_input(call.input)
-    except SchemaError as exc:
+        output = await call_through(agent.tool_middleware, invocation)
+    except ToolInputError as exc:
         return "failed", f"invalid input for {call.name}: {exc.errors}"
-    try:
-        raw = await tool(args, _context(chat, call))
+    except ToolOutputError as exc:
+        return "failed", f"{call.name} returned output that fails its schema: {exc.errors}"
     except ToolInterrupt as signal:
         if not tool.interrupts:
             return "failed", (
@@ -261,10 +291,6 @@ async def _run_tool(chat: Chat, agent: Agent, call: ToolCall) -> Outcome:
         return _recordable("interrupted", signal.metadata, f"{call.name}'s interrupt metadata")
     except Exception as exc:  # noqa: BLE001 - a tool's own failure is answered to the model
         return "failed", f"{type(exc).__name__}: {exc}"
-    try:
-        output = tool.validate_output(raw)
-    except SchemaError as exc:
-        return "failed", f"{call.name} returned output that fails its schema: {exc.errors}"
     return _recordable("completed", output, f"{call.name}'s output")
 
 

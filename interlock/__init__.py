@@ -7,6 +7,8 @@ from interlock.domain.agent import Agent
 from interlock.domain.approvals import Approval
 from interlock.domain.messages import Message, Part
 from interlock.domain.models import FunctionModel, ModelRequest, ModelResponse
+from interlock.domain.subagents import agent_tool
+from interlock.domain.tool_middleware import ToolInvocation, ToolNext
 from interlock.domain.tools import ToolContext, tool
 
 __all__ = [
@@ -18,5 +20,8 @@ __all__ = [
     "ModelResponse",
     "Part",
     "ToolContext",
+    "ToolInvocation",
+    "ToolNext",
+    "agent_tool",
     "tool",
 ]

@@ -176,7 +176,8 @@ class TurnResult:
 
 @dataclass(frozen=True)
 class StreamEvent:
-    """One Server-Sent Event: text, tool_request, tool_response, interrupt or turn_end."""
+    """One Server-Sent Event: text, tool_request, tool_response, tool_message, interrupt or
+    turn_end."""
 
     type: str
     data: dict[str, Any]

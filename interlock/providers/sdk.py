@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from interlock.domain.models import ChunkSink, ModelRequest, ModelResponse
 from interlock.providers.loops import PerLoop
 from interlock.providers.retry import Fault, RetryPolicy, always, call_with_retries
-from interlock.providers.wire import ChunkTap
+from interlock.providers.wire import ChunkTap, boxed_tools, from_provider, to_provider
 
 
 class Closable(Protocol):
@@ -34,11 +34,13 @@ class SdkModel(ABC, Generic[C]):
     async def generate(
         self, request: ModelRequest, on_chunk: ChunkSink | None = None
     ) -> ModelResponse:
-        params = self._params(request)
+        boxed = boxed_tools(request.tools)
+        params = self._params(to_provider(request, boxed))
         if on_chunk is None:
-            return await self._retrying(lambda: self._complete(params))
+            return from_provider(await self._retrying(lambda: self._complete(params)), boxed)
         tap = ChunkTap(on_chunk)
-        return await self._retrying(lambda: self._stream(params, tap), tap.untouched)
+        reply = await self._retrying(lambda: self._stream(params, tap), tap.untouched)
+        return from_provider(reply, boxed)
 
     @property
     def client(self) -> C:

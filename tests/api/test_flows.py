@@ -97,8 +97,13 @@ def test_streamed_send_and_resume(alice: Client, bob: Client) -> None:
     approve = interrupt.respond({"approved": True})
     resumed = list(bob.open_chat(chat.id).stream_resume(respond=[approve], idempotency_key="k"))
 
-    assert _kinds(resumed) == ["tool_request", "tool_response", "text", "turn_end"]
-    assert resumed[1].data["output"]["status"] == "done"
+    # Each tool message streams whole before the model's next output, as Genkit's `tool` chunk:
+    # first the one the resume rebuilt (the approval the client responded with), then the round's.
+    assert _kinds(resumed) == [
+        "tool_message", "tool_request", "tool_response", "tool_message", "text", "turn_end"]
+    assert resumed[0].data["metadata"] == {"resumed": True}
+    assert resumed[0].data["content"][0]["toolResponse"]["output"]["approved"] is True
+    assert resumed[2].data["output"]["status"] == "done"
     assert resumed[-1].data["finish_reason"] == "stop"
     assert chat.state()["status"] == "idle"
     replayed = list(bob.open_chat(chat.id).stream_resume(respond=[approve], idempotency_key="k"))

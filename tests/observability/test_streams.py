@@ -100,9 +100,10 @@ def test_a_stream_cut_mid_turn_and_resumed_loses_and_repeats_nothing(
 
     assert any(f.comment == "keep-alive" for f in after)  # comments while the tool held
     events = _events(before) + _events(after)
-    assert [e.type for e in events] == ["tool_request", "tool_response", "text", "turn_end"]
+    assert [e.type for e in events] == [
+        "tool_request", "tool_response", "tool_message", "text", "turn_end"]
     stream = (events[0].id or "").split(".")[0]
-    assert [e.id for e in events] == [f"{stream}.{i}" for i in range(4)]  # none lost, none twice
+    assert [e.id for e in events] == [f"{stream}.{i}" for i in range(5)]  # none lost, none twice
     assert events[-1].data == {**(events[-1].data or {}), "finish_reason": "stop"}
     messages = alice.get(f"/v1/chats/{chat_id}").json()["messages"]
     assert [m["role"] for m in messages].count("user") == 1  # the reconnect sent nothing new

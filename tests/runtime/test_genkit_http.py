@@ -77,3 +77,14 @@ def test_agents_send_and_resume_carry_the_new_fields(client: Client) -> None:
     outputs = [p["toolResponse"]["output"] for m in done.messages if m["role"] == "tool"
                for p in m["content"]]
     assert outputs[0] == "deployed {'ticket': 'OPS-7'}"
+    # History annotations over HTTP (js/ai/src/generate/resolve-tool-requests.ts): the model
+    # message of the paused call as the chat now reads it, and the resumed tool message.
+    assert paused.message is not None
+    assert paused.message["content"][0]["metadata"] == {"interrupt": "CONFIRM_ME"}
+    messages = chat.state()["messages"]
+    [resumed] = [m for m in messages if m["role"] == "tool"
+                 and m.get("metadata", {}).get("resumed") == {"ticket": "OPS-7"}]
+    [asked] = [m for m in messages if m["role"] == "model"
+               and any(p.get("toolRequest", {}).get("ref") == pending.ref for p in m["content"])]
+    assert asked["content"][0]["metadata"] == {"resolvedInterrupt": "CONFIRM_ME"}
+    assert resumed["content"][0]["toolResponse"]["ref"] == pending.ref

@@ -1,0 +1,120 @@
+"""Sub-agents: an agent used as a tool of another (`agent_tool`), in a chat of its own.
+
+Deliberate difference (docs/genkit.md): Genkit JS's prompt tools transfer the conversation
+itself (`transferPreamble`, js/ai/src/generate/resolve-tool-requests.ts); Interlock's
+sub-agent's steps are its own chat's events, linked to the parent, and its interrupts
+surface on the parent's call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from interlock.bootstrap import build_service
+from interlock.domain import (
+    Agent,
+    FunctionModel,
+    Interlock,
+    RespondEntry,
+    RestartEntry,
+    ToolContext,
+    agent_tool,
+    tool,
+)
+from interlock.domain.events import Responded
+from interlock.domain.integrity import Verifier
+from interlock.projections import open_read_models
+from interlock.projections.interface import InboxFilter
+from tests.kit import LookupInput, Script, call, run, say
+
+
+@tool(name="confirm", side_effects=False, interrupts=True)
+async def confirm(input: LookupInput, ctx: ToolContext) -> str:
+    ctx.interrupt({"sure": input.key})
+
+
+def services(store: str) -> tuple[Interlock, Script, Script]:
+    lead, helper = Script([call(("helper", {"message": "find x"}, "h1")), say("lead done")]), \
+        Script([call(("confirm", {"key": "x"}, "c1")), say("helper found x")])
+    agents = [
+        Agent(name="lead", system="", model=FunctionModel(lead),
+              tools=[agent_tool("helper", "Ask the helper")]),
+        Agent(name="helper", system="", model=FunctionModel(helper), tools=[confirm]),
+    ]
+    return build_service(store, agents), lead, helper
+
+
+def test_a_sub_agents_interrupt_surfaces_on_the_parent_and_is_resumed_there(store: str) -> None:
+    app, lead, _ = services(store)
+    parent = app.start_chat("lead", actor="alice")
+    paused = run(app.send(parent.id, "go", actor="alice"))
+
+    assert paused.finish_reason == "interrupted"
+    [pending] = paused.interrupts
+    sub = pending.metadata["subagent"]
+    assert (pending.ref, pending.name, sub["agent"]) == ("h1", "helper", "helper")
+    assert [(i["ref"], i["metadata"]) for i in sub["interrupts"]] == [("c1", {"sure": "x"})]
+    child = app.get_chat(UUID(sub["chat_id"]))
+    assert child.state.metadata == {"parent": {"chat_id": str(parent.id), "ref": "h1",
+                                               "agent": "helper"}}
+    assert (child.status, child.state.started_by, child.state.tenant) == (
+        "interrupted", "alice", "default")
+    views = open_read_models(app)
+    try:
+        views.wait(paused.position)
+        rows = views.inbox(InboxFilter(), limit=10).items
+        assert sorted((str(r.chat_id), r.ref) for r in rows) == sorted(
+            [(str(parent.id), "h1"), (str(child.id), "c1")])  # both pauses are in the inbox
+    finally:
+        views.close()
+
+    done = run(app.resume(parent.id, actor="bob", metadata={"ticket": 1}, restart=[RestartEntry(
+        ref="h1", name="helper", resumed_metadata={"respond": [
+            {"ref": "c1", "name": "confirm", "output": "yes"}]})]))
+
+    assert (done.finish_reason, done.text) == ("stop", "lead done")
+    answer = lead.requests[-1].messages[-1].content[0].tool_response
+    assert answer is not None and answer.output == "helper found x"
+    child = app.get_chat(child.id)
+    assert child.status == "idle"
+    [decision] = [e for e in app.chat_events(child.id) if isinstance(e, Responded)]
+    assert (decision.actor, decision.resume_metadata) == ("bob", {"ticket": 1})
+    assert Verifier(app.recorder, app.mapper, None).verify_all() == []
+
+
+def test_a_refused_sub_agent_decision_pauses_the_parent_again(sqlite_store: str) -> None:
+    app, _, helper = services(sqlite_store)
+    parent = app.start_chat("lead", actor="alice")
+    [pending] = run(app.send(parent.id, "go", actor="alice")).interrupts
+    child_id = UUID(pending.metadata["subagent"]["chat_id"])
+    version = app.get_chat(child_id).version
+
+    again = run(app.resume(parent.id, actor="bob", restart=[RestartEntry(
+        ref="h1", name="helper", resumed_metadata={"respond": [
+            {"ref": "nope", "name": "confirm", "output": "yes"}]})]))
+
+    assert again.finish_reason == "interrupted"
+    [pending] = again.interrupts
+    assert "nope" in pending.metadata["subagent"]["error"]
+    assert [i["ref"] for i in pending.metadata["subagent"]["interrupts"]] == ["c1"]
+    assert app.get_chat(child_id).version == version  # the sub-agent's chat is untouched
+    assert len(helper.requests) == 1
+
+
+def test_a_sub_agent_resumed_on_its_own_chat_is_picked_up_by_a_bare_restart(
+    sqlite_store: str,
+) -> None:
+    app, lead, _ = services(sqlite_store)
+    parent = app.start_chat("lead", actor="alice")
+    [pending] = run(app.send(parent.id, "go", actor="alice")).interrupts
+    child_id = UUID(pending.metadata["subagent"]["chat_id"])
+    run(app.resume(child_id, actor="bob", respond=[
+        RespondEntry(ref="c1", name="confirm", output="yes")]))
+
+    done = run(app.resume(parent.id, actor="bob",
+                          restart=[RestartEntry(ref="h1", name="helper")]))
+
+    assert done.text == "lead done"
+    output: Any = lead.requests[-1].messages[-1].content[0].tool_response
+    assert output.output == "helper found x"
