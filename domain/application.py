@@ -123,9 +123,11 @@ class Interlock(Application[UUID]):
         actor: str,
         tenant: str = "default",
         metadata: dict[str, Any] | None = None,
+        chat_id: UUID | None = None,
     ) -> Chat:
+        """A new chat; with `chat_id` (a server-made id), ConcurrencyError if it exists."""
         self.agent(agent)
-        chat = Chat.start(agent, actor=actor, tenant=tenant, metadata=metadata)
+        chat = Chat.start(agent, actor=actor, tenant=tenant, metadata=metadata, chat_id=chat_id)
         self.commit(chat)
         self.chats.give(chat)  # its first message need not load what was just written
         return chat

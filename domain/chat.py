@@ -97,11 +97,12 @@ class Chat:
 
     @classmethod
     def start(
-        cls, agent: str, *, actor: str, tenant: str, metadata: dict[str, Any] | None = None
+        cls, agent: str, *, actor: str, tenant: str, metadata: dict[str, Any] | None = None,
+        chat_id: UUID | None = None,
     ) -> Chat:
         check_json(metadata, "metadata")
         started = ev.ChatStarted(
-            originator_id=uuid4(),
+            originator_id=chat_id or uuid4(),
             originator_version=1,
             timestamp=ev.now(),
             agent=agent,

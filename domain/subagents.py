@@ -29,14 +29,16 @@ Interlock gives the sub-agent a chat of its own instead (docs/genkit.md).
 from __future__ import annotations
 
 from typing import Any, NoReturn
-from uuid import UUID
+from uuid import UUID, uuid5
 
 from pydantic import BaseModel, Field, ValidationError
 
 from interlock.domain.decisions import RespondEntry, RestartEntry
-from interlock.domain.errors import InterlockError
+from interlock.domain.errors import ConcurrencyError, InterlockError
 from interlock.domain.results import TurnResult
 from interlock.domain.tools import Tool, ToolContext
+
+_CHILDREN = UUID("6d1c2f4e-6c39-5b1e-9a3e-2f8f3c1b7a10")  # namespace of sub-agent chat ids
 
 
 class SubAgentInput(BaseModel):
@@ -56,11 +58,7 @@ def agent_tool(agent: str, description: str, *, name: str | None = None) -> Tool
         if runner is None:
             raise SubAgentError(f"{tool_name} runs only inside an Interlock service")
         if ctx.resumed is None:
-            child = runner.start_chat(
-                agent, actor=ctx.actor or "system", tenant=ctx.tenant or "default",
-                metadata={"parent": {"chat_id": ctx.chat_id, "ref": ctx.ref, "agent": agent}})
-            result = await runner.send(child.id, input.message, actor=ctx.actor or "system")
-            return _answer(ctx, agent, child.id, result)
+            return _answer(ctx, agent, *await _delegate(runner, ctx, agent, input.message))
         child_id = UUID(_subagent(ctx)["chat_id"])
         try:
             respond = [RespondEntry.model_validate(e) for e in ctx.resumed.get("respond", [])]
@@ -87,6 +85,30 @@ def agent_tool(agent: str, description: str, *, name: str | None = None) -> Tool
         side_effects=True,
         interrupts=True,
     )
+
+
+async def _delegate(
+    runner: Any, ctx: ToolContext, agent: str, message: str
+) -> tuple[UUID, TurnResult]:
+    """Start the sub-agent's chat and send it `message`; or, when this very call runs again
+    (a retried turn: same idempotency key), carry on with the chat it started then.
+
+    The child's id is derived from the call's idempotency key, so a retry finds the chat
+    instead of starting a second one (the store refuses a second ChatStarted for an id).
+    """
+    actor = ctx.actor or "system"
+    child_id = uuid5(_CHILDREN, ctx.idempotency_key)
+    try:
+        runner.start_chat(
+            agent, actor=actor, tenant=ctx.tenant or "default", chat_id=child_id,
+            metadata={"parent": {"chat_id": ctx.chat_id, "ref": ctx.ref, "agent": agent}})
+    except ConcurrencyError:
+        child = runner.get_chat(child_id)
+        if child.state.messages:  # it got the message before the parent's turn stopped
+            if child.state.status in ("running", "failed"):
+                return child_id, await runner.retry(child_id, actor=actor)
+            return child_id, _latest(runner, child_id)
+    return child_id, await runner.send(child_id, message, actor=actor)
 
 
 def _answer(ctx: ToolContext, agent: str, child_id: UUID, result: Any) -> str:

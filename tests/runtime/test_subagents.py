@@ -118,3 +118,30 @@ def test_a_sub_agent_resumed_on_its_own_chat_is_picked_up_by_a_bare_restart(
     assert done.text == "lead done"
     output: Any = lead.requests[-1].messages[-1].content[0].tool_response
     assert output.output == "helper found x"
+
+
+def test_a_retried_call_carries_on_with_the_sub_agent_chat_it_started(store: str) -> None:
+    """The parent's turn died after the sub-agent's chat was started (a crash, then a retry
+    of the same call): the call runs again with the same idempotency key and finds that chat
+    instead of starting a second one."""
+    from interlock.domain.subagents import SubAgentInput
+    from interlock.domain.tools import ToolInterrupt
+
+    app, _, _ = services(store)
+    parent = app.start_chat("lead", actor="alice")
+    helper_tool = app.agent("lead").tools[0]
+    ctx = ToolContext(chat_id=str(parent.id), ref="h1", attempt=1,
+                      idempotency_key=f"{parent.id}:h1:1", tenant="default", actor="alice",
+                      runner=app)
+    paused: list[Any] = []
+    for _ in range(2):  # the first run, then the retried turn's run of the same call
+        try:
+            run(helper_tool.fn(SubAgentInput(message="find x"), ctx))
+        except ToolInterrupt as interrupt:
+            paused.append(interrupt.metadata["subagent"])
+    first, again = paused
+    assert first["chat_id"] == again["chat_id"]  # one child chat, not two
+    assert [i["ref"] for i in again["interrupts"]] == ["c1"]
+    child = app.get_chat(UUID(first["chat_id"]))
+    assert [m.role for m in child.state.messages].count("user") == 1  # the message sent once
+    app.close()
