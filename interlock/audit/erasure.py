@@ -2,7 +2,8 @@
 
 Erasing a chat sets its key to NULL: its events stay, their personal fields can no
 longer be read by anyone. Keys are cached for `TTL` seconds, so another process stops
-reading an erased chat within that time. A chat gets its key with its first event: a
+reading an erased chat within that time (so views are rebuilt only after it: a running
+server's view runner would otherwise write back what it can still decrypt). A chat gets its key with its first event: a
 chat begun before protection was attached has none, and stays in plaintext (it cannot
 be erased by key, and `erase` says so).
 """
@@ -31,7 +32,7 @@ from interlock.domain import Interlock
 from interlock.domain.errors import InvalidRequestError
 from interlock.domain.persistence import TamperedEventError
 
-TTL = 30.0
+TTL = 5.0  # seconds: a DB read per active chat per TTL, the delay of an erasure
 CACHED = 4096  # chats whose key row is kept in memory (least recently used go first)
 Row = tuple[bytes | None, str | None]  # key, erased_at
 
@@ -43,6 +44,7 @@ class KeyStore:
         self.backend = backend
         self._cache: OrderedDict[UUID, tuple[float, Row]] = OrderedDict()
         self._lock = threading.Lock()  # turns encrypt and decrypt from several I/O threads
+        self._ciphers: dict[bytes, AESGCM] = {}
 
     @classmethod
     def open(cls, app: Interlock) -> KeyStore:
@@ -59,7 +61,7 @@ class KeyStore:
             return None
         place = _place(chat_id, version, field)
         nonce = hmac.new(key, place, hashlib.sha256).digest()[:12]  # one per (chat, version, field)
-        sealed = AESGCM(key).encrypt(nonce, plaintext, place)
+        sealed = self._aead(key).encrypt(nonce, plaintext, place)
         return base64.urlsafe_b64encode(nonce + sealed).decode()
 
     def decrypt(self, chat_id: UUID, version: int, field: str, token: str) -> bytes | None:
@@ -68,7 +70,7 @@ class KeyStore:
             return None
         raw = base64.urlsafe_b64decode(token)
         try:
-            return AESGCM(key).decrypt(raw[:12], raw[12:], _place(chat_id, version, field))
+            return self._aead(key).decrypt(raw[:12], raw[12:], _place(chat_id, version, field))
         except InvalidTag:
             raise TamperedEventError(chat_id, version, f"{field} was not encrypted here") from None
 
@@ -83,6 +85,7 @@ class KeyStore:
                 " not exist), so it cannot be erased by destroying a key", chat_id=str(chat_id))
         when = datetime.now(UTC).isoformat()
         self.backend.erase(chat_id, when)
+        self._ciphers.pop(key, None)
         self._keep(chat_id, (None, when))
         return when
 
@@ -98,6 +101,14 @@ class KeyStore:
         row = row or (None, None)
         self._keep(chat_id, row)
         return row
+
+    def _aead(self, key: bytes) -> AESGCM:
+        aead = self._ciphers.get(key)
+        if aead is None:
+            if len(self._ciphers) > CACHED:
+                self._ciphers.clear()
+            aead = self._ciphers[key] = AESGCM(key)
+        return aead
 
     def _keep(self, chat_id: UUID, row: Row) -> None:
         with self._lock:
