@@ -3,9 +3,9 @@
 Erasing a chat sets its key to NULL: its events stay, their personal fields can no
 longer be read by anyone. Keys are cached for `TTL` seconds, so another process stops
 reading an erased chat within that time (so views are rebuilt only after it: a running
-server's view runner would otherwise write back what it can still decrypt). A chat gets its key with its first event: a
-chat begun before protection was attached has none, and stays in plaintext (it cannot
-be erased by key, and `erase` says so).
+server's view runner would otherwise write back what it can still decrypt). A chat
+gets its key with its first event: a chat begun before protection was attached has
+none, and stays in plaintext (it cannot be erased by key, and `erase` says so).
 """
 
 from __future__ import annotations
