@@ -13,13 +13,14 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from interlock.domain.canonical import jcs
 
 FORMAT = "interlock-checkpoint-1"
 Sign = Callable[[bytes], bytes]
 CheckSignature = Callable[[bytes, bytes], bool]
+S = TypeVar("S", bound="Signed")
 
 
 @dataclass(frozen=True)
@@ -47,27 +48,71 @@ def merkle_root(leaves: Sequence[bytes]) -> bytes:
 
 
 @dataclass(frozen=True)
-class Checkpoint:
-    """One signed checkpoint: the statement, its signature and the heads it commits to."""
+class Signed:
+    """A signed statement of a chained log (checkpoints, retention entries).
+
+    Each statement names its format, its key, its sequence number `seq` and the digest
+    of the statement before it (`prev`), and is signed over its JCS form.
+    """
 
     statement: dict[str, Any]
     signature: str
-    heads: tuple[Head, ...]
 
     @property
     def seq(self) -> int:
         return int(self.statement["seq"])
 
-    @property
-    def position(self) -> int:
-        return int(self.statement["position"])
-
     def statement_bytes(self) -> bytes:
         return jcs(self.statement).encode()
 
     def digest(self) -> str:
-        """What the next checkpoint names as `prev`."""
+        """What the next statement names as `prev`."""
         return hashlib.sha256(self.statement_bytes()).hexdigest()
+
+
+def chained(prev: Signed | None) -> dict[str, Any]:
+    """The `seq` and `prev` of the statement after `prev` (the first if None)."""
+    return {"seq": prev.seq + 1, "prev": prev.digest()} if prev else {"seq": 1, "prev": ""}
+
+
+def check_chained(log: Sequence[S], *, fmt: str, noun: str, key_id: str,
+                  check: CheckSignature, sound: Callable[[S], str | None]) -> str | None:
+    """Why a signed log (oldest first) is not authentic, contiguous and `sound`, or None."""
+    prev: S | None = None
+    for item in log:
+        problem = _check_signed(item, prev, fmt, noun, key_id, check) or sound(item)
+        if problem is not None:
+            return f"{noun} {item.statement.get('seq')}: {problem}"
+        prev = item
+    return None
+
+
+def _check_signed(item: Signed, prev: Signed | None, fmt: str, noun: str, key_id: str,
+                  check: CheckSignature) -> str | None:
+    s = item.statement
+    if s.get("format") != fmt or s.get("key_id") != key_id:
+        return f"not signed by key {key_id}"
+    try:
+        signature = bytes.fromhex(item.signature)
+    except ValueError:
+        return "malformed signature"
+    if not check(item.statement_bytes(), signature):
+        return "signature does not verify (forged or edited)"
+    if (s.get("seq"), s.get("prev")) != tuple(chained(prev).values()):
+        noun = noun.split()[-1]  # "retention entry" -> "entry"
+        return f"does not follow the previous {noun} (one is missing or reordered)"
+    return None
+
+
+@dataclass(frozen=True)
+class Checkpoint(Signed):
+    """One signed checkpoint: the statement, its signature and the heads it commits to."""
+
+    heads: tuple[Head, ...]
+
+    @property
+    def position(self) -> int:
+        return int(self.statement["position"])
 
     def to_json(self) -> bytes:
         heads = [[h.chat_id, h.version, h.link] for h in self.heads]
@@ -91,8 +136,7 @@ def make_checkpoint(heads: tuple[Head, ...], *, prev: Checkpoint | None, positio
     """Sign the next checkpoint over `heads` (sorted by chat id)."""
     statement = {
         "format": FORMAT,
-        "seq": prev.seq + 1 if prev else 1,
-        "prev": prev.digest() if prev else "",
+        **chained(prev),
         "created_at": created_at,
         "position": position,
         "chats": len(heads),
@@ -107,29 +151,11 @@ def make_checkpoint(heads: tuple[Head, ...], *, prev: Checkpoint | None, positio
 def check_sequence(checkpoints: Sequence[Checkpoint], key_id: str,
                    check: CheckSignature) -> str | None:
     """Why a run of checkpoints (oldest first) is not authentic and contiguous, or None."""
-    prev: Checkpoint | None = None
-    for cp in checkpoints:
-        problem = _check_one(cp, prev, key_id, check)
-        if problem is not None:
-            return f"checkpoint {cp.statement.get('seq')}: {problem}"
-        prev = cp
-    return None
+    return check_chained(checkpoints, fmt=FORMAT, noun="checkpoint", key_id=key_id,
+                         check=check, sound=_root_matches)
 
 
-def _check_one(cp: Checkpoint, prev: Checkpoint | None, key_id: str,
-               check: CheckSignature) -> str | None:
-    s = cp.statement
-    if s.get("format") != FORMAT or s.get("key_id") != key_id:
-        return f"not signed by key {key_id}"
-    try:
-        signature = bytes.fromhex(cp.signature)
-    except ValueError:
-        return "malformed signature"
-    if not check(cp.statement_bytes(), signature):
-        return "signature does not verify (forged or edited)"
-    if s.get("root") != merkle_root([h.leaf() for h in cp.heads]).hex():
+def _root_matches(cp: Checkpoint) -> str | None:
+    if cp.statement.get("root") != merkle_root([h.leaf() for h in cp.heads]).hex():
         return "its list of heads does not match its signed root"
-    expected = (prev.seq + 1, prev.digest()) if prev else (1, "")
-    if (s.get("seq"), s.get("prev")) != expected:
-        return "does not follow the previous checkpoint (one is missing or reordered)"
     return None

@@ -28,16 +28,20 @@ PERSONAL: dict[str, dict[str, Any]] = {
     "interlock:ToolCompleted": {"output": None},
     "interlock:ToolFailed": {"error": ERASED},
     "interlock:Interrupted": {"metadata": None},
-    "interlock:Responded": {"output": None, "metadata": None},
+    "interlock:Responded": {"output": None, "metadata": None, "resume_metadata": None},
     "interlock:Restarted": {"resumed_metadata": None, "original_input": None,
-                            "replace_input": None},
+                            "replace_input": None, "resume_metadata": None},
+    "interlock:TurnFinished": {"error": None},
+    "interlock:ApprovalVoted": {"edited_input": None, "reason": None, "resume_metadata": None},
+    "interlock:InterruptWithdrawn": {"reason": ERASED},
 }
 
 
 class FieldCipher(Protocol):
     """Encrypts a chat's personal fields under that chat's key; None once erased."""
 
-    def encrypt(self, chat_id: UUID, version: int, field: str, plaintext: bytes) -> str: ...
+    def encrypt(self, chat_id: UUID, version: int, field: str, plaintext: bytes) -> str | None:
+        """The field's token, or None when the chat is kept in plaintext (begun unprotected)."""
 
     def decrypt(self, chat_id: UUID, version: int, field: str, token: str) -> bytes | None: ...
 
@@ -48,14 +52,19 @@ class PersonalDataLockedError(InternalError):
 
 
 def seal_fields(data: dict[str, Any], topic: str, cipher: FieldCipher) -> bool:
-    """Encrypt `data`'s personal fields in place; whether there were any."""
+    """Encrypt `data`'s personal fields in place; whether it did (not for a plaintext chat)."""
     fields = PERSONAL.get(topic)
     if not fields:
         return False
     chat_id, version = UUID(str(data["originator_id"])), int(data["originator_version"])
+    sealed = {}
     for name in fields:
         plaintext = json.dumps(data.get(name), ensure_ascii=False, separators=(",", ":"))
-        data[name] = {FIELD: cipher.encrypt(chat_id, version, name, plaintext.encode())}
+        token = cipher.encrypt(chat_id, version, name, plaintext.encode())
+        if token is None:
+            return False  # the chat began before protection: it stays as it was
+        sealed[name] = {FIELD: token}
+    data.update(sealed)
     data[MARKER] = 1
     return True
 

@@ -18,22 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification, StoredEvent
+from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 from eventsourcing.utils import TopicError, resolve_topic
 
 from interlock.domain.canonical import canonical_json
-from interlock.domain.chain import (
-    CHAIN_V1,
-    TOPIC,
-    Record,
-    check_v2,
-    link_value,
-    split_v2,
-)
+from interlock.domain.chain import CHAIN_V1, TOPIC, Record, Seals, check_stored_v2
 from interlock.domain.keys import Keyring
 
-_PAGE = 2000
+_PAGE = 5000
 Decode = Callable[[bytes], bytes]
+Row = tuple[int, str, int, str, bytes]  # position, chat id (canonical text), version, topic, JSON
+Rows = Callable[[int, int], Sequence[Row]]  # the rows after a position, at most a limit
 
 
 @dataclass(frozen=True)
@@ -50,47 +45,41 @@ class _Chain:
     """Verification state of one chat: where its chain has got to."""
 
     chat_id: str
-    tip: str | None = None
+    link: str = ""  # the last verified event's link (what the next one chains to)
     version: int = 0
     format: int = 1
     broken: ChainBreak | None = None
     mark: int | None = None  # a version whose link a checkpoint names
     marked: str | None = field(default=None)
 
-    def check(self, stored: StoredEvent, keys: Keyring | None, decode: Decode) -> None:
+    def check(self, version: int, topic: str, state: bytes, seals: Seals | None) -> None:
+        """Verify the chat's next stored event (`state`: its decoded JSON bytes)."""
         if self.broken is not None:
             return
         expected = self.version + 1
-        if stored.originator_version != expected:
-            self._break(expected, f"version {expected} missing (found {stored.originator_version})")
+        if version != expected:
+            self._break(expected, f"version {expected} missing (found {version})")
             return
-        record = Record(stored.originator_id, expected, stored.topic, decode(stored.state))
-        chain, problem = self._verify(record, keys)
+        found = check_stored_v2(seals, self.link, self.chat_id, expected, topic, state)
+        if found is not None:
+            self.format = 2
+            chain, problem = found
+            link = chain[-129:-65]  # "2:kid:<hash>:<seal>": the hash is the link
+        elif self.format == 2:
+            chain, problem = None, "format 1 event after format 2 (downgrade)"
+        else:
+            record = Record(self.chat_id, expected, topic, state)
+            chain, problem = check_v1(seals.keys if seals else None, self.link or None, record)
+            link = chain or ""
         if problem is not None or chain is None:
             self._break(expected, problem or "no chain")
             return
-        self.tip, self.version = chain, expected
+        self.link, self.version = link, expected
         if expected == self.mark:
-            self.marked = link_value(chain)
-
-    def _verify(self, record: Record, keys: Keyring | None) -> tuple[str | None, str | None]:
-        split = split_v2(record.state)
-        if split is not None:
-            body, chain = split
-            self.format = 2
-            prev = link_value(self.tip)
-            return chain, check_v2(keys, prev, Record(record.chat_id, record.version,
-                                                      record.topic, body), chain)
-        if self.format == 2:
-            return None, "format 1 event after format 2 (downgrade)"
-        return check_v1(keys, self.tip, record)
+            self.marked = link
 
     def _break(self, version: int, reason: str) -> None:
         self.broken = ChainBreak(self.chat_id, version, reason)
-
-    @property
-    def link(self) -> str:
-        return link_value(self.tip)
 
 
 def check_v1(keys: Keyring | None, prev: str | None,
@@ -148,14 +137,29 @@ def decoder(mapper: Mapper[Any]) -> Callable[[bytes], bytes]:
     return decode
 
 
+def library_rows(recorder: ApplicationRecorder) -> Rows:
+    """Pages of the log through the recorder API (any store; the fast readers are faster)."""
+    def rows(after: int, limit: int) -> Sequence[Row]:
+        return [(n.id, str(n.originator_id), n.originator_version, n.topic, n.state)
+                for n in recorder.select_notifications(after, limit, inclusive_of_start=False)]
+    return rows
+
+
 class Verifier:
-    """Checks chats' chains, reading through the recorder API; `keys=None` checks hashes only."""
+    """Checks chats' chains; `keys=None` checks hashes only.
+
+    `rows` reads the log page by page (interlock/audit/reading.py has fast readers for
+    PostgreSQL and SQLite); by default it goes through the recorder API.
+    """
 
     def __init__(self, recorder: ApplicationRecorder, mapper: Mapper[Any],
-                 keys: Keyring | None) -> None:
+                 keys: Keyring | None, rows: Rows | None = None) -> None:
         self.recorder = recorder
-        self.decode = decoder(mapper)
+        self.decode: Decode | None = decoder(mapper) if mapper.cipher or mapper.compressor \
+            else None
         self.keys = keys
+        self.seals = Seals(keys) if keys is not None else None
+        self.rows = rows or library_rows(recorder)
         self.checked = 0
         self.position = 0
         self.chains: dict[str, _Chain] = {}
@@ -164,7 +168,8 @@ class Verifier:
         """The first broken version of one chat, or None when it verifies."""
         chain = self.chains[str(chat_id)] = _Chain(str(chat_id), mark=mark)
         for stored in self.recorder.select_events(chat_id):
-            chain.check(stored, self.keys, self.decode)
+            state = self.decode(stored.state) if self.decode else stored.state
+            chain.check(stored.originator_version, stored.topic, state, self.seals)
             self.checked += 1
         if chain.version == 0 and chain.broken is None:
             return ChainBreak(str(chat_id), 0, "no such chat: no events are stored under this id")
@@ -178,18 +183,22 @@ class Verifier:
                      marks: dict[str, int] | None = None) -> list[ChainBreak]:
         """The events after `position`, continuing chains from trusted `heads`."""
         marks = marks or {}
-        chains = self.chains
+        chains, seals, decode = self.chains, self.seals, self.decode
         for chat_id, (version, link) in heads.items():
-            chains[chat_id] = _Chain(chat_id, tip=link, version=version, mark=marks.get(chat_id))
+            chains[chat_id] = _Chain(chat_id, link=link, version=version, mark=marks.get(chat_id))
         self.position = position
-        for stored in self.notifications(position):
-            key = str(stored.originator_id)
-            chain = chains.get(key)
-            if chain is None:
-                chain = chains[key] = _Chain(key, mark=marks.get(key))
-            chain.check(stored, self.keys, self.decode)
-            self.checked += 1
-            self.position = stored.id
+        while True:
+            page = self.rows(self.position, _PAGE)
+            for _, chat_id, version, topic, state in page:
+                chain = chains.get(chat_id)
+                if chain is None:
+                    chain = chains[chat_id] = _Chain(chat_id, mark=marks.get(chat_id))
+                chain.check(version, topic, decode(state) if decode else state, seals)
+            self.checked += len(page)
+            if page:
+                self.position = page[-1][0]
+            if len(page) < _PAGE:
+                break
         return [c.broken for c in chains.values() if c.broken is not None]
 
     def heads(self) -> dict[str, tuple[int, str]]:

@@ -51,18 +51,31 @@ class PydanticMapper(Mapper[UUID]):
 
     personal: FieldCipher | None = None  # set by Interlock.protect_personal_data
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Encrypted bodies the sealer made, kept until the event is stored (same bytes, once)
+        self._sealed: dict[tuple[UUID, int], tuple[Any, bytes]] = {}
+
     def event_body(self, event: Any) -> bytes:
         """The sealed bytes: personal fields encrypted when a key store is attached."""
         if self.personal is None or event.TOPIC not in PERSONAL:
             return event_body(event)
+        kept = self._sealed.get(_place(event))
+        if kept is not None and _copy_of(event, kept[0]):
+            return kept[1]
         data = event.model_dump(mode="json", exclude={"chain"})
         if type(event).class_version > 1:
             data["class_version"] = type(event).class_version
         seal_fields(data, event.TOPIC, self.personal)  # deterministic: sealer and mapper agree
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        body = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        if len(self._sealed) > 4096:  # events sealed but never stored (a failed commit)
+            self._sealed.clear()
+        self._sealed[_place(event)] = (event, body)
+        return body
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         body = self.event_body(domain_event)
+        self._sealed.pop(_place(domain_event), None)
         chain = getattr(domain_event, "chain", None)
         state = with_chain(body, chain) if chain is not None else body
         if self.compressor:
@@ -91,6 +104,17 @@ class PydanticMapper(Mapper[UUID]):
             stored_event.originator_id, stored_event.originator_version):
             raise _refused(stored_event, "its JSON names another chat or version")
         return event
+
+
+def _place(event: Any) -> tuple[UUID, int]:
+    return event.originator_id, event.originator_version
+
+
+def _copy_of(event: Any, sealed: Any) -> bool:
+    """Whether `event` is `sealed` with its chain set (chat.seal copies): the same objects."""
+    mine, theirs = event.__dict__, sealed.__dict__
+    return type(event) is type(sealed) and mine.keys() == theirs.keys() and all(
+        value is theirs[name] for name, value in mine.items() if name != "chain")
 
 
 def _event_class(stored: StoredEvent) -> Any:

@@ -8,7 +8,6 @@ name, so a lawful removal is told apart from a deletion. docs/audit.md has the f
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from interlock.domain.canonical import jcs
-from interlock.domain.checkpoints import CheckSignature, Sign
+from interlock.domain.checkpoints import CheckSignature, Sign, Signed, chained, check_chained
 from interlock.domain.errors import InvalidRequestError
 
 FORMAT = "interlock-retention-1"
@@ -99,18 +98,8 @@ class Removal:
 
 
 @dataclass(frozen=True)
-class Entry:
+class Entry(Signed):
     """One signed retention log entry."""
-
-    statement: dict[str, Any]
-    signature: str
-
-    @property
-    def seq(self) -> int:
-        return int(self.statement["seq"])
-
-    def digest(self) -> str:
-        return hashlib.sha256(jcs(self.statement).encode()).hexdigest()
 
     def removals(self) -> list[Removal]:
         return [Removal(*r) for r in self.statement["removed"]]
@@ -127,8 +116,7 @@ class Entry:
 def make_entry(removed: Sequence[Removal], *, prev: Entry | None, policy: Policy, at: str,
                key_id: str, sign: Sign) -> Entry:
     statement = {
-        "format": FORMAT, "seq": prev.seq + 1 if prev else 1,
-        "prev": prev.digest() if prev else "", "at": at, "key_id": key_id,
+        "format": FORMAT, **chained(prev), "at": at, "key_id": key_id,
         "policy": policy.to_json(),
         "removed": [[r.chat_id, r.tenant, r.version, r.link, r.last_activity]
                     for r in sorted(removed, key=lambda r: r.chat_id)],
@@ -138,28 +126,12 @@ def make_entry(removed: Sequence[Removal], *, prev: Entry | None, policy: Policy
 
 def check_entries(entries: Sequence[Entry], key_id: str, check: CheckSignature) -> str | None:
     """Why the retention log is not authentic, contiguous and within its policies, or None."""
-    prev: Entry | None = None
-    for entry in entries:
-        problem = _check_entry(entry, prev, key_id, check)
-        if problem is not None:
-            return f"retention entry {entry.statement.get('seq')}: {problem}"
-        prev = entry
-    return None
+    return check_chained(entries, fmt=FORMAT, noun="retention entry", key_id=key_id,
+                         check=check, sound=_within_policy)
 
 
-def _check_entry(entry: Entry, prev: Entry | None, key_id: str,
-                 check: CheckSignature) -> str | None:
+def _within_policy(entry: Entry) -> str | None:
     s = entry.statement
-    if s.get("format") != FORMAT or s.get("key_id") != key_id:
-        return f"not signed by key {key_id}"
-    try:
-        good = check(jcs(s).encode(), bytes.fromhex(entry.signature))
-    except ValueError:
-        good = False
-    if not good:
-        return "signature does not verify (forged or edited)"
-    if (s.get("seq"), s.get("prev")) != ((prev.seq + 1, prev.digest()) if prev else (1, "")):
-        return "does not follow the previous entry (one is missing or reordered)"
     policy, at = Policy.parse(s["policy"]), datetime.fromisoformat(s["at"])
     for r in entry.removals():
         rule = policy.rule(r.tenant)

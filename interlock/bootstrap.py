@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig, is_loopback, load_auth
+from interlock.audit.erasure import KeyStore
 from interlock.domain import Agent, Interlock
 from interlock.domain.errors import ConfigurationError
 from interlock.domain.keys import Keyring
@@ -40,10 +41,16 @@ def build_service(
 
 
 def service_from(settings: Settings, *, with_agents: bool = True) -> Interlock:
-    """The service `settings` describe; without agents for tools that only read the log."""
+    """The service `settings` describe; without agents for tools that only read the log.
+
+    Personal data is stored encrypted under a key per chat, so that it can be erased
+    (docs/audit.md, "Erasure"); every process reading the store needs the key store.
+    """
     agents = load_agents(settings.agents) if with_agents else []
-    return build_service(settings.store, agents, secret=settings.keyring(),
-                         resolve_model=model_resolver())
+    service = build_service(settings.store, agents, secret=settings.keyring(),
+                            resolve_model=model_resolver())
+    service.protect_personal_data(KeyStore.open(service))
+    return service
 
 
 def auth_from(settings: Settings) -> AuthConfig:

@@ -2,7 +2,10 @@
 
 Erasing a chat sets its key to NULL: its events stay, their personal fields can no
 longer be read by anyone. Keys are cached for `TTL` seconds, so another process stops
-reading an erased chat within that time.
+reading an erased chat within that time (so views are rebuilt only after it: a running
+server's view runner would otherwise write back what it can still decrypt). A chat
+gets its key with its first event: a chat begun before protection was attached has
+none, and stays in plaintext (it cannot be erased by key, and `erase` says so).
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ import base64
 import hashlib
 import hmac
 import os
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -27,7 +32,8 @@ from interlock.domain import Interlock
 from interlock.domain.errors import InvalidRequestError
 from interlock.domain.persistence import TamperedEventError
 
-TTL = 30.0
+TTL = 5.0  # seconds: a DB read per active chat per TTL, the delay of an erasure
+CACHED = 4096  # chats whose key row is kept in memory (least recently used go first)
 Row = tuple[bytes | None, str | None]  # key, erased_at
 
 
@@ -36,20 +42,26 @@ class KeyStore:
 
     def __init__(self, backend: _Backend) -> None:
         self.backend = backend
-        self._cache: dict[UUID, tuple[float, Row]] = {}
+        self._cache: OrderedDict[UUID, tuple[float, Row]] = OrderedDict()
+        self._lock = threading.Lock()  # turns encrypt and decrypt from several I/O threads
+        self._ciphers: dict[bytes, AESGCM] = {}
 
     @classmethod
     def open(cls, app: Interlock) -> KeyStore:
         """The key store beside the app's events (its table is created if missing)."""
         return cls(_backend(app))
 
-    def encrypt(self, chat_id: UUID, version: int, field: str, plaintext: bytes) -> str:
-        key, _ = self._row(chat_id, create=True)
+    def encrypt(self, chat_id: UUID, version: int, field: str, plaintext: bytes) -> str | None:
+        """The field's token; None for a chat begun in plaintext (before protection)."""
+        key, erased_at = self._row(chat_id, create=version == 1)
+        if erased_at is not None:
+            raise InvalidRequestError(f"chat {chat_id} was erased: nothing more can be written",
+                                      chat_id=str(chat_id))
         if key is None:
-            raise InvalidRequestError(f"chat {chat_id} was erased: nothing more can be written")
+            return None
         place = _place(chat_id, version, field)
         nonce = hmac.new(key, place, hashlib.sha256).digest()[:12]  # one per (chat, version, field)
-        sealed = AESGCM(key).encrypt(nonce, plaintext, place)
+        sealed = self._aead(key).encrypt(nonce, plaintext, place)
         return base64.urlsafe_b64encode(nonce + sealed).decode()
 
     def decrypt(self, chat_id: UUID, version: int, field: str, token: str) -> bytes | None:
@@ -58,7 +70,7 @@ class KeyStore:
             return None
         raw = base64.urlsafe_b64decode(token)
         try:
-            return AESGCM(key).decrypt(raw[:12], raw[12:], _place(chat_id, version, field))
+            return self._aead(key).decrypt(raw[:12], raw[12:], _place(chat_id, version, field))
         except InvalidTag:
             raise TamperedEventError(chat_id, version, f"{field} was not encrypted here") from None
 
@@ -73,23 +85,37 @@ class KeyStore:
                 " not exist), so it cannot be erased by destroying a key", chat_id=str(chat_id))
         when = datetime.now(UTC).isoformat()
         self.backend.erase(chat_id, when)
-        self._cache[chat_id] = (time.monotonic(), (None, when))
+        self._ciphers.pop(key, None)
+        self._keep(chat_id, (None, when))
         return when
 
     def erased_at(self, chat_id: UUID) -> str | None:
         return self._row(chat_id, fresh=True)[1]
 
     def _row(self, chat_id: UUID, *, create: bool = False, fresh: bool = False) -> Row:
-        cached = self._cache.get(chat_id)
+        with self._lock:
+            cached = self._cache.get(chat_id)
         if cached is not None and not fresh and time.monotonic() - cached[0] < TTL:
             return cached[1]
-        row = self.backend.get(chat_id)
-        if row is None and create:
-            self.backend.add(chat_id, os.urandom(32))
-            row = self.backend.get(chat_id)
+        row = self.backend.add(chat_id, os.urandom(32)) if create else self.backend.get(chat_id)
         row = row or (None, None)
-        self._cache[chat_id] = (time.monotonic(), row)
+        self._keep(chat_id, row)
         return row
+
+    def _aead(self, key: bytes) -> AESGCM:
+        aead = self._ciphers.get(key)
+        if aead is None:
+            if len(self._ciphers) > CACHED:
+                self._ciphers.clear()
+            aead = self._ciphers[key] = AESGCM(key)
+        return aead
+
+    def _keep(self, chat_id: UUID, row: Row) -> None:
+        with self._lock:
+            self._cache[chat_id] = (time.monotonic(), row)
+            self._cache.move_to_end(chat_id)
+            while len(self._cache) > CACHED:
+                self._cache.popitem(last=False)
 
 
 def _place(chat_id: UUID, version: int, field: str) -> bytes:
@@ -102,7 +128,8 @@ class _Backend:
     def get(self, chat_id: UUID) -> Row | None:
         raise NotImplementedError
 
-    def add(self, chat_id: UUID, key: bytes) -> None:
+    def add(self, chat_id: UUID, key: bytes) -> Row:
+        """Give the chat `key` unless it has a row already; the row it has now."""
         raise NotImplementedError
 
     def erase(self, chat_id: UUID, when: str) -> None:
@@ -116,8 +143,8 @@ class _Memory(_Backend):
     def get(self, chat_id: UUID) -> Row | None:
         return self.rows.get(chat_id)
 
-    def add(self, chat_id: UUID, key: bytes) -> None:
-        self.rows.setdefault(chat_id, (key, None))
+    def add(self, chat_id: UUID, key: bytes) -> Row:
+        return self.rows.setdefault(chat_id, (key, None))
 
     def erase(self, chat_id: UUID, when: str) -> None:
         self.rows[chat_id] = (None, when)
@@ -133,21 +160,31 @@ class _Sql(_Backend):
         self.run(self.sql["create"], ())
 
     def get(self, chat_id: UUID) -> Row | None:
-        rows = self.run(self.sql["get"], (self.key_of(chat_id),))
-        return (bytes(rows[0][0]) if rows[0][0] is not None else None, rows[0][1]) if rows else None
+        return _first(self.run(self.sql["get"], (self.key_of(chat_id),)))
 
-    def add(self, chat_id: UUID, key: bytes) -> None:
-        self.run(self.sql["add"], (self.key_of(chat_id), key))
+    def add(self, chat_id: UUID, key: bytes) -> Row:
+        # One round trip: the conflict clause touches nothing and returns the existing row.
+        row = _first(self.run(self.sql["add"], (self.key_of(chat_id), key)))
+        assert row is not None, "INSERT ... RETURNING returns the row"
+        return row
 
     def erase(self, chat_id: UUID, when: str) -> None:
         self.run(self.sql["erase"], (when, self.key_of(chat_id)))
+
+
+def _first(rows: list[Any]) -> Row | None:
+    if not rows:
+        return None
+    key, erased_at = rows[0]
+    return (bytes(key) if key is not None else None, erased_at)
 
 
 _STATEMENTS = {
     "create": "CREATE TABLE IF NOT EXISTS {t} (chat_id TEXT PRIMARY KEY, key {blob}, "
               "erased_at TEXT)",
     "get": "SELECT key, erased_at FROM {t} WHERE chat_id = ?",
-    "add": "INSERT INTO {t} (chat_id, key) VALUES (?, ?) ON CONFLICT (chat_id) DO NOTHING",
+    "add": "INSERT INTO {t} (chat_id, key) VALUES (?, ?) ON CONFLICT (chat_id) DO UPDATE "
+           "SET chat_id = excluded.chat_id RETURNING key, erased_at",
     "erase": "UPDATE {t} SET key = NULL, erased_at = ? WHERE chat_id = ?",
 }
 
@@ -166,6 +203,9 @@ def _backend(app: Interlock) -> _Backend:
 
         def run_pg(statement: Any, params: tuple[Any, ...]) -> list[Any]:
             with datastore.transaction(commit=True) as curs:
+                if not params:  # CREATE TABLE IF NOT EXISTS races with itself across workers
+                    curs.execute(SQL("SELECT pg_advisory_xact_lock(hashtext(%s))"),
+                                 (f"{datastore.schema}.interlock_erasure_keys",))
                 curs.execute(statement, params)
                 return [tuple(r.values()) for r in curs.fetchall()] if curs.description else []
         return _Sql(run_pg, table, _STATEMENTS, str)

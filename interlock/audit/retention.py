@@ -12,6 +12,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
+from interlock.audit import reading
 from interlock.audit.signing import Signer
 from interlock.domain import Interlock
 from interlock.domain.checkpoint_log import (
@@ -39,7 +40,7 @@ def chat_facts(app: Interlock) -> dict[str, tuple[str, datetime]]:
 
 def expired(app: Interlock, policy: Policy, now: datetime) -> list[Removal]:
     """The chats the policy removes now; every chain must verify first."""
-    verifier = Verifier(app.recorder, app.mapper, app.sealer.keys)
+    verifier = reading.verifier(app, app.sealer.keys)
     breaks = verifier.verify_all()
     if breaks:
         raise ChainsBrokenError(breaks)
@@ -71,7 +72,7 @@ def enforce(app: Interlock, policy: Policy, signer: Signer, now: Callable[[], da
 def checkpoint(app: Interlock, signer: Signer, entries: list[Entry],
                now: Callable[[], datetime]) -> None:
     take_checkpoint(CheckpointLog(app.factory.aggregate_recorder("checkpoints")),
-                    Verifier(app.recorder, app.mapper, app.sealer.keys), key_id=signer.key_id,
+                    reading.verifier(app, app.sealer.keys), key_id=signer.key_id,
                     sign=signer.sign, now=lambda: now().isoformat(), retention=entries)
 
 

@@ -15,6 +15,7 @@ from uuid import UUID
 
 from eventsourcing.postgres import PostgresApplicationRecorder
 
+from interlock.audit import erasure
 from interlock.bootstrap import service_from
 from interlock.cli import audit_export, audit_trail
 from interlock.domain import Interlock
@@ -288,5 +289,10 @@ def _erase(args: argparse.Namespace) -> int:
         app.close()
     print(f"chat {args.chat_id}: personal data erased at {when}")
     if not args.no_rebuild:
+        # Other processes (a server's view runner) read with keys cached for up to TTL:
+        # a rebuild before they expire could be raced by one writing the plaintext back.
+        print(f"rebuilding the views in {erasure.TTL:g}s, once no process holds the key",
+              flush=True)
+        time.sleep(erasure.TTL + 0.5)
         _rebuild_views(args.store, "all")
     return 0

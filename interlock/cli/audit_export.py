@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from interlock.audit import reading
 from interlock.audit.signing import Signer
 from interlock.cli.audit_trail import checkpoint_log, plain_app, retention_log
 from interlock.domain import Interlock
@@ -59,7 +60,7 @@ def checkpoint_now(args: argparse.Namespace) -> tuple[Signer, Checkpoint]:
     app = plain_app(args.store)
     try:
         checkpoint = take_checkpoint(checkpoint_log(app),
-                                     Verifier(app.recorder, app.mapper, app.sealer.keys),
+                                     reading.verifier(app, app.sealer.keys),
                                      key_id=signer.key_id, sign=signer.sign, now=_now,
                                      retention=retention_log(app).all())
     finally:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from interlock.audit import retention
+from interlock.audit import reading, retention
 from interlock.audit.erasure import KeyStore
 from interlock.audit.signing import Signer, public_key
 from interlock.bootstrap import service_from
@@ -81,9 +81,7 @@ def plain_app(store: str) -> Interlock:
 
 def open_app(store: str) -> Interlock:
     """An application that can read (and erase) the store's protected personal data."""
-    app = plain_app(store)
-    app.protect_personal_data(KeyStore.open(app))
-    return app
+    return plain_app(store)  # service_from attaches the key store
 
 
 def keys_of(app: Interlock) -> KeyStore:
@@ -111,7 +109,7 @@ def verify(args: argparse.Namespace) -> int:
         if problem is not None:
             print(problem)
             return 1
-        verifier = Verifier(app.recorder, app.mapper, None if args.no_secret else app.sealer.keys)
+        verifier = reading.verifier(app, None if args.no_secret else app.sealer.keys)
         breaks = _breaks(args, verifier, latest, removed_chats(entries))
     finally:
         app.close()
@@ -204,7 +202,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
     try:
         log = checkpoint_log(app)
         while True:
-            verifier = Verifier(app.recorder, app.mapper, app.sealer.keys)
+            verifier = reading.verifier(app, app.sealer.keys)
             try:
                 cp = take_checkpoint(log, verifier, key_id=signer.key_id, sign=signer.sign,
                                      now=_now, retention=retention_log(app).all())

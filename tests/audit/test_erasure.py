@@ -14,7 +14,8 @@ from interlock.audit.erasure import KeyStore
 from interlock.bootstrap import build_service
 from interlock.cli.main import main
 from interlock.domain import Interlock, RespondEntry
-from interlock.domain.erasure import ERASED
+from interlock.domain.erasure import ERASED, PERSONAL
+from interlock.domain.events import ChatEvent
 from interlock.projections import open_views
 from tests.audit.test_checkpoints import keys  # noqa: F401 - the fixture
 from tests.audit.test_export import standalone
@@ -96,3 +97,41 @@ async def test_a_chat_stored_in_plaintext_cannot_be_erased_by_key(
     chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
     assert main(["audit", "erase", str(chat.id), "--store", store]) == 2
     assert "stored in plaintext" in capsys.readouterr().err
+
+
+async def test_a_chat_begun_in_plaintext_stays_so_once_protection_is_on(
+    app: Interlock, store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
+    reader = build_service(store, AGENTS)
+    reader.protect_personal_data(KeyStore.open(reader))
+    try:
+        await reader.send(chat.id, f"transfer $50 to {SECRET}", actor="alice")
+    finally:
+        reader.close()
+    stored = b"".join(s for _, s in EventsTable(store, chat.id).records().values())
+    assert SECRET.encode() in stored and b'"$personal"' not in stored  # no half-erasable chat
+    assert main(["audit", "erase", str(chat.id), "--store", store]) == 2
+    assert "stored in plaintext" in capsys.readouterr().err
+
+
+_NOT_PERSONAL = {"agent", "tenant", "actor", "ref", "name", "usage", "reason", "terms", "vote",
+                 "outcome", "expires_at", "fingerprint", "input_sha256", "replaced_input_sha256",
+                 "edited_input_sha256", "request_key", "request_sha256"}
+
+
+def test_every_event_field_that_can_hold_personal_data_is_erasable() -> None:
+    def kinds(cls: type[ChatEvent]) -> list[type[ChatEvent]]:
+        """Interlock's event classes (not those other tests define)."""
+        return [k for sub in cls.__subclasses__() for k in (sub, *kinds(sub))
+                if k.__module__.startswith("interlock.")]
+
+    def checked(cls: type[ChatEvent]) -> set[str]:
+        own = set(cls.model_fields) - set(ChatEvent.model_fields)
+        reason = cls.model_fields.get("reason")
+        free_text = reason is not None and reason.annotation in (str, str | None)
+        return own - _NOT_PERSONAL | ({"reason"} if free_text else set())  # not a Literal
+
+    missing = {(k.TOPIC, f) for k in kinds(ChatEvent) for f in checked(k)
+               if f not in PERSONAL.get(k.TOPIC, {})}
+    assert missing == set()

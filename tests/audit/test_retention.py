@@ -9,12 +9,15 @@ from uuid import UUID
 
 import pytest
 
+from interlock.audit import reading
+from interlock.audit.retention import delete_chats
+from interlock.audit.signing import Signer
 from interlock.cli.main import main
 from interlock.domain import Interlock
 from interlock.domain import events as ev
-from interlock.domain.checkpoint_log import RETENTION_ID
+from interlock.domain.checkpoint_log import RETENTION_ID, RetentionLog
 from interlock.domain.errors import ChatNotFoundError
-from interlock.domain.retention import Entry, Rule, months_before
+from interlock.domain.retention import Entry, Policy, Removal, Rule, make_entry, months_before
 from tests.audit.test_checkpoints import keys  # noqa: F401 - the fixture
 from tests.projections.tamper import EventsTable
 
@@ -103,3 +106,24 @@ def test_the_minimum_holds_at_the_boundary() -> None:
     assert rule.expired(datetime(2025, 3, 28, 11, 59, tzinfo=UTC), now)
     assert not Rule(keep_months=24, delete_after_years=2).expired(
         datetime(2024, 4, 1, tzinfo=UTC), now)
+
+
+async def test_a_signed_entry_that_removed_a_chat_its_policy_keeps_is_refused(
+    app: Interlock, store: str, keys: tuple[str, str], tmp_path: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Even whoever holds the signing key cannot pass off a young chat's removal as lawful."""
+    young = await _chat_at(app, monkeypatch, "bank", timedelta(days=150))  # under 6 months
+    assert main(["audit", "checkpoint", "--key", keys[0], "--store", store]) == 0
+    heads = reading.verifier(app, app.sealer.keys)
+    assert heads.verify_all() == []
+    version, link = heads.heads()[str(young)]
+    signer, log = Signer.load(keys[0]), RetentionLog(app.factory.aggregate_recorder("retention"))
+    last = app.get_chat(young).state.updated_at.isoformat()
+    log.append(make_entry([Removal(str(young), "bank", version, link, last)], prev=None,
+                          policy=Policy.parse(POLICY), at=datetime.now(UTC).isoformat(),
+                          key_id=signer.key_id, sign=signer.sign))
+    delete_chats(app.recorder, [young])
+    assert main(["verify", "--all", "--public-key", keys[1], "--store", store]) == 1
+    assert f"retention entry 1: removed chat {young}, which its policy kept" in (
+        capsys.readouterr().out)
