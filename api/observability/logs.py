@@ -42,9 +42,28 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is at the time of the line, not when configured.
+
+    Something may swap stderr after the app is built (a test runner capturing output, an
+    embedding program): a handler holding the old stream would write to a closed file.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property
+    def stream(self) -> IO[str]:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: IO[str]) -> None:
+        pass
+
+
 def handler(fmt: LogFormat, stream: IO[str] | None = None) -> logging.Handler:
-    """A handler writing `fmt` lines to `stream` (stderr by default)."""
-    out = logging.StreamHandler(stream or sys.stderr)
+    """A handler writing `fmt` lines to `stream` (the current stderr by default)."""
+    out = logging.StreamHandler(stream) if stream is not None else _Stderr()
     out.addFilter(ContextFilter())
     out.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT))
     return out

@@ -71,3 +71,26 @@ def test_the_format_is_a_setting_and_a_flag(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("INTERLOCK_LOG_FORMAT", "xml")
     with pytest.raises(ConfigurationError, match="INTERLOCK_LOG_FORMAT"):
         load_settings()
+
+
+def test_lines_go_to_the_stderr_of_the_moment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test runner or an embedding program may swap stderr after the app is configured
+    (and close the old one): lines follow the swap instead of failing on a closed file."""
+    import io
+    import sys
+
+    from interlock.api.observability.logs import handler
+
+    log = logging.getLogger("interlock.test.swap")
+    log.propagate = False
+    log.addHandler(out := handler("text"))
+    try:
+        first, then = io.StringIO(), io.StringIO()
+        monkeypatch.setattr(sys, "stderr", first)
+        log.warning("one")
+        first.close()
+        monkeypatch.setattr(sys, "stderr", then)
+        log.warning("two")
+        assert then.getvalue() == "WARNING interlock.test.swap: two\n"
+    finally:
+        log.removeHandler(out)
