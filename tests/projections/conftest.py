@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from interlock.domain import Interlock
-from interlock.projections import SqlReadModels, open_read_models
+from interlock.projections import SqlReadModels, open_read_models, open_views
 from tests.projections.flows import app_for
 
 
@@ -21,6 +21,14 @@ def app(store: str) -> Iterator[Interlock]:
 @pytest.fixture
 def models(app: Interlock, store: str) -> Iterator[SqlReadModels]:
     read = open_read_models(app)
+    yield read
+    read.close()
+
+
+@pytest.fixture
+def views(app: Interlock) -> Iterator[SqlReadModels]:
+    """The views, kept current only when a test catches them up."""
+    read = open_views(app)
     yield read
     read.close()
 

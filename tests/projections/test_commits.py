@@ -15,7 +15,7 @@ from interlock.bootstrap import build_service
 from interlock.domain import ApproveEntry, Decider, Interlock, ModelRequest, ModelResponse
 from interlock.domain import application as service_module
 from interlock.domain.approval_rules import RejectEntry
-from interlock.projections import SqlReadModels, open_views
+from interlock.projections import SqlReadModels
 from interlock.projections.sweeper import Sweeper
 from tests.kit import call, run, say
 from tests.projections.commits import counting
@@ -43,13 +43,6 @@ def app(store: str) -> Iterator[Interlock]:
                                           model=FunctionModel(_script))])
     yield service
     service.close()
-
-
-@pytest.fixture
-def views(app: Interlock) -> Iterator[SqlReadModels]:
-    read = open_views(app)
-    yield read
-    read.close()
 
 
 def _held(app: Interlock) -> UUID:

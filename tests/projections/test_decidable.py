@@ -15,7 +15,7 @@ from interlock.domain import ApproveEntry, Decider, Interlock
 from interlock.domain.approval_rules import EditEntry, check_voter, held_call
 from interlock.domain.errors import InterlockError
 from interlock.domain.events import now
-from interlock.projections import SqlReadModels, open_views
+from interlock.projections import SqlReadModels
 from interlock.projections.inbox import Decidable, InboxFilter, InboxView
 from tests.kit import call, run, say
 
@@ -48,13 +48,6 @@ def app(store: str) -> Iterator[Interlock]:
     service = build_service(store, [agent])
     yield service
     service.close()
-
-
-@pytest.fixture
-def views(app: Interlock) -> Iterator[SqlReadModels]:
-    read = open_views(app)
-    yield read
-    read.close()
 
 
 def _listed(views: SqlReadModels, who: Decider) -> bool:
