@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from interlock.projections.readmodels import SqlReadModels
 
 log = logging.getLogger(__name__)
-COALESCE_SECONDS = 0.005
+COALESCE_SECONDS = 0.025
 FIRST_RETRY, LAST_RETRY = 0.5, 30.0  # seconds between passes while the store fails
 FOLLOW_RETRY = 1.0  # seconds between a follower's tries to take over from the leader
 FOLLOW_POLL = 0.005  # seconds between a follower's reads of the views' positions
