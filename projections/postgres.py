@@ -46,6 +46,14 @@ _ADVANCE = (
     " WHERE t.notification_id = %(start)s RETURNING notification_id"
 )
 
+# The joint batch's compare-and-set, which has not locked the row first: from a position
+# the row must exist and hold it (a view reset meanwhile has no row, which an upsert would
+# take for a first batch); from 0 the upsert above (a concurrent first batch conflicts).
+_ADVANCE_FROM = (
+    "UPDATE {tracking} SET notification_id = %(upto)s WHERE application_name = %(app)s"
+    " AND notification_id = %(start)s RETURNING notification_id"
+)
+
 _MARK = "INSERT INTO {tracking} VALUES (%(marker)s, 1) ON CONFLICT DO NOTHING"
 
 
@@ -146,7 +154,7 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         """Queue the compare-and-set of the position; its cursor has a row if it moved."""
         params = {"app": self.application_name, "start": start, "upto": upto}
         advance = curs.connection.cursor()
-        advance.execute(self._q(_ADVANCE), params)
+        advance.execute(self._q(_ADVANCE_FROM if start else _ADVANCE), params)
         return advance
 
     def drop(self) -> None:

@@ -50,6 +50,8 @@ class SqlReadModels:
         self._on_close = on_close
         self._live: LiveRunner | None = None
         self.stuck_views = StuckViews()
+        self._known: dict[str, int] | None = None  # positions the last joint pass committed
+        self._last_joint = False
 
     def view(self, kind: type[V]) -> V:
         """The view of read model `kind` (a `SqlView` subclass) in this store."""
@@ -93,15 +95,27 @@ class SqlReadModels:
     def catch_up(self, progress: Progress | None = None) -> int:
         """Bring every view up to the log's head now, in this thread; the lowest position.
 
-        The views share each read of the log and each decoded event; each view still
-        commits its rows and position in its own transaction. A view stuck on an event
-        stays where it is (retried after its backoff) while the others go on.
+        The views share each read of the log and each decoded event, and commit together
+        when they can (one transaction); a view stuck on an event stays where it is
+        (retried after its backoff) while the others go on.
+
+        When there is new work, the positions the last pass committed jointly are reused
+        instead of read again: a position moved meanwhile (a rebuild) fails the joint
+        compare-and-set, and the one-by-one path that follows rereads it. With nothing new
+        they are read, so a view reset under an idle log is caught up all the same.
         """
         head = self.app.recorder.max_notification_id() or 0
-        positions = {r.name: r.view.position() for r in self.runners}
+        known, self._known = self._known, None
+        if not known or head <= min(known.values()):
+            known = {r.name: r.view.position() for r in self.runners}
+        positions = known
         active = [r for r in self.runners if self.stuck_views.due(r.name)]
+        joint = True
         while active and min(positions[r.name] for r in active) < head:
-            active = self._shared_step(active, positions, head, progress)
+            active, joint = self._shared_step(active, positions, head, progress), (
+                joint and self._last_joint)
+        if joint and len(active) == len(self.runners):
+            self._known = positions
         return min(positions.values())
 
     def _shared_step(self, active: list[BatchRunner], positions: dict[str, int], head: int,
@@ -111,7 +125,8 @@ class SqlReadModels:
             start, size, stop=head, topics=self._topics, inclusive_of_start=False)
         upto = notes[-1].id if len(notes) == size else head
         events: list[Noted] = [(n.id, n.topic, self.app.mapper.to_domain_event(n)) for n in notes]
-        if self._joint_step(active, positions, events, upto):
+        self._last_joint = self._joint_step(active, positions, events, upto)
+        if self._last_joint:
             if progress is not None:
                 for runner in active:
                     progress(runner.name, upto, head)
