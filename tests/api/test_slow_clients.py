@@ -102,3 +102,26 @@ def test_a_prompt_client_is_served_and_kept_alive(server: tuple[str, int]) -> No
             answer += chunk
         assert answer.endswith(b'{"size":3}')
     conn.close()
+
+
+def test_a_connection_of_a_worker_sends_small_writes_at_once() -> None:
+    """Under `--workers N` each worker gets the listening socket rebuilt from its file
+    descriptor (proto 0), where asyncio leaves Nagle on: every response waited for the
+    client's delayed ACK (40 ms). The protocol turns TCP_NODELAY on itself."""
+    from interlock.slowclients import TimedH11Protocol
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        rebuilt = socket.socket(fileno=socket.dup(listener.fileno()))
+        with rebuilt, socket.create_connection(listener.getsockname()):
+            accepted, _ = rebuilt.accept()
+            with accepted:
+                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0
+
+                class Transport(asyncio.Transport):
+                    def get_extra_info(self, name: str, default: object = None) -> object:
+                        return accepted if name == "socket" else default
+
+                protocol = object.__new__(TimedH11Protocol)
+                with pytest.raises(AttributeError):  # a bare protocol stops after the socket
+                    protocol.connection_made(Transport())
+                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
