@@ -293,9 +293,12 @@ class AppendWaker:
             pass
 
     def close(self) -> None:
-        self._conn.execute("UNLISTEN *")
-        self._conn.commit()
-        self._stack.close()
+        """Stop listening and give the connection back, even a broken one (the pool drops it)."""
+        try:
+            self._conn.execute("UNLISTEN *")
+            self._conn.commit()
+        finally:
+            self._stack.close()
 
 
 class ViewLeader:
@@ -348,9 +351,11 @@ class ViewLeader:
     def close(self) -> None:
         """Give up leadership (closing the session releases the lock)."""
         waker, self._waker, self.leading = self._waker, None, False
-        if waker is not None:
-            with suppress(psycopg.Error, PersistenceError):
-                # the connection goes back to the pool: its session must not keep the lock
-                waker.connection.execute("SELECT pg_advisory_unlock_all()")
-                waker.connection.commit()
-                waker.close()
+        if waker is None:
+            return
+        with suppress(psycopg.Error, PersistenceError):
+            # the connection goes back to the pool: its session must not keep the lock
+            waker.connection.execute("SELECT pg_advisory_unlock_all()")
+            waker.connection.commit()
+        with suppress(psycopg.Error, PersistenceError):
+            waker.close()  # returns the connection, broken or not

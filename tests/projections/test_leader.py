@@ -71,3 +71,32 @@ async def test_a_follower_takes_over_when_the_leader_stops(pg_store: str) -> Non
     finally:
         b.close()
         second.close()
+
+
+async def test_a_leader_whose_connection_dies_is_elected_again_and_the_views_go_on(
+    pg_store: str,
+) -> None:
+    """The connection holding the lock and LISTENing is killed (a database restart, a
+    proxy timeout): the lock is gone with it, the runner gives the broken connection back
+    and takes part in the next election, and new writes still reach the views."""
+    import psycopg
+
+    from interlock.projections.postgres import ViewLeader
+
+    app = app_for(pg_store)
+    models = open_read_models(app)
+    try:
+        _until(lambda: bool(_live(models).leader and _live(models).leader.leading), 10)
+        leader = _live(models).leader
+        assert isinstance(leader, ViewLeader) and leader._waker is not None
+        pid = leader._waker.connection.info.backend_pid
+        with psycopg.connect(pg_store.split("?")[0], autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        _until(lambda: leader._waker is not None and leader.leading
+               and leader._waker.connection.info.backend_pid != pid, 10)
+        chats, _ = await seed(app)
+        models.wait(app.recorder.max_notification_id())
+        assert {str(c) for c in chats} <= {r["chat_id"] for r in models.view(ChatsView).dump()}
+    finally:
+        models.close()
+        app.close()
