@@ -17,7 +17,6 @@ log = logging.getLogger(__name__)
 COALESCE_SECONDS = 0.025
 FIRST_RETRY, LAST_RETRY = 0.5, 30.0  # seconds between passes while the store fails
 FOLLOW_RETRY = 1.0  # seconds between a follower's tries to take over from the leader
-FOLLOW_POLL = 0.005  # seconds between a follower's reads of the views' positions
 
 
 class LeaderLostError(Exception):
@@ -155,9 +154,6 @@ class LiveRunner:
     def wait(self, position: int, timeout: float) -> None:
         """Block until the views reach `position`; TimeoutError if they cannot in time."""
         deadline = time.monotonic() + timeout
-        if self.following:
-            self._follow(position, deadline)
-            return
         with self._changed:
             while self._seen < position:
                 self.models.check_not_stuck(position)
@@ -168,14 +164,6 @@ class LiveRunner:
                 self._hurry.set()
                 self._wake.set()
                 self._changed.wait(remaining)
-
-    def _follow(self, position: int, deadline: float) -> None:
-        """Wait for the leader (another process) to bring the views to `position`."""
-        while min(self.models.positions().values()) < position:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"views have not reached position {position} "
-                                   "(applied by another process)")
-            time.sleep(FOLLOW_POLL)
 
     def stop(self) -> None:
         listeners = getattr(self.models.app, "commit_listeners", None)

@@ -30,6 +30,7 @@ from interlock.projections.sql import JointBatchError, PositionConflictError, Sq
 from interlock.projections.stuck import StuckView, StuckViews
 
 V = TypeVar("V", bound=SqlView)
+POLL = 0.01  # seconds between reads of the views' positions while another process applies them
 
 
 class SqlReadModels:
@@ -51,7 +52,6 @@ class SqlReadModels:
         self._live: LiveRunner | None = None
         self.stuck_views = StuckViews()
         self._known: dict[str, int] | None = None  # positions the last joint pass committed
-        self._last_joint = False
 
     def view(self, kind: type[V]) -> V:
         """The view of read model `kind` (a `SqlView` subclass) in this store."""
@@ -112,25 +112,26 @@ class SqlReadModels:
         active = [r for r in self.runners if self.stuck_views.due(r.name)]
         joint = True
         while active and min(positions[r.name] for r in active) < head:
-            active, joint = self._shared_step(active, positions, head, progress), (
-                joint and self._last_joint)
+            active, together = self._shared_step(active, positions, head, progress)
+            joint = joint and together
         if joint and len(active) == len(self.runners):
             self._known = positions
         return min(positions.values())
 
     def _shared_step(self, active: list[BatchRunner], positions: dict[str, int], head: int,
-                     progress: Progress | None) -> list[BatchRunner]:
+                     progress: Progress | None) -> tuple[list[BatchRunner], bool]:
+        """One read of the log applied to the active views; those still active, and whether
+        they committed together (one joint transaction)."""
         start, size = min(positions[r.name] for r in active), self.runners[0].batch_size
         notes = self.app.recorder.select_notifications(
             start, size, stop=head, topics=self._topics, inclusive_of_start=False)
         upto = notes[-1].id if len(notes) == size else head
         events: list[Noted] = [(n.id, n.topic, self.app.mapper.to_domain_event(n)) for n in notes]
-        self._last_joint = self._joint_step(active, positions, events, upto)
-        if self._last_joint:
+        if self._joint_step(active, positions, events, upto):
             if progress is not None:
                 for runner in active:
                     progress(runner.name, upto, head)
-            return active
+            return active, True
         still = []
         for runner in active:
             try:
@@ -143,7 +144,7 @@ class SqlReadModels:
             still.append(runner)
             if progress is not None:
                 progress(runner.name, positions[runner.name], head)
-        return still
+        return still, False
 
     def _joint_step(self, active: list[BatchRunner], positions: dict[str, int],
                     events: list[Noted], upto: int) -> bool:
@@ -197,14 +198,15 @@ class SqlReadModels:
         if position is None:
             return
         self.check_not_stuck(position)
-        if self._live is not None:
+        if self._live is not None and not self._live.following:
             self._live.wait(position, timeout)
             return
         deadline = time.monotonic() + timeout
         while min(self.positions().values()) < position:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"views have not reached position {position}")
-            time.sleep(0.05)  # another process runs the views: poll their positions
+                raise TimeoutError(f"views have not reached position {position} "
+                                   "(applied by another process)")
+            time.sleep(POLL)  # another process applies the views: poll their positions
 
     def check_not_stuck(self, position: int) -> None:
         """Raise TimeoutError at once if a stuck view cannot reach `position`."""
