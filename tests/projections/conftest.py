@@ -35,3 +35,14 @@ def views(app: Interlock) -> Iterator[SqlReadModels]:
 
 def dumps(models: SqlReadModels) -> list[list[dict[str, object]]]:
     return [r.view.dump() for r in models.runners]
+
+
+def rebuilt(app: Interlock) -> list[list[dict[str, object]]]:
+    """What every view holds when rebuilt from the whole log, in views of their own."""
+    fresh = open_views(app)
+    try:
+        for runner in fresh.runners:
+            runner.rebuild()
+        return dumps(fresh)
+    finally:
+        fresh.close()

@@ -33,7 +33,7 @@ from interlock.projections import (
 from interlock.projections.chats import ChatsView
 from interlock.projections.interface import ChatFilter, InboxFilter
 from interlock.projections.sql import SqlView
-from tests.projections.conftest import dumps
+from tests.projections.conftest import dumps, rebuilt
 from tests.projections.flows import app_for, seed
 
 pytestmark = pytest.mark.anyio
@@ -117,7 +117,7 @@ async def test_a_rebuild_under_a_running_server_keeps_its_views_serving(
         assert errors == []
         assert not server.stopped()
         assert chat.id in {UUID(c.chat_id) for c in server.chats(ChatFilter()).items}
-        assert dumps(server) == _fresh_dumps(app)
+        assert dumps(server) == rebuilt(app)
     finally:
         stop.set()
         server.close()
@@ -137,19 +137,9 @@ async def test_views_whose_tables_vanish_recreate_them_and_catch_up(
         app.start_chat("bankingAgent", actor="alice", tenant="bank")
         server.wait(app.recorder.max_notification_id(), timeout=10)
         assert not server.stopped()
-        assert dumps(server) == _fresh_dumps(app)
+        assert dumps(server) == rebuilt(app)
     finally:
         server.close()
-
-
-def _fresh_dumps(app: Interlock) -> list[list[dict[str, object]]]:
-    fresh = open_views(app)
-    try:
-        for runner in fresh.runners:
-            runner.rebuild()
-        return dumps(fresh)
-    finally:
-        fresh.close()
 
 
 # -- a view that cannot apply an event ---------------------------------------------------

@@ -13,20 +13,10 @@ from interlock.domain import Interlock
 from interlock.projections import SqlReadModels, open_views
 from interlock.projections.inbox import InboxView
 from interlock.projections.sql import PositionConflictError
-from tests.projections.conftest import dumps
+from tests.projections.conftest import dumps, rebuilt
 from tests.projections.flows import banking_flows, seed
 
 pytestmark = pytest.mark.anyio
-
-
-def rebuilt(app: Interlock, store: str) -> list[list[dict[str, object]]]:
-    fresh = open_views(app)
-    try:
-        for runner in fresh.runners:
-            runner.rebuild()
-        return dumps(fresh)
-    finally:
-        fresh.close()
 
 
 async def test_rebuild_gives_identical_rows(
@@ -35,7 +25,7 @@ async def test_rebuild_gives_identical_rows(
     _, position = await seed(app)
     models.wait(position)
     before = dumps(models)
-    assert rebuilt(app, store) == before
+    assert rebuilt(app) == before
     assert all(before)
 
 
@@ -84,6 +74,6 @@ async def test_a_runner_killed_mid_catch_up_resumes_exactly_once(
     views = open_views(app)
     try:
         assert min(views.positions().values()) == head
-        assert dumps(views) == rebuilt(app, store)
+        assert dumps(views) == rebuilt(app)
     finally:
         views.close()
