@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from datetime import datetime
@@ -77,8 +78,7 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         }
         self._names["tracking"] = sql.Identifier(schema, self.tracking_table_name)
         self._composed: dict[str, bytes] = {}
-        self._cursor: Cursor[DictRow] | None = None
-        self._joint: _Joint | None = None
+        self._local = _InBatch()
         self.sql_create_statements.extend(
             sql.SQL(t).format(**self._names, **_TYPES) for t in self.ddl)
 
@@ -117,22 +117,23 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
 
     @contextmanager
     def batch(self, start: int, upto: int) -> Iterator[None]:
-        if self._joint is not None:
-            with self._joint.batch(self, start, upto):
+        joint = self._local.joint
+        if joint is not None:
+            with joint.batch(self, start, upto):
                 yield
             return
         with self.datastore.transaction(commit=True) as curs:
             found = self._locked_position(curs)
             if found != start:
                 raise PositionConflictError(self.view_name, start, found)
-            self._cursor = curs
+            self._local.cursor = curs
             try:
                 with curs.connection.pipeline():
                     yield
                 # Outside the pipeline: its result must be read, not the last queued one's.
                 self._advance(curs, start, upto)
             finally:
-                self._cursor = None
+                self._local.cursor = None
 
     def _locked_position(self, curs: Cursor[DictRow]) -> int:
         row = curs.execute(self._q(_LOCK), {"app": self.application_name}).fetchone()
@@ -175,13 +176,15 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
                 curs.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._names[name]))
 
     def run(self, template: str, params: Mapping[str, Any]) -> None:
-        assert self._cursor is not None, "writes happen inside batch()"
-        self._cursor.execute(self._q(template), _storable(params))
+        curs = self._local.cursor
+        assert curs is not None, "writes happen inside batch()"
+        curs.execute(self._q(template), _storable(params))
 
     def run_many(self, template: str, params: Sequence[Mapping[str, Any]]) -> None:
-        assert self._cursor is not None, "writes happen inside batch()"
+        curs = self._local.cursor
+        assert curs is not None, "writes happen inside batch()"
         if params:
-            self._cursor.executemany(self._q(template), [_storable(p) for p in params])
+            curs.executemany(self._q(template), [_storable(p) for p in params])
 
     def fetch(self, template: str, params: Mapping[str, Any]) -> list[Row]:
         for name, value in params.items():
@@ -204,6 +207,15 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         return value
 
 
+class _InBatch(threading.local):
+    """The batch this thread is writing in: the views' thread and a request or the webhook
+    deliverer may each be inside a batch of the same view at once, in transactions of their
+    own; sharing one cursor slot, one would write into (or close) the other's."""
+
+    cursor: Cursor[DictRow] | None = None
+    joint: _Joint | None = None
+
+
 class _Joint:
     """The views' batches of one pass in one pipelined transaction: one commit for all.
 
@@ -217,13 +229,13 @@ class _Joint:
 
     @contextmanager
     def batch(self, store: PostgresViewStore, start: int, upto: int) -> Iterator[None]:
-        store._cursor = self.curs
+        store._local.cursor = self.curs
         try:
             yield
             self.advances.append((store.view_name, start, store.advance_later(self.curs, start,
                                                                                 upto)))
         finally:
-            store._cursor = None
+            store._local.cursor = None
 
     def check(self) -> None:
         for view, start, advance in self.advances:
@@ -238,13 +250,13 @@ def _joint(datastore: PostgresDatastore, stores: list[PostgresViewStore]) -> Ite
             joint = _Joint(curs)
             curs.execute("SELECT set_config('synchronous_commit', 'off', true)")
             for store in stores:
-                store._joint = joint
+                store._local.joint = joint
             try:
                 with curs.connection.pipeline():
                     yield
             finally:
                 for store in stores:
-                    store._joint = None
+                    store._local.joint = None
             joint.check()  # raising here rolls every view's rows back
     except (PositionConflictError, psycopg.Error, PersistenceError) as exc:
         raise JointBatchError(str(exc)) from exc

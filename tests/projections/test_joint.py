@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from interlock.domain import Interlock
 from interlock.projections import SqlReadModels
 from interlock.projections.inbox import InboxView
+from interlock.projections.webhooks import WebhooksView
 from tests.projections.conftest import dumps
 from tests.projections.flows import banking_flows
 
@@ -39,3 +42,32 @@ async def test_a_view_reset_on_an_idle_log_is_caught_up(
     views.view(InboxView).reset()
     views.catch_up()  # nothing new: the positions are read, not reused
     assert dumps(views) == before
+
+
+@pytest.mark.parametrize("store", ["postgres"], indirect=True)  # SQLite passes are serialised
+async def test_a_write_from_another_thread_during_a_pass_is_a_transaction_of_its_own(
+    app: Interlock, views: SqlReadModels
+) -> None:
+    """The webhook deliverer and the API write a view (leases, subscriptions) while the views
+    thread is inside a pass over it: neither may write into, or end, the other's batch."""
+    await banking_flows(app)
+    views.catch_up()
+    hooks, inbox = views.view(WebhooksView), views.view(InboxView)
+    start = hooks.position()
+    joint = hooks.store.joint([inbox.store])
+    assert joint is not None
+    outcome: list[object] = []
+
+    def subscribe() -> None:
+        outcome.append(hooks.subscribe("acme", "http://127.0.0.1:1/hook", ["turn.finished"]))
+
+    with joint, hooks.batch(start, start):
+        other = threading.Thread(target=subscribe)
+        other.start()
+        other.join(10)
+        assert not other.is_alive(), "the other thread waited on this pass"
+        assert [s.url for s in hooks.subscriptions("acme")] == ["http://127.0.0.1:1/hook"]
+        hooks.chat_started("chat-in-the-pass", "acme", "bankingAgent")  # still this batch's
+    assert len(outcome) == 1
+    assert {r["id"] for r in hooks.dump() if r["kind"] == "chat"} >= {"chat-in-the-pass"}
+    assert hooks.position() == start
