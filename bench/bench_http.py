@@ -97,12 +97,14 @@ def cpu_seconds(pid: int) -> float:
 
 @contextmanager
 def serve(
-    store: str, agents: str, workers: int = 1, root: str | None = None
+    store: str, agents: str, workers: int = 1, root: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, int]]:
     """`interlock serve` on `store`; from the checkout `root` instead of this one if given."""
     port = "0" if workers == 1 else str(free_port())  # uvicorn's workers need a fixed port
     more = [] if workers == 1 else ["--workers", str(workers)]
-    env = {**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_API_KEYS_FILE": ""}
+    env = {**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_API_KEYS_FILE": "",
+           **(extra_env or {})}
     if root is not None:
         env["PYTHONPATH"] = os.path.abspath(root)
     proc = subprocess.Popen(
@@ -273,7 +275,8 @@ def main() -> None:
     parser.add_argument("--model-latency", type=float, default=0.0, metavar="MS",
                         help="each model call takes MS milliseconds (default 0)")
     parser.add_argument("--modes", default="in-process,in-process+wait,http",
-                        help="which of in-process, in-process+wait, http to run")
+                        help="which of in-process, in-process+wait, http, http gc700 to run"
+                        " (gc700: the server with Python's default garbage collection)")
     parser.add_argument("--workers", default="1",
                         help="server processes for the http mode, a comma list (default 1)")
     parser.add_argument("--baseline", metavar="DIR",
@@ -297,7 +300,8 @@ def main() -> None:
                 root = args.baseline if mode == "http before" else None
                 with scratch_schema() as store:
                     if http:
-                        with serve(store, agents, workers, root) as (url, pid):
+                        env = {"INTERLOCK_GC_THRESHOLD": "0"} if mode.endswith("gc700") else {}
+                        with serve(store, agents, workers, root, env) as (url, pid):
                             run_wire(url, clients, clients * 2)  # warm every worker
                             before = cpu_seconds(pid)
                             figures, elapsed, gen_cpu = run_wire(url, clients, cycles)

@@ -15,6 +15,7 @@ from interlock.domain import Agent, Interlock
 from interlock.domain.errors import ConfigurationError
 from interlock.domain.keys import Keyring
 from interlock.domain.models import Model
+from interlock.process import tune_gc
 from interlock.projections import open_read_models
 from interlock.projections.sweeper import Sweeper
 from interlock.settings import Settings
@@ -72,7 +73,9 @@ def build_app(settings: Settings) -> FastAPI:
         views.close()
         service.close()
 
-    return make_app(service, views, auth, on_shutdown=close)
+    app = make_app(service, views, auth, on_shutdown=close)
+    tune_gc(settings.gc_threshold)  # each worker process, once everything is loaded
+    return app
 
 
 def check_serving(settings: Settings) -> None:

@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from interlock.domain.application import DEV_SECRET
 from interlock.domain.errors import ConfigurationError
 from interlock.domain.keys import Keyring
+from interlock.process import DEFAULT_GC_THRESHOLD
 
 PREFIX = "INTERLOCK_"
 SECRETS_DIR_ENV = "INTERLOCK_SECRETS_DIR"
@@ -52,6 +53,9 @@ class Settings(BaseSettings):
         5.0, gt=0, le=3600, description="seconds an idle connection stays open")
     limit_concurrency: int = Field(
         1000, ge=1, description="connections and tasks per worker before answering 503")
+    gc_threshold: int = Field(
+        DEFAULT_GC_THRESHOLD, ge=0,
+        description="allocations between garbage-collector passes; 0: Python's default (700)")
 
     @model_validator(mode="after")
     def _no_retired_variables(self) -> Settings:

@@ -22,6 +22,7 @@ from interlock.domain import Interlock
 from interlock.domain.erasure import ERASED
 from interlock.domain.errors import ChatNotFoundError
 from interlock.domain.events import ChatEvent
+from interlock.process import tune_gc
 from interlock.projections import READ_MODELS, open_views
 from interlock.projections.interface import DecisionFilter
 from interlock.projections.readmodels import SqlReadModels
@@ -151,6 +152,7 @@ def _run_projections(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     models = _models(args.store, args.batch)
     sweeper = Sweeper(models.app, models)  # type: ignore[arg-type]
+    tune_gc(load_settings(store=args.store).gc_threshold)
     waker = None if args.once else _append_waker(models)
     try:
         while True:
