@@ -43,6 +43,7 @@ from interlock.domain import (
     ToolRequest,
 )
 from interlock.domain.approval_rules import RejectEntry
+from interlock.process import tune_gc
 from interlock.projections import SqlReadModels, open_read_models
 from interlock.projections.decisions import DecisionsView
 from interlock.projections.inbox import InboxView
@@ -239,6 +240,7 @@ def main() -> None:
     with scratch_schema() as store:
         app = build_service(store, [PAYER])
         models = open_read_models(app, poll_interval=0.05)
+        tune_gc()  # as `interlock serve` and `interlock projections run` do
         try:
             bench_commits(app, models)
             started = time.perf_counter()

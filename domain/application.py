@@ -6,7 +6,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import timedelta
 from functools import partial, wraps
 from typing import Any, ClassVar, ParamSpec, TypeVar
@@ -243,12 +243,15 @@ class Interlock(Application[UUID]):
             held_call(chat.state.calls, entry, now())  # raises the winner's story, if any
 
     @_counted
-    async def expire_due(self, chat_id: UUID, ref: str) -> bool:
+    async def expire_due(self, chat_id: UUID, ref: str, chat: Chat | None = None) -> bool:
         """Escalate or expire one held call if due (the sweeper's command); False if not due.
 
-        An expiry is told to the model as the tool's response and the turn goes on.
+        An expiry is told to the model as the tool's response and the turn goes on. `chat`:
+        the chat as just loaded (the sweeper reads a page's chats together); a write since
+        then makes the commit a conflict, and nothing is written.
         """
-        chat = await self.off_loop(self.get_chat, chat_id)
+        if chat is None:
+            chat = await self.off_loop(self.get_chat, chat_id)
         at = now()
         escalated, expired = chat.escalate(ref, at), chat.expire(ref, at)
         if not (escalated or expired):
@@ -386,6 +389,20 @@ class Interlock(Application[UUID]):
                 latest=chat.version,
             )
         return chat
+
+    def get_chats(self, chat_ids: Sequence[UUID]) -> dict[UUID, Chat]:
+        """These chats as they are now, read together where the store can (one query on
+        PostgreSQL); an id with no chat is left out."""
+        many = getattr(self.recorder, "select_events_of", None)
+        if many is None:
+            found = {}
+            for chat_id in chat_ids:
+                with suppress(ChatNotFoundError):
+                    found[chat_id] = self.get_chat(chat_id)
+            return found
+        to_event = self.mapper.to_domain_event
+        return {chat_id: chat for chat_id, stored in many(chat_ids).items()
+                if (chat := _replay(None, map(to_event, stored))) is not None}
 
     def _checkout(self, chat_id: UUID, tenant: str | None) -> Chat:
         """The chat for a command: the cached one brought up to date, or loaded whole."""

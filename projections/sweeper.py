@@ -22,7 +22,7 @@ from interlock.projections.decisions import SWEEPER
 from interlock.projections.inbox import InboxView
 
 if TYPE_CHECKING:
-    from interlock.domain import Interlock
+    from interlock.domain import Chat, Interlock
     from interlock.projections.readmodels import SqlReadModels
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,10 @@ class Sweeper:
                  batch: int = 500, concurrency: int = 64) -> None:
         self.service, self.models = service, models
         self.interval, self.batch, self.concurrency = interval, batch, concurrency
+        # Calls this sweeper has recorded (or found decided) that the inbox may still list
+        # until it reaches `_settled_upto`: not loaded again each sweep meanwhile.
+        self._settled: set[tuple[str, str]] = set()
+        self._settled_upto = 0
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="interlock-sweeper", daemon=True)
 
@@ -46,6 +50,8 @@ class Sweeper:
         expiry just recorded) is looked at once per sweep, not once per page.
         """
         inbox, at = self.models.view(InboxView), now or datetime.now(UTC)
+        if self._settled and inbox.position() >= self._settled_upto:
+            self._settled.clear()
         waiting = inbox.awaiting(sorted(self.service.agents), self.batch)
         written, seen, after = 0, 0, None
         while limit is None or seen < limit:
@@ -53,7 +59,11 @@ class Sweeper:
             due = inbox.due(at, size, after)
             if not (due or waiting):
                 break
-            written += sum(asyncio.run(self._record([(c, r) for _, c, r in due], waiting)))
+            fresh = [(c, r) for _, c, r in due if (c, r) not in self._settled]
+            written += sum(asyncio.run(self._record(fresh, waiting)))
+            if fresh:
+                self._settled.update(fresh)
+                self._settled_upto = self.service.recorder.max_notification_id() or 0
             waiting, seen = [], seen + len(due)
             if len(due) < size:
                 break
@@ -63,19 +73,24 @@ class Sweeper:
     async def _record(self, due: list[tuple[str, str]], waiting: list[str]) -> list[int]:
         """Up to `concurrency` chats at once: their commits share transactions (group commit).
 
-        Refs of one chat go one after the other: together they would only conflict.
+        The page's chats are read together (one query on PostgreSQL); refs of one chat go
+        one after the other: together they would only conflict.
         """
         gate, refs = asyncio.Semaphore(self.concurrency), defaultdict(list)
         for chat_id, ref in due:
-            refs[chat_id].append(ref)
+            refs[UUID(chat_id)].append(ref)
+        loaded = await self.service.off_loop(self.service.get_chats, list(refs))
         with self.service.together():
-            done = await asyncio.gather(*(self._chat(gate, c, rs) for c, rs in refs.items()),
-                                        *(self._go_on(gate, UUID(c)) for c in waiting))
+            done = await asyncio.gather(
+                *(self._chat(gate, c, rs, loaded.get(c)) for c, rs in refs.items()),
+                *(self._go_on(gate, UUID(c)) for c in waiting))
         return [n for ns in done for n in ns]
 
-    async def _chat(self, gate: asyncio.Semaphore, chat_id: str, refs: list[str]) -> list[int]:
+    async def _chat(self, gate: asyncio.Semaphore, chat_id: UUID, refs: list[str],
+                    chat: Chat | None) -> list[int]:
         async with gate:
-            return [await self._one(UUID(chat_id), ref) for ref in refs]
+            done = [await self._one(chat_id, refs[0], chat)]
+            return done + [await self._one(chat_id, ref) for ref in refs[1:]]
 
     async def _go_on(self, gate: asyncio.Semaphore, chat_id: UUID) -> list[int]:
         """Continue a turn ended for want of its agent: the model is told of the expiry."""
@@ -87,9 +102,9 @@ class Sweeper:
                 return [0]
             return [1]
 
-    async def _one(self, chat_id: UUID, ref: str) -> int:
+    async def _one(self, chat_id: UUID, ref: str, chat: Chat | None = None) -> int:
         try:
-            return int(await self.service.expire_due(chat_id, ref))
+            return int(await self.service.expire_due(chat_id, ref, chat))
         except InterlockError as exc:  # a decision or another sweeper won: theirs stands
             log.debug("sweeper skipped %s %s: %s", chat_id, ref, exc.code)
             return 0

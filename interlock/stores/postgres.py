@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.persistence import (
     AggregateRecorder,
@@ -56,7 +57,24 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         self.append_statement = SQL("SELECT * FROM {schema}.{fn}(%s, %s, %s, %s, %s)").format(
             **names
         ).as_bytes(None)  # rendered once, not per call
+        self.select_many_statement = SQL(
+            "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
+            " WHERE originator_id = ANY(%s) ORDER BY originator_id, originator_version"
+        ).format(**names).as_bytes(None)
         self.group_commit = GroupCommit(self._flush)
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_events_of(self, originator_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
+        """Every event of these chats in one query, each chat's in version order."""
+        found: dict[UUID, list[StoredEvent]] = {}
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self.select_many_statement, (list(originator_ids),), prepare=True)
+            for row in curs.fetchall():
+                found.setdefault(row["originator_id"], []).append(StoredEvent(
+                    originator_id=row["originator_id"],
+                    originator_version=row["originator_version"],
+                    topic=row["topic"], state=bytes(row["state"])))
+        return found
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int]:
         if not stored_events:

@@ -103,6 +103,44 @@ def test_two_sweepers_in_two_processes_expire_each_once(store: str) -> None:
     assert [_expiries(app, c) for c in ids] == [1] * 8
 
 
+def test_chats_read_together_are_what_each_load_gives(store: str) -> None:
+    app = build_service(store, _agents())
+    ids = _held(app, 3)
+    missing = UUID(int=7)
+    together = app.get_chats([*ids, missing])
+    assert sorted(together) == sorted(ids)  # no chat, no entry
+    for chat_id in ids:
+        alone = app.get_chat(chat_id)
+        assert (together[chat_id].version, together[chat_id].state) == (alone.version, alone.state)
+
+
+def test_a_recorded_expiry_is_not_looked_at_again_while_the_inbox_lags(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = build_service(store, _agents())
+    views = open_views(app)
+    try:
+        ids = _held(app, 3)
+        views.catch_up()
+        time.sleep(TTL.total_seconds() + 0.1)
+        looked: list[UUID] = []
+        expire_due = app.expire_due
+
+        async def counted(chat_id: UUID, ref: str, chat: Any = None) -> bool:
+            looked.append(chat_id)
+            return await expire_due(chat_id, ref, chat)
+
+        monkeypatch.setattr(app, "expire_due", counted)
+        sweeper = Sweeper(app, views)
+        assert sweeper.sweep() == 3 and sorted(looked) == sorted(ids)
+        assert sweeper.sweep() == 0 and len(looked) == 3  # the inbox still lists them
+        views.catch_up()
+        assert sweeper.sweep() == 0 and len(looked) == 3  # now it does not
+        assert [_expiries(app, c) for c in ids] == [1] * 3
+    finally:
+        views.close()
+
+
 def _vote_at(app: Interlock, chat_id: UUID, deadline: float, outcome: list[str]) -> None:
     time.sleep(max(0.0, deadline - time.monotonic()))
     try:
