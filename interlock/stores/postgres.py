@@ -54,12 +54,12 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
             "id_type": Identifier(self.datastore.originator_id_type),
         }
         self.sql_create_statements.append(SQL(APPEND_GROUPS).format(**names))
-        self.append_statement = SQL("SELECT * FROM {schema}.{fn}(%s, %s, %s, %s, %s)").format(
+        self.append_statement = SQL("SELECT * FROM {schema}.{fn}(%b, %b, %b, %b, %b)").format(
             **names
         ).as_bytes(None)  # rendered once, not per call
         self.select_many_statement = SQL(
             "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
-            " WHERE originator_id = ANY(%s) ORDER BY originator_id, originator_version"
+            " WHERE originator_id = ANY(%b) ORDER BY originator_id, originator_version"
         ).format(**names).as_bytes(None)
         self.group_commit = GroupCommit(self._flush)
 
