@@ -10,6 +10,9 @@
    its real path (InterruptExpired recorded, the model told); target 10,000 in < 10 s.
    Baseline in the same run: the sweeper one chat at a time (concurrency 1) on extra chats.
 3. The sweeper's query for due approvals, p95 (target < 10 ms), before and after.
+
+The service is set up as `interlock serve` sets it up: personal data encrypted under a key
+per chat (the erasure key store), the garbage collector tuned.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pydantic import BaseModel
 
 from bench.common import scratch_schema
 from interlock import Agent, Approval, FunctionModel, ToolContext, tool
+from interlock.audit.erasure import KeyStore
 from interlock.bootstrap import build_service
 from interlock.domain import (
     ApproveEntry,
@@ -239,6 +243,7 @@ def main() -> None:
         args.pending, args.due, args.decided, args.baseline, args.runs = 2000, 200, 20_000, 50, 20
     with scratch_schema() as store:
         app = build_service(store, [PAYER])
+        app.protect_personal_data(KeyStore.open(app))  # personal data encrypted, as served
         models = open_read_models(app, poll_interval=0.05)
         tune_gc()  # as `interlock serve` and `interlock projections run` do
         try:

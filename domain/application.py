@@ -393,6 +393,9 @@ class Interlock(Application[UUID]):
     def get_chats(self, chat_ids: Sequence[UUID]) -> dict[UUID, Chat]:
         """These chats as they are now, read together where the store can (one query on
         PostgreSQL); an id with no chat is left out."""
+        cipher = getattr(self.mapper, "personal", None)
+        if cipher is not None:
+            cipher.warm(chat_ids)
         many = getattr(self.recorder, "select_events_of", None)
         if many is None:
             found = {}

@@ -10,6 +10,7 @@ cover the ciphertext) and decode with the placeholders below. docs/audit.md, "Er
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -44,6 +45,9 @@ class FieldCipher(Protocol):
         """The field's token, or None when the chat is kept in plaintext (begun unprotected)."""
 
     def decrypt(self, chat_id: UUID, version: int, field: str, token: str) -> bytes | None: ...
+
+    def warm(self, chat_ids: Sequence[UUID]) -> None:
+        """Get ready to decrypt these chats (their keys read together); a hint."""
 
 
 class PersonalDataLockedError(InternalError):

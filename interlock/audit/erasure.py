@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -89,6 +89,18 @@ class KeyStore:
         self._keep(chat_id, (None, when))
         return when
 
+    def warm(self, chat_ids: Sequence[UUID]) -> None:
+        """Read the keys of these chats that are not cached in one query (a page of chats
+        about to be loaded together), instead of one query each on first decryption."""
+        now = time.monotonic()
+        with self._lock:
+            missing = [c for c in chat_ids
+                       if (cached := self._cache.get(c)) is None or now - cached[0] >= TTL]
+        if missing:
+            found = self.backend.get_many(missing)
+            for chat_id in missing:
+                self._keep(chat_id, found.get(chat_id) or (None, None))
+
     def erased_at(self, chat_id: UUID) -> str | None:
         return self._row(chat_id, fresh=True)[1]
 
@@ -132,6 +144,10 @@ class _Backend:
         """Give the chat `key` unless it has a row already; the row it has now."""
         raise NotImplementedError
 
+    def get_many(self, chat_ids: Sequence[UUID]) -> dict[UUID, Row]:
+        """The rows these chats have (a chat without one is left out)."""
+        return {c: row for c in chat_ids if (row := self.get(c)) is not None}
+
     def erase(self, chat_id: UUID, when: str) -> None:
         raise NotImplementedError
 
@@ -155,8 +171,9 @@ class _Sql(_Backend):
 
     def __init__(self, run: Callable[[Any, tuple[Any, ...]], list[Any]], table: Any,
                  statements: dict[str, str], key_of: Callable[[UUID], Any]) -> None:
-        self.run, self.key_of = run, key_of
+        self.run, self.key_of, self.table = run, key_of, table
         self.sql = {name: _format(text, table) for name, text in statements.items()}
+        self._many: dict[int, Any] = {}
         self.run(self.sql["create"], ())
 
     def get(self, chat_id: UUID) -> Row | None:
@@ -170,6 +187,24 @@ class _Sql(_Backend):
 
     def erase(self, chat_id: UUID, when: str) -> None:
         self.run(self.sql["erase"], (when, self.key_of(chat_id)))
+
+    def get_many(self, chat_ids: Sequence[UUID]) -> dict[UUID, Row]:
+        found: dict[UUID, Row] = {}
+        by_key = {self.key_of(c): c for c in chat_ids}
+        keys = list(by_key)
+        for at in range(0, len(keys), MANY):  # SQLite takes at most 999 parameters
+            chunk = keys[at:at + MANY]
+            statement = self.many_sql(len(chunk))
+            for chat_key, key, erased_at in self.run(statement, tuple(chunk)):
+                found[by_key[chat_key]] = (bytes(key) if key is not None else None, erased_at)
+        return found
+
+    def many_sql(self, n: int) -> Any:
+        statement = self._many.get(n)
+        if statement is None:
+            text = _GET_MANY.replace("?)", ", ".join("?" * n) + ")")
+            statement = self._many[n] = _format(text, self.table)
+        return statement
 
 
 def _first(rows: list[Any]) -> Row | None:
@@ -187,6 +222,8 @@ _STATEMENTS = {
            "SET chat_id = excluded.chat_id RETURNING key, erased_at",
     "erase": "UPDATE {t} SET key = NULL, erased_at = ? WHERE chat_id = ?",
 }
+_GET_MANY = "SELECT chat_id, key, erased_at FROM {t} WHERE chat_id IN (?)"
+MANY = 500
 
 
 def _format(text: str, table: Any) -> Any:

@@ -135,3 +135,34 @@ def test_every_event_field_that_can_hold_personal_data_is_erasable() -> None:
     missing = {(k.TOPIC, f) for k in kinds(ChatEvent) for f in checked(k)
                if f not in PERSONAL.get(k.TOPIC, {})}
     assert missing == set()
+
+
+async def test_chats_read_together_read_their_keys_together(
+    protected: Interlock, store: str
+) -> None:
+    """The sweeper's page of chats: keys in one query, the same chats as loaded one by one,
+    an erased chat read as erased and a plaintext chat as plaintext."""
+    plain = build_service(store, AGENTS)
+    try:
+        unprotected = plain.start_chat("bankingAgent", actor="alice", tenant="bank").id
+    finally:
+        plain.close()
+    ids = [await _subject_chat(protected) for _ in range(3)]
+    assert main(["audit", "erase", str(ids[0]), "--store", store]) == 0
+    reader = build_service(store, AGENTS)  # a process with nothing cached
+    store_keys = KeyStore.open(reader)
+    reader.protect_personal_data(store_keys)
+    queries: list[object] = []
+    run = store_keys.backend.run  # type: ignore[attr-defined]
+    store_keys.backend.run = lambda statement, params: queries.append(statement) or run(  # type: ignore[attr-defined]
+        statement, params)
+    try:
+        together = reader.get_chats([*ids, unprotected])
+        assert len(queries) == 1  # every key at once, none afterwards while decrypting
+        assert SECRET not in json.dumps(together[ids[0]].state.model_dump(mode="json"))
+        assert all(SECRET in together[c].state.messages[0].text for c in ids[1:])
+        assert together[unprotected].state.agent == "bankingAgent"
+        for chat_id in [*ids, unprotected]:
+            assert together[chat_id].state == reader.get_chat(chat_id).state
+    finally:
+        reader.close()
