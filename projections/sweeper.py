@@ -116,7 +116,7 @@ class Sweeper:
         while not self._stopping.wait(self.interval):
             try:
                 self.sweep()
-            except Exception:
+            except Exception:  # broad on purpose: the next pass must still come
                 log.exception("sweeper pass failed; retrying")
 
     def stop(self) -> None:

@@ -81,6 +81,9 @@ class Deliverer:
             except STORE_ERRORS:  # the store may be briefly down: keep the thread, retry
                 log.exception("webhook delivery round failed")
                 busy = 0
+            except Exception:  # broad on purpose: a bug must not stop every later delivery
+                log.exception("webhook delivery round failed unexpectedly; retrying")
+                busy = 0
             if not busy:
                 self._stop.wait(self.policy.poll)
 

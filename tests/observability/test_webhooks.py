@@ -230,3 +230,31 @@ def test_approval_decisions_and_expiries_are_notified(
     terms = got[(expired, "interrupt.pending", None)]["metadata"]["approval"]
     assert datetime.fromisoformat(gone["expires_at"]) == datetime.fromisoformat(
         terms["expires_at"])
+
+
+class _FlakyView:
+    """Claims fail once with an error nobody planned for, then find nothing due."""
+
+    def __init__(self) -> None:
+        self.claims = 0
+
+    def claim(self, limit: int, lease: object) -> list[object]:
+        self.claims += 1
+        if self.claims == 1:
+            raise AssertionError("a bug in a delivery round")
+        return []
+
+
+def test_a_delivery_round_that_fails_unexpectedly_does_not_stop_the_deliverer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from interlock.webhooks import Deliverer
+
+    view = _FlakyView()
+    deliverer = Deliverer(view, FAST)  # type: ignore[arg-type]
+    deliverer.start()
+    try:
+        until(lambda: view.claims >= 3, timeout=5)  # it went on after the failure
+    finally:
+        deliverer.stop()
+    assert "failed unexpectedly" in caplog.text
