@@ -13,6 +13,7 @@ from typing import Any, ClassVar, ParamSpec, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
+from eventsourcing.domain import OriginatorVersionError
 from eventsourcing.persistence import IntegrityError, Mapper, Recording, Transcoder
 
 from interlock.domain.agent import Agent
@@ -28,6 +29,7 @@ from interlock.domain.errors import (
     ConcurrencyError,
     ConfigurationError,
     IdempotencyKeyReusedError,
+    InterlockError,
     InvalidRequestError,
     TurnInProgressError,
     UnknownAgentError,
@@ -392,7 +394,8 @@ class Interlock(Application[UUID]):
 
     def get_chats(self, chat_ids: Sequence[UUID]) -> dict[UUID, Chat]:
         """These chats as they are now, read together where the store can (one query on
-        PostgreSQL); an id with no chat is left out."""
+        PostgreSQL); an id with no chat, or one whose log does not load, is left out (its
+        own load, `get_chat`, then says why)."""
         cipher = getattr(self.mapper, "personal", None)
         if cipher is not None:
             cipher.warm(chat_ids)
@@ -400,12 +403,18 @@ class Interlock(Application[UUID]):
         if many is None:
             found = {}
             for chat_id in chat_ids:
-                with suppress(ChatNotFoundError):
+                with suppress(InterlockError, OriginatorVersionError):
                     found[chat_id] = self.get_chat(chat_id)
             return found
-        to_event = self.mapper.to_domain_event
-        return {chat_id: chat for chat_id, stored in many(chat_ids).items()
-                if (chat := _replay(None, map(to_event, stored))) is not None}
+        to_event, found = self.mapper.to_domain_event, {}
+        for chat_id, stored in many(chat_ids).items():
+            try:
+                chat = _replay(None, map(to_event, stored))
+            except (InterlockError, OriginatorVersionError):
+                continue  # a refused record sinks its own chat's load, not the page's
+            if chat is not None:
+                found[chat_id] = chat
+        return found
 
     def _checkout(self, chat_id: UUID, tenant: str | None) -> Chat:
         """The chat for a command: the cached one brought up to date, or loaded whole."""

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from interlock.domain.errors import InterlockError
+from interlock.domain.errors import InterlockError, InternalError
 from interlock.projections.decisions import SWEEPER
 from interlock.projections.inbox import InboxView
 
@@ -39,6 +39,7 @@ class Sweeper:
         # until it reaches `_settled_upto`: not loaded again each sweep meanwhile.
         self._settled: set[tuple[str, str]] = set()
         self._settled_upto = 0
+        self._refused: set[tuple[UUID, str]] = set()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="interlock-sweeper", daemon=True)
 
@@ -105,6 +106,11 @@ class Sweeper:
     async def _one(self, chat_id: UUID, ref: str, chat: Chat | None = None) -> int:
         try:
             return int(await self.service.expire_due(chat_id, ref, chat))
+        except InternalError as exc:  # the chat does not load (an edited record, say)
+            level = logging.DEBUG if (chat_id, ref) in self._refused else logging.WARNING
+            self._refused.add((chat_id, ref))  # said once per process, retried each sweep
+            log.log(level, "sweeper cannot expire %s %s: %s", chat_id, ref, exc)
+            return 0
         except InterlockError as exc:  # a decision or another sweeper won: theirs stands
             log.debug("sweeper skipped %s %s: %s", chat_id, ref, exc.code)
             return 0

@@ -23,6 +23,7 @@ from interlock.projections import open_views
 from interlock.projections.inbox import InboxView
 from interlock.projections.sweeper import Sweeper
 from tests.kit import call, run, say
+from tests.projections.tamper import EventsTable
 
 TTL = timedelta(milliseconds=300)
 
@@ -112,6 +113,25 @@ def test_chats_read_together_are_what_each_load_gives(store: str) -> None:
     for chat_id in ids:
         alone = app.get_chat(chat_id)
         assert (together[chat_id].version, together[chat_id].state) == (alone.version, alone.state)
+
+
+def test_a_chat_whose_log_is_refused_does_not_hold_up_the_others(
+    store: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One edited record is that chat's problem, said aloud: the rest of its page expires."""
+    app = build_service(store, _agents())
+    views = open_views(app)
+    try:
+        ids = _held(app, 4)
+        views.catch_up()
+        EventsTable(store, ids[1]).write_raw(2, b'{"not": "an event"}')
+        assert sorted(app.get_chats(ids)) == sorted(ids[:1] + ids[2:])
+        time.sleep(TTL.total_seconds() + 0.1)
+        assert Sweeper(app, views).sweep() == 3
+        assert [_expiries(app, c) for c in ids[:1] + ids[2:]] == [1] * 3
+        assert f"sweeper cannot expire {ids[1]} p1" in caplog.text
+    finally:
+        views.close()
 
 
 def test_a_recorded_expiry_is_not_looked_at_again_while_the_inbox_lags(
