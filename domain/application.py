@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from datetime import timedelta
 from functools import partial, wraps
-from typing import Any, ClassVar, ParamSpec, TypeVar
+from typing import Any, ClassVar, Literal, ParamSpec, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
@@ -245,8 +245,11 @@ class Interlock(Application[UUID]):
             held_call(chat.state.calls, entry, now())  # raises the winner's story, if any
 
     @_counted
-    async def expire_due(self, chat_id: UUID, ref: str, chat: Chat | None = None) -> bool:
-        """Escalate or expire one held call if due (the sweeper's command); False if not due.
+    async def expire_due(
+        self, chat_id: UUID, ref: str, chat: Chat | None = None
+    ) -> Literal["expired", "escalated", ""]:
+        """Escalate or expire one held call if due (the sweeper's command): which it did
+        ("expired" when both were due), "" when nothing was due.
 
         An expiry is told to the model as the tool's response and the turn goes on. `chat`:
         the chat as just loaded (the sweeper reads a page's chats together); a write since
@@ -257,9 +260,9 @@ class Interlock(Application[UUID]):
         at = now()
         escalated, expired = chat.escalate(ref, at), chat.expire(ref, at)
         if not (escalated or expired):
-            return False
+            return ""
         await self._continue(chat)
-        return True
+        return "expired" if expired else "escalated"
 
     @_counted
     async def withdraw(

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from interlock.projections.readmodels import SqlReadModels
 
 log = logging.getLogger(__name__)
+Pair = tuple[str, str]  # a held call: (chat id, ref)
+MAX_REMEMBERED = 100_000
 
 
 class Sweeper:
@@ -35,10 +37,11 @@ class Sweeper:
                  batch: int = 500, concurrency: int = 64) -> None:
         self.service, self.models = service, models
         self.interval, self.batch, self.concurrency = interval, batch, concurrency
-        # Calls this sweeper has recorded (or found decided) that the inbox may still list
-        # until it reaches `_settled_upto`: not loaded again each sweep meanwhile.
-        self._settled: set[tuple[str, str]] = set()
-        self._settled_upto = 0
+        # Calls this sweeper has just expired, with the log position of that write: the
+        # inbox lists them until it passes it, and they are not loaded again each sweep
+        # meanwhile. Anything else (an escalation, a lost race, nothing due) is looked at
+        # again: it may still come due however far behind the inbox is.
+        self._recorded: dict[Pair, int] = {}
         self._refused: set[tuple[UUID, str]] = set()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="interlock-sweeper", daemon=True)
@@ -51,8 +54,11 @@ class Sweeper:
         expiry just recorded) is looked at once per sweep, not once per page.
         """
         inbox, at = self.models.view(InboxView), now or datetime.now(UTC)
-        if self._settled and inbox.position() >= self._settled_upto:
-            self._settled.clear()
+        if self._recorded:
+            seen_upto = inbox.position()
+            self._recorded = {k: v for k, v in self._recorded.items() if v > seen_upto}
+            if len(self._recorded) > MAX_REMEMBERED:  # a view stuck for long: look again
+                self._recorded.clear()
         waiting = inbox.awaiting(sorted(self.service.agents), self.batch)
         written, seen, after = 0, 0, None
         while limit is None or seen < limit:
@@ -60,18 +66,20 @@ class Sweeper:
             due = inbox.due(at, size, after)
             if not (due or waiting):
                 break
-            fresh = [(c, r) for _, c, r in due if (c, r) not in self._settled]
-            written += sum(asyncio.run(self._record(fresh, waiting)))
-            if fresh:
-                self._settled.update(fresh)
-                self._settled_upto = self.service.recorder.max_notification_id() or 0
+            fresh = [(c, r) for _, c, r in due if (c, r) not in self._recorded]
+            results = asyncio.run(self._record(fresh, waiting))
+            written += sum(n for _, n in results)
+            recorded = [pair for pair, n in results if pair is not None and n > 0]
+            if recorded:
+                upto = self.service.recorder.max_notification_id() or 0
+                self._recorded.update(dict.fromkeys(recorded, upto))
             waiting, seen = [], seen + len(due)
             if len(due) < size:
                 break
             after = due[-1]
         return written
 
-    async def _record(self, due: list[tuple[str, str]], waiting: list[str]) -> list[int]:
+    async def _record(self, due: list[Pair], waiting: list[str]) -> list[tuple[Pair | None, int]]:
         """Up to `concurrency` chats at once: their commits share transactions (group commit).
 
         The page's chats are read together (one query on PostgreSQL); refs of one chat go
@@ -85,35 +93,40 @@ class Sweeper:
             done = await asyncio.gather(
                 *(self._chat(gate, c, rs, loaded.get(c)) for c, rs in refs.items()),
                 *(self._go_on(gate, UUID(c)) for c in waiting))
-        return [n for ns in done for n in ns]
+        return [result for results in done for result in results]
 
     async def _chat(self, gate: asyncio.Semaphore, chat_id: UUID, refs: list[str],
-                    chat: Chat | None) -> list[int]:
+                    chat: Chat | None) -> list[tuple[Pair | None, int]]:
+        """What each of the chat's due refs wrote (the first from `chat`), and the call
+        when it expired (it leaves the inbox once the views pass that write)."""
         async with gate:
             done = [await self._one(chat_id, refs[0], chat)]
-            return done + [await self._one(chat_id, ref) for ref in refs[1:]]
+            done += [await self._one(chat_id, ref) for ref in refs[1:]]
+            return [((str(chat_id), ref) if did == "expired" else None, int(bool(did)))
+                    for ref, did in zip(refs, done, strict=True)]
 
-    async def _go_on(self, gate: asyncio.Semaphore, chat_id: UUID) -> list[int]:
+    async def _go_on(self, gate: asyncio.Semaphore, chat_id: UUID) -> list[tuple[Pair | None, int]]:
         """Continue a turn ended for want of its agent: the model is told of the expiry."""
         async with gate:
             try:
                 await self.service.retry(chat_id, actor=SWEEPER)
             except InterlockError as exc:  # a client's retry or another sweeper went first
                 log.debug("sweeper did not continue %s: %s", chat_id, exc.code)
-                return [0]
-            return [1]
+                return [(None, 0)]
+            return [(None, 1)]
 
-    async def _one(self, chat_id: UUID, ref: str, chat: Chat | None = None) -> int:
+    async def _one(self, chat_id: UUID, ref: str, chat: Chat | None = None) -> str:
+        """What was recorded: "expired", "escalated", or "" (nothing due, or lost a race)."""
         try:
-            return int(await self.service.expire_due(chat_id, ref, chat))
+            return await self.service.expire_due(chat_id, ref, chat)
         except InternalError as exc:  # the chat does not load (an edited record, say)
             level = logging.DEBUG if (chat_id, ref) in self._refused else logging.WARNING
             self._refused.add((chat_id, ref))  # said once per process, retried each sweep
             log.log(level, "sweeper cannot expire %s %s: %s", chat_id, ref, exc)
-            return 0
+            return ""
         except InterlockError as exc:  # a decision or another sweeper won: theirs stands
             log.debug("sweeper skipped %s %s: %s", chat_id, ref, exc.code)
-            return 0
+            return ""
 
     def start(self) -> None:
         self._thread.start()

@@ -189,8 +189,8 @@ def test_an_expired_approval_fails_closed_and_the_model_is_told(store: str) -> N
     time.sleep(0.06)
     with pytest.raises(InterruptExpiredError):
         bank.vote(treasurer("bob"), APPROVE)
-    assert run(bank.app.expire_due(bank.chat.id, "p1")) is True
-    assert run(bank.app.expire_due(bank.chat.id, "p1")) is False  # exactly once
+    assert run(bank.app.expire_due(bank.chat.id, "p1")) == "expired"
+    assert run(bank.app.expire_due(bank.chat.id, "p1")) == ""  # exactly once
     assert bank.paid == [] and bank.tool_response()["expired"] is True
     assert bank.app.get_chat(bank.chat.id).state.finish_reason == "stop"
     with pytest.raises(InterruptExpiredError) as late:
@@ -206,7 +206,7 @@ def test_escalation_widens_who_may_decide(store: str) -> None:
     with pytest.raises(ForbiddenError):
         bank.vote(cfo, APPROVE)
     time.sleep(0.03)
-    assert run(bank.app.expire_due(bank.chat.id, "p1")) is True
+    assert run(bank.app.expire_due(bank.chat.id, "p1")) == "escalated"
     assert bank.vote(cfo, APPROVE).finish_reason == "stop"
 
 

@@ -41,6 +41,12 @@ async def pay(input: Pay, ctx: ToolContext) -> dict[str, Any]:
     return {"paid": input.amount}
 
 
+@tool(name="escalating", approval=Approval(
+    roles=["treasury"], expires_in=TTL, escalate_after=TTL / 3, escalate_to=["cfo"]))
+async def escalating(input: Pay, ctx: ToolContext) -> dict[str, Any]:
+    return {"paid": input.amount}
+
+
 def _script(request: ModelRequest) -> ModelResponse:
     """Asks to pay on each user message, and says it was told of the outcome after."""
     return call(("pay", {"amount": 7}, "p1")) if request.messages[-1].role == "user" \
@@ -146,7 +152,7 @@ def test_a_recorded_expiry_is_not_looked_at_again_while_the_inbox_lags(
         looked: list[UUID] = []
         expire_due = app.expire_due
 
-        async def counted(chat_id: UUID, ref: str, chat: Any = None) -> bool:
+        async def counted(chat_id: UUID, ref: str, chat: Any = None) -> str:
             looked.append(chat_id)
             return await expire_due(chat_id, ref, chat)
 
@@ -157,6 +163,26 @@ def test_a_recorded_expiry_is_not_looked_at_again_while_the_inbox_lags(
         views.catch_up()
         assert sweeper.sweep() == 0 and len(looked) == 3  # now it does not
         assert [_expiries(app, c) for c in ids] == [1] * 3
+    finally:
+        views.close()
+
+
+def test_an_escalated_call_expires_at_its_deadline_while_the_inbox_lags(store: str) -> None:
+    """What the sweeper recorded (an escalation) does not hide the call's later expiry."""
+    agent = Agent(name="escalator", system="", tools=[escalating], model=FunctionModel(
+        lambda r: call(("escalating", {"amount": 3}, "e1")) if r.messages[-1].role == "user"
+        else say("told")))
+    app = build_service(store, [agent])
+    views = open_views(app)
+    try:
+        chat = app.start_chat("escalator", actor="alice")
+        run(app.send(chat.id, "pay", actor="alice"))
+        views.catch_up()
+        sweeper = Sweeper(app, views)
+        time.sleep(TTL.total_seconds() / 3 + 0.05)
+        assert sweeper.sweep() == 1  # escalated; the inbox does not see it (stuck, say)
+        time.sleep(TTL.total_seconds())
+        assert sweeper.sweep() >= 1 and _expiries(app, chat.id) == 1
     finally:
         views.close()
 
