@@ -58,7 +58,9 @@ class Deliverer:
             answer = self._http.post(item.url, content=item.body.encode(),
                                      headers={**headers, "content-type": "application/json"})
             error = None if answer.is_success else f"HTTP {answer.status_code}"
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+            # ValueError: a URL the socket layer cannot encode (a host label over 63
+            # characters passes URL validation); the row is settled like any failure.
             error = f"{type(exc).__name__}: {exc}"
         now = datetime.now(UTC)
         if error is None:

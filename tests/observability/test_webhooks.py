@@ -258,3 +258,33 @@ def test_a_delivery_round_that_fails_unexpectedly_does_not_stop_the_deliverer(
     finally:
         deliverer.stop()
     assert "failed unexpectedly" in caplog.text
+
+
+class _OneDue:
+    """One claimed delivery to `url`, and how its attempts were settled."""
+
+    def __init__(self, url: str) -> None:
+        from interlock.projections.webhooks import Due
+
+        self.due = [Due("msg_1_sub", 1, '{"type":"turn.finished"}', url, "whsec_" + "A" * 32)]
+        self.settled: list[tuple[str, str, str | None]] = []
+
+    def claim(self, limit: int, lease: object) -> list[object]:
+        due, self.due = self.due, []
+        return due  # type: ignore[return-value]
+
+    def settle(self, delivery_id: str, status: str, next_at: object, error: str | None) -> None:
+        self.settled.append((delivery_id, status, error))
+
+
+def test_a_url_the_socket_layer_cannot_encode_is_settled_as_a_failed_attempt() -> None:
+    from interlock.webhooks import Deliverer
+
+    view = _OneDue("http://a" + "b" * 70 + ".example/hook")  # a 71-character host label
+    deliverer = Deliverer(view, FAST)  # type: ignore[arg-type]
+    try:
+        assert deliverer.run_once() == 1
+    finally:
+        deliverer.stop()
+    [(delivery, status, error)] = view.settled
+    assert (delivery, status) == ("msg_1_sub", "pending") and error and "UnicodeError" in error
