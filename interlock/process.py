@@ -15,14 +15,18 @@ from __future__ import annotations
 import gc
 
 DEFAULT_GC_THRESHOLD = 10_000
+_frozen = False
 
 
 def tune_gc(threshold: int = DEFAULT_GC_THRESHOLD) -> None:
     """Freeze what is loaded now and run generation 0 every `threshold` allocations
     (0 leaves Python's defaults alone)."""
+    global _frozen
     if threshold <= 0:
         return
-    gc.collect()  # what start-up left behind is freed, not frozen
-    gc.freeze()
+    if not _frozen:  # once: a process building apps again (tests) must not pin each one
+        gc.collect()  # what start-up left behind is freed, not frozen
+        gc.freeze()
+        _frozen = True
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(threshold, older, oldest)

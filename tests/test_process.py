@@ -8,14 +8,16 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
+from interlock import process
 from interlock.bootstrap import build_app
 from interlock.process import tune_gc
 from interlock.settings import load_settings
 
 
 @pytest.fixture(autouse=True)
-def _restored() -> Iterator[None]:
+def _restored(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     before = gc.get_threshold()
+    monkeypatch.setattr(process, "_frozen", False)
     yield
     gc.unfreeze()
     gc.set_threshold(*before)
@@ -26,6 +28,14 @@ def test_tuning_freezes_what_is_loaded_and_collects_less_often() -> None:
     tune_gc(5000)
     assert gc.get_threshold() == (5000, 10, 10)
     assert gc.get_freeze_count() > 1000  # modules, classes, validators: out of the collector's way
+
+
+def test_a_second_tuning_freezes_nothing_more() -> None:
+    tune_gc(5000)
+    frozen = gc.get_freeze_count()
+    pinned = [object() for _ in range(10)]  # what a later app would build
+    tune_gc(6000)
+    assert gc.get_freeze_count() == frozen and gc.get_threshold()[0] == 6000 and pinned
 
 
 def test_zero_leaves_pythons_defaults() -> None:

@@ -98,8 +98,14 @@ class KeyStore:
                        if (cached := self._cache.get(c)) is None or now - cached[0] >= TTL]
         if missing:
             found = self.backend.get_many(missing)
-            for chat_id in missing:
-                self._keep(chat_id, found.get(chat_id) or (None, None))
+            with self._lock:  # an entry cached since the read (a new key, an erasure) wins
+                for chat_id in missing:
+                    cached = self._cache.get(chat_id)
+                    if cached is None or cached[0] < now:
+                        self._cache[chat_id] = (now, found.get(chat_id) or (None, None))
+                        self._cache.move_to_end(chat_id)
+                while len(self._cache) > CACHED:
+                    self._cache.popitem(last=False)
 
     def erased_at(self, chat_id: UUID) -> str | None:
         return self._row(chat_id, fresh=True)[1]
