@@ -66,6 +66,8 @@ def test_served_chats_are_encrypted_and_erasure_leaves_no_plaintext(
     server = ServeProcess("--store", store, env=SERVED)
     try:
         chat_id = _served_cycle(server.url)
+        with Client(server.url) as dev:  # a list read waits until the views have the cycle
+            assert SECRET in str(dev.decisions(chat_id=chat_id))
         before = every_row(store)
         [events_table] = [t for t in before if t in ("interlock_events", "stored_events")]
         assert chat_id.replace("-", "") in before[events_table].replace("-", "")
