@@ -245,12 +245,21 @@ def _backend(app: Interlock) -> _Backend:
         table = Identifier(datastore.schema, "interlock_erasure_keys")
 
         def run_pg(statement: Any, params: tuple[Any, ...]) -> list[Any]:
+            if params:  # one statement: atomic on its own, one round trip (autocommit)
+                with datastore.get_connection() as conn:
+                    with conn.cursor() as curs:
+                        curs.execute(statement, params)
+                        rows = [tuple(r.values()) for r in curs.fetchall()] \
+                            if curs.description else []
+                    if not conn.autocommit:  # the library's pool hands out autocommit ones
+                        conn.commit()
+                    return rows
             with datastore.transaction(commit=True) as curs:
-                if not params:  # CREATE TABLE IF NOT EXISTS races with itself across workers
-                    curs.execute(SQL("SELECT pg_advisory_xact_lock(hashtext(%s))"),
-                                 (f"{datastore.schema}.interlock_erasure_keys",))
+                # CREATE TABLE IF NOT EXISTS races with itself across workers
+                curs.execute(SQL("SELECT pg_advisory_xact_lock(hashtext(%s))"),
+                             (f"{datastore.schema}.interlock_erasure_keys",))
                 curs.execute(statement, params)
-                return [tuple(r.values()) for r in curs.fetchall()] if curs.description else []
+                return []
         return _Sql(run_pg, table, _STATEMENTS, str)
     if isinstance(recorder, SQLiteApplicationRecorder):
         lite = recorder.datastore
