@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -54,11 +55,20 @@ def error_body(code: str, message: str, details: dict[str, Any]) -> dict[str, An
     return {"error": {"code": code, "message": message, "details": details}}
 
 
+class ErrorJSON(JSONResponse):
+    """An error body as ASCII JSON: whatever a client sent and an error repeats back (a lone
+    surrogate, say) still encodes, so the answer stays the 4xx it is."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False,
+                          separators=(",", ":")).encode("ascii")
+
+
 def error_response(exc: InterlockError, headers: Mapping[str, str] | None = None) -> JSONResponse:
     """The HTTP answer for a typed error: the status its class carries."""
     if isinstance(exc, UnauthenticatedError):
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
-    return JSONResponse(error_body(exc.code, exc.message, exc.details), exc.status, headers=headers)
+    return ErrorJSON(error_body(exc.code, exc.message, exc.details), exc.status, headers=headers)
 
 
 def _validation_details(exc: RequestValidationError) -> dict[str, Any]:

@@ -258,6 +258,7 @@ class Chat:
         if not reason.strip():
             raise InvalidRequestError("a withdrawal needs a reason")
         check_json(reason, "reason")
+        check_json(list(refs), "refs")  # an unknown ref is named in the error: it must encode
         if self.state.status == "running":
             raise TurnInProgressError()
         check_batch(list(refs))

@@ -116,6 +116,20 @@ def test_withdraw_tells_the_model(live: Live, client_for: ClientFor) -> None:
     assert client_for("carol").decisions(chat_id=chat.id)["items"][0]["kind"] == "withdraw"
 
 
+def test_a_withdrawal_naming_a_ref_that_cannot_encode_is_a_422_that_writes_nothing(
+    live: Live, client_for: ClientFor
+) -> None:
+    chat, held = _held(client_for)
+    before = len(client_for("alice").open_chat(chat.id).events())
+    body = '{"refs": ["' + held.ref + '", "\\ud800"], "reason": "r"}'  # a lone surrogate
+    answer = httpx.post(f"{live.url}/v1/chats/{chat.id}/withdraw", content=body,
+                        headers={"Authorization": "Bearer key-alice",
+                                 "Content-Type": "application/json"})
+    assert answer.status_code == 422, answer.text
+    assert "refs: text holds a lone UTF-16 surrogate" in answer.json()["error"]["message"]
+    assert len(client_for("alice").open_chat(chat.id).events()) == before
+
+
 def test_two_last_votes_of_a_quorum_have_one_outcome(live: Live, client_for: ClientFor) -> None:
     chat, held = _held(client_for)
     client_for("tina").open_chat(chat.id).decide(held.approve())
