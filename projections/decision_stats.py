@@ -91,6 +91,8 @@ def split(since: datetime | None, until: datetime | None) -> Split:
     """Whole days inside [since, until), and what is left at either end."""
     first = None if since is None else _ceil_day(since)
     last = None if until is None else until.astimezone(UTC).date()
+    if since is not None and first is None:  # on the calendar's last day: no whole day after
+        return Split(None, ((since, until),))
     if first is not None and last is not None and first >= last:
         return Split(None, ((since, until),))
     edges = []
@@ -101,9 +103,12 @@ def split(since: datetime | None, until: datetime | None) -> Split:
     return Split((_iso(first), _iso(last)), tuple(edges))
 
 
-def _ceil_day(at: datetime) -> date:
+def _ceil_day(at: datetime) -> date | None:
+    """The first UTC day starting at or after `at`; None past the calendar's last midnight."""
     day = at.astimezone(UTC).date()
-    return day if _midnight(day) == at else day + timedelta(days=1)
+    if _midnight(day) == at:
+        return day
+    return None if day == date.max else day + timedelta(days=1)
 
 
 def _midnight(day: date) -> datetime:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -49,6 +49,17 @@ async def test_inbox_and_chat_filters(app: Interlock, models: SqlReadModels) -> 
     first = models.chats(ChatFilter(), limit=2)
     rest = models.chats(ChatFilter(), limit=10, cursor=first.next_cursor)
     assert len(first.items) + len(rest.items) == len(chats) and rest.next_cursor is None
+
+
+async def test_stats_since_the_calendars_last_day_count_from_the_rows(
+    app: Interlock, models: SqlReadModels
+) -> None:
+    """No whole day starts after 9999-12-31T00:00Z: rounding up must not overflow."""
+    _, position = await seed(app)
+    models.wait(position)
+    last = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+    assert models.decision_stats(DecisionFilter(tenant="bank", since=last)).total == 0
+    assert models.decision_stats(DecisionFilter(tenant="bank", until=last)).total == 5
 
 
 async def test_decision_stats(app: Interlock, models: SqlReadModels) -> None:
