@@ -84,10 +84,13 @@ def instant(name: str, raw: str | None) -> datetime | None:
         return None
     try:
         value = datetime.fromisoformat(raw)
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
     except ValueError:
         raise InvalidRequestError(f"{name} is not a date or date-time: {raw!r}",
                                   field=name) from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is before the first UTC instant
+        raise InvalidRequestError(f"{name} is out of range once in UTC: {raw!r}",
+                                  field=name) from None
 
 
 async def on_error(request: Request, exc: Exception) -> Response:

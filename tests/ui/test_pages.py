@@ -58,6 +58,9 @@ def test_in_dev_mode_a_loopback_visitor_is_dev(live: Live) -> None:
 
 @pytest.mark.parametrize(("path", "says"), [
     ("/ui/decisions?since=yesterday", "since is not a date or date-time"),
+    ("/ui/decisions?until=0001-01-01T00:00:00%2B01:00", "until is out of range once in UTC"),
+    ("/ui/decisions/stats?since=9999-12-31T23:59:59-01:00", "since is out of range once in UTC"),
+    ("/ui/decisions/export?since=9999-12-31T23:59:59-01:00", "since is out of range once"),
     ("/ui/inbox?order=sideways", "order"),
     ("/ui/chats/not-a-uuid", "chat_id"),
 ])
