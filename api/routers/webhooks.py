@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AnyHttpUrl, BaseModel, ConfigDict, Field
 
 from interlock.api.auth import Principal
 from interlock.api.deps import PrincipalDep
@@ -42,10 +42,31 @@ def _view(request: Request) -> WebhooksView:
 View = Annotated[WebhooksView, Depends(_view)]
 
 
+MAX_URL = 2000
+
+
+def _deliverable(url: AnyHttpUrl) -> AnyHttpUrl:
+    """A URL a delivery can reach: a DNS-valid host, a real port, no credentials in it."""
+    host = url.host or ""
+    labels = host.rstrip(".").split(".")
+    if len(host) > 253 or any(not 0 < len(label) <= 63 for label in labels):
+        raise ValueError("the host is not a valid DNS name (labels of 1 to 63 characters,"
+                         " at most 253 in all)")
+    if url.port == 0:
+        raise ValueError("port 0 cannot be connected to")
+    if url.username or url.password:
+        raise ValueError("credentials in the URL would be stored and listed: put them in"
+                         " the receiver's path or verify the signature instead")
+    if len(str(url)) > MAX_URL:
+        raise ValueError(f"the URL is longer than {MAX_URL} characters")
+    return url
+
+
 class SubscriptionCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    url: AnyHttpUrl = Field(description="where to POST; http(s) only")
+    url: Annotated[AnyHttpUrl, AfterValidator(_deliverable)] = Field(
+        description="where to POST; http(s) only, a DNS-valid host, no credentials")
     events: list[EventType] = Field(default=list(EVENT_TYPES), min_length=1)
 
 

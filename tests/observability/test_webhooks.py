@@ -183,6 +183,20 @@ def _vote(api: Call, who: str, chat: str, held: dict[str, Any], kind: str,
     return str(turn.json()["finish_reason"])
 
 
+@pytest.mark.parametrize(("url", "says"), [
+    ("http://a" + "b" * 70 + ".example/hook", "not a valid DNS name"),
+    ("http://" + "\u00e9" * 100 + ".example/", "not a valid DNS name"),
+    ("http://a..b/", "not a valid DNS name"),
+    ("http://127.0.0.1:0/", "port 0"),
+    ("http://user:secret@hooks.example/", "credentials"),
+    ("http://hooks.example/" + "p" * 3000, "longer than 2000"),
+])
+def test_a_url_no_delivery_can_reach_is_refused(api: Call, url: str, says: str) -> None:
+    bad = api("root", "POST", "/v1/webhooks", json={"url": url})
+    assert bad.status_code == 422 and says in bad.text
+    assert api("root", "GET", "/v1/webhooks").json()["items"] == []
+
+
 def test_approval_decisions_and_expiries_are_notified(
     swept: tuple[Call, Callable[[], int]], receiver: Receiver
 ) -> None:
