@@ -84,9 +84,15 @@ async def _on_interlock_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(exc)
 
 
-async def _on_validation_error(_: Request, exc: Exception) -> JSONResponse:
+async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return error_response(InvalidRequestError("the request is invalid", **_validation_details(exc)))
+    message = "the request is invalid"
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    body_failed = any(tuple(e.get("loc", ()))[:1] == ("body",) for e in exc.errors())
+    if body_failed and kind != "application/json":
+        message = (f"the request body must be JSON sent as Content-Type: application/json,"
+                   f" not {kind or 'no content type'}")
+    return error_response(InvalidRequestError(message, **_validation_details(exc)))
 
 
 async def _on_http_error(_: Request, exc: Exception) -> JSONResponse:

@@ -107,7 +107,8 @@ class EmptyResumeError(ResumeError):
     code = "empty_resume"
 
     def __init__(self) -> None:
-        super().__init__("a resume needs at least one respond or restart entry")
+        super().__init__(
+            "a resume needs at least one entry: respond, restart, approve, edit or reject")
 
 
 class DuplicateRefError(ResumeError):

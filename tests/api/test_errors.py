@@ -227,6 +227,23 @@ def test_blank_message_and_bad_resume_body(
         assert (response.status_code, response.json()["error"]["code"]) == (422, "invalid_request")
 
 
+@pytest.mark.parametrize("kind", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_a_body_not_sent_as_json_says_so(raw: httpx.Client, kind: str | None) -> None:
+    headers = {"content-type": kind} if kind else {}
+    answer = raw.post("/v1/chats", content=b'{"agent": "bankingAgent"}', headers=headers)
+    assert (answer.status_code, answer.json()["error"]["code"]) == (422, "invalid_request")
+    assert "Content-Type: application/json" in answer.json()["error"]["message"]
+    assert (kind or "no content type") in answer.json()["error"]["message"]
+
+
+def test_an_empty_resume_names_every_kind_of_entry(
+    raw: httpx.Client, waiting: tuple[Chat, Respond]
+) -> None:
+    chat, _ = waiting
+    message = raw.post(f"/v1/chats/{chat.id}/resume", json={}).json()["error"]["message"]
+    assert "respond, restart, approve, edit or reject" in message
+
+
 def test_oversized_body_and_unknown_routes(raw: httpx.Client) -> None:
     big = raw.post("/v1/chats", json={"agent": "bankingAgent", "metadata": {"x": "y" * 2_000_000}})
     assert (big.status_code, big.json()["error"]["code"]) == (413, "payload_too_large")
