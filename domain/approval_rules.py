@@ -144,7 +144,7 @@ def _edited(entry: EditEntry, tool: Tool | None) -> Any:
     if tool is None:
         return entry.input
     try:
-        return tool.input_json(entry.input)
+        return tool.input_json(entry.input, strict=True)
     except SchemaError as exc:
         raise InvalidToolInputError(entry.ref, entry.name, exc.errors) from None
 

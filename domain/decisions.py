@@ -102,7 +102,7 @@ def respond_decision(entry: RespondEntry, call: ToolCall, tool: Tool | None) -> 
     output = entry.output
     if tool is not None:
         try:
-            output = tool.validate_output(entry.output)
+            output = tool.validate_output(entry.output, strict=True)
         except SchemaError as exc:
             raise InvalidToolOutputError(entry.ref, entry.name, exc.errors) from None
     return ev.Responded, {
@@ -132,7 +132,7 @@ def _replaced_input(entry: RestartEntry, tool: Tool | None) -> Any:
     if tool is None:
         return entry.replace_input
     try:
-        return tool.input_json(entry.replace_input)
+        return tool.input_json(entry.replace_input, strict=True)
     except SchemaError as exc:
         raise InvalidToolInputError(entry.ref, entry.name, exc.errors) from None
 

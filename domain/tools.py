@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -76,6 +77,29 @@ class ToolContext:
 ToolFunction = Callable[[Any, ToolContext], Awaitable[Any]]
 
 
+def _checked(schema: TypeAdapter[Any], raw: Any, strict: bool) -> Any:
+    """`raw` validated against `schema`. What a person decides with (a respond's output, an
+    edited or replaced input) is `strict`: JSON types as declared, so `"yes"` is not taken
+    for `true` and the log records what was sent; a model's or a tool's own values are
+    coerced as pydantic does by default."""
+    try:
+        if strict:
+            return schema.validate_json(_json_text(raw), strict=True)
+        return schema.validate_python(raw)
+    except ValidationError as exc:
+        raise SchemaError(_errors(exc)) from None
+
+
+def _json_text(raw: Any) -> str:
+    """`raw` (JSON data, or a model an in-process caller passed) as JSON text."""
+    data = jsonable(raw)  # SchemaError when it has no JSON form
+    try:
+        return json.dumps(data, allow_nan=False)
+    except ValueError:
+        raise SchemaError([{"loc": [], "msg": "NaN and infinite numbers are not JSON",
+                            "type": "json_invalid"}]) from None
+
+
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:
     return [
         {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
@@ -113,25 +137,19 @@ class Tool:
     def _output(self) -> TypeAdapter[Any] | None:
         return None if self.output_type is None else TypeAdapter(self.output_type)
 
-    def validate_input(self, raw: Any) -> Any:
-        """The input as the tool's first parameter expects it."""
-        try:
-            return self._input.validate_python(raw)
-        except ValidationError as exc:
-            raise SchemaError(_errors(exc)) from None
+    def validate_input(self, raw: Any, *, strict: bool = False) -> Any:
+        """The input as the tool's first parameter expects it (`strict`: see `_checked`)."""
+        return _checked(self._input, raw, strict)
 
-    def input_json(self, raw: Any) -> Any:
+    def input_json(self, raw: Any, *, strict: bool = False) -> Any:
         """Check an input and return it as JSON data (defaults filled in)."""
-        return self._input.dump_python(self.validate_input(raw), mode="json")
+        return self._input.dump_python(self.validate_input(raw, strict=strict), mode="json")
 
-    def validate_output(self, raw: Any) -> Any:
-        """Check a client-supplied or returned output; return it as JSON data."""
+    def validate_output(self, raw: Any, *, strict: bool = False) -> Any:
+        """Check a client-supplied (`strict`) or returned output; return it as JSON data."""
         if self._output is None:
             return jsonable(raw)
-        try:
-            value = self._output.validate_python(raw)
-        except ValidationError as exc:
-            raise SchemaError(_errors(exc)) from None
+        value = _checked(self._output, raw, strict)
         return self._output.dump_python(value, mode="json")
 
     @cached_property

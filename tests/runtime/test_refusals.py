@@ -126,6 +126,19 @@ def test_invalid_output_and_invalid_replaced_input(store: str) -> None:
     finish(app, chat_id, approve, deploy)
 
 
+@pytest.mark.parametrize("output", [{"approved": "yes"}, {"approved": 1}, {"approved": "true"}])
+def test_what_a_person_decides_with_is_taken_as_sent_not_coerced(
+    store: str, output: Any
+) -> None:
+    """A respond's output must have the declared JSON types: the log records what the
+    person sent, never a value pydantic guessed from it (lax mode takes all three for true).
+    Edited inputs: test_an_edit_is_validated_kept_and_needs_someone_else_to_approve_it."""
+    app, chat_id, approve, deploy = started(store)
+    assert_refused(app, chat_id, InvalidToolOutputError,
+                   respond=[RespondEntry(ref=approve.ref, name="approve", output=output)])
+    finish(app, chat_id, approve, deploy)
+
+
 def test_ref_from_another_chat(store: str) -> None:
     app, chat_id, approve, deploy = started(store)
     other = app.start_chat("ops", actor="alice")
