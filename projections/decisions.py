@@ -38,6 +38,7 @@ from interlock.projections.sql import (
     Row,
     SqlView,
     equal_filters,
+    where,
 )
 from interlock.projections.stats import percentile
 
@@ -255,7 +256,7 @@ class DecisionsView(SqlView):
         h = Histogram.of(self._groups(f))
         if h.total <= self.exact_up_to:
             conds, params = self._where(f)
-            p50, p95 = self._percentiles(" WHERE " + " AND ".join(conds) if conds else "", params)
+            p50, p95 = self._percentiles(where(conds), params)
         else:
             p50, p95 = h.percentile(0.5), h.percentile(0.95)
         return DecisionStats(total=h.total, by_tool=dict(sorted(h.by_tool.items())),
@@ -274,8 +275,7 @@ class DecisionsView(SqlView):
 
     def _raw_groups(self, f: DecisionFilter) -> list[Row]:
         conds, params = self._where(f)
-        where = " WHERE " + " AND ".join(conds) if conds else ""
-        return self._fetch(raw_groups_sql(self.dialect, where), params)
+        return self._fetch(raw_groups_sql(self.dialect, where(conds)), params)
 
     def _summary_groups(self, f: DecisionFilter, first: str | None, last: str | None) -> list[Row]:
         conds, params = equal_filters(f.model_dump(), ("tenant", "tool", "actor", "agent", "kind"))
@@ -285,8 +285,7 @@ class DecisionsView(SqlView):
         if last is not None:
             conds.append("day < %(last)s")
             params["last"] = last
-        where = " WHERE " + " AND ".join(conds) if conds else ""
-        return self._fetch(summary_groups_sql(where), params)
+        return self._fetch(summary_groups_sql(where(conds)), params)
 
     def _percentiles(self, where: str, params: dict[str, Any]) -> tuple[float | None, float | None]:
         if self.dialect == "postgresql":  # computed by the server

@@ -189,9 +189,13 @@ class SqlView(TrackingRecorder):
     def _select(
         self, base: str, conds: list[str], order: str, params: dict[str, Any], limit: int
     ) -> list[Row]:
-        where = " WHERE " + " AND ".join(conds) if conds else ""
         params["limit"] = limit
-        return self._fetch(f"{base}{where} ORDER BY {order} LIMIT %(limit)s", params)
+        return self._fetch(f"{base}{where(conds)} ORDER BY {order} LIMIT %(limit)s", params)
+
+
+def where(conds: Sequence[str]) -> str:
+    """` WHERE a AND b` for these conditions; nothing when there are none."""
+    return " WHERE " + " AND ".join(conds) if conds else ""
 
 
 def equal_filters(

@@ -208,17 +208,15 @@ class WebhooksView(SqlView):
     def deliveries(self, tenant: str | None, status: DeliveryStatus | None,
                    limit: int = 100) -> list[Delivery]:
         conds: list[str] = []
-        params: dict[str, Any] = {"limit": limit}
+        params: dict[str, Any] = {}
         if tenant is not None:
             conds.append("o.tenant = %(t)s")
             params["t"] = tenant
         if status is not None:
             conds.append("o.status = %(s)s")
             params["s"] = status
-        where = " WHERE " + " AND ".join(conds) if conds else ""
-        rows = self._fetch(f"SELECT {_OUT} FROM {{webhook_outbox}} o JOIN {{webhook_subs}} s"
-                           f" ON s.id = o.sub_id{where} ORDER BY o.created_at, o.id"
-                           " LIMIT %(limit)s", params)
+        rows = self._select(f"SELECT {_OUT} FROM {{webhook_outbox}} o JOIN {{webhook_subs}} s"
+                            " ON s.id = o.sub_id", conds, "o.created_at, o.id", params, limit)
         return [self._delivery(r) for r in rows]
 
     def redeliver(self, tenant: str | None, delivery_id: str) -> bool:
