@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pydantic import BaseModel
 
-from bench.common import scratch_schema
+from bench.common import bulk_fill, scratch_schema
 from interlock import Agent, Approval, FunctionModel, ToolContext, tool
 from interlock.audit.erasure import KeyStore
 from interlock.bootstrap import build_service
@@ -179,15 +179,9 @@ FROM generate_series(1, %(n)s) AS g
 
 
 def fill(models: SqlReadModels, pending: int, decided: int) -> None:
-    inbox = cast(PostgresViewStore, models.view(InboxView).store)
-    log = cast(PostgresViewStore, models.view(DecisionsView).store)
     started = time.perf_counter()
-    with inbox.datastore.transaction(commit=True) as curs:
-        curs.execute(inbox._q(_FILL_INBOX), {"n": pending})
-        curs.execute(log._q(_FILL_DECISIONS), {"n": decided})
-    with inbox.datastore.get_connection() as conn:
-        conn.execute(inbox._q("ANALYZE {inbox}"))
-        conn.execute(log._q("ANALYZE {decisions}"))
+    bulk_fill(models, [(InboxView, "inbox", _FILL_INBOX, {"n": pending}),
+                       (DecisionsView, "decisions", _FILL_DECISIONS, {"n": decided})])
     print(f"seeded {pending} pending (not due) and {decided} decided rows in"
           f" {time.perf_counter() - started:.1f}s", flush=True)
 

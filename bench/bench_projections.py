@@ -13,18 +13,17 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import scratch_schema
+from bench.common import bulk_fill, scratch_schema
 from interlock.bootstrap import build_service
 from interlock.domain import Chat, Interlock, Message, Part, RespondEntry, ToolRequest
 from interlock.examples.banking import banking
 from interlock.projections import SqlReadModels, open_views
 from interlock.projections.decisions import DecisionFilter, DecisionsView
 from interlock.projections.inbox import InboxFilter, InboxView
-from interlock.projections.postgres import PostgresViewStore
 
 
 def _chat(i: int) -> Chat:
@@ -96,15 +95,10 @@ FROM generate_series(1, %(n)s) AS g
 
 
 def fill(models: SqlReadModels, decisions: int, pending: int) -> None:
-    decided = cast(PostgresViewStore, models.view(DecisionsView).store)
-    waiting = cast(PostgresViewStore, models.view(InboxView).store)
     started = time.perf_counter()
-    with decided.datastore.transaction(commit=True) as curs:
-        curs.execute(decided._q(_FILL_DECISIONS), {"n": decisions, "chats": decisions // 20})
-        curs.execute(waiting._q(_FILL_INBOX), {"n": pending, "chats": pending // 5})
-    with decided.datastore.get_connection() as conn:
-        conn.execute(decided._q("ANALYZE {decisions}"))
-        conn.execute(waiting._q("ANALYZE {inbox}"))
+    bulk_fill(models, [
+        (DecisionsView, "decisions", _FILL_DECISIONS, {"n": decisions, "chats": decisions // 20}),
+        (InboxView, "inbox", _FILL_INBOX, {"n": pending, "chats": pending // 5})])
     print(f"filled {decisions} decisions and {pending} pending rows in "
           f"{time.perf_counter() - started:.1f}s", flush=True)
 
