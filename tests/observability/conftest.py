@@ -73,3 +73,12 @@ def json_logs() -> Iterator[Lines]:
     finally:
         logger.removeHandler(out)
         logger.setLevel(level)
+
+
+def hold_payment(http: TestClient, agent: str) -> tuple[str, dict[str, Any]]:
+    """Alice asks `agent` to pay: the chat's id and the call held for approval."""
+    chat = http.post("/v1/chats", json={"agent": agent}, headers=auth("alice")).json()["id"]
+    turn = http.post(f"/v1/chats/{chat}/messages", json={"text": "pay 500 bob-corp"},
+                     headers=auth("alice")).json()
+    [call] = turn["interrupts"]
+    return str(chat), call

@@ -15,7 +15,7 @@ from interlock.projections import SqlReadModels
 from interlock.projections.interface import ReadModels
 from interlock.projections.sweeper import Sweeper
 from tests.api.agents import FLAKY_DOWN
-from tests.observability.conftest import auth
+from tests.observability.conftest import auth, hold_payment
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -85,14 +85,6 @@ def test_metric_values_after_a_known_workload(http: TestClient, flaky: None) -> 
     assert value(again, "interlock_turns_total", finish_reason="stop") == 1
 
 
-def _held(http: TestClient, agent: str) -> tuple[str, dict[str, Any]]:
-    chat = http.post("/v1/chats", json={"agent": agent}, headers=auth("alice")).json()["id"]
-    turn = http.post(f"/v1/chats/{chat}/messages", json={"text": "pay 500 bob-corp"},
-                     headers=auth("alice")).json()
-    [held] = turn["interrupts"]
-    return str(chat), held
-
-
 def _vote(http: TestClient, who: str, chat: str, held: dict[str, Any], kind: str,
           **extra: object) -> str:
     entry = {"ref": held["ref"], "name": held["name"], **extra}
@@ -115,18 +107,18 @@ def _waits(http: TestClient) -> dict[str, list[float]]:
 def test_approval_metrics_after_a_known_workload(
     http: TestClient, service: Interlock, views: ReadModels
 ) -> None:
-    approved, held = _held(http, "payAgent")
+    approved, held = hold_payment(http, "payAgent")
     assert _vote(http, "tina", approved, held, "approve") == "interrupted"  # one of two
     assert _vote(http, "tom", approved, held, "approve") == "stop"
-    rejected, held = _held(http, "payAgent")
+    rejected, held = hold_payment(http, "payAgent")
     assert _vote(http, "tom", rejected, held, "reject", reason="unknown payee") == "stop"
-    withdrawn, held = _held(http, "payAgent")
+    withdrawn, held = hold_payment(http, "payAgent")
     assert _vote(http, "tina", withdrawn, held, "edit",
                  input={"amount": 400, "to": "bob-corp"}) == "interrupted"
     assert http.post(f"/v1/chats/{withdrawn}/withdraw", json={
         "refs": [held["ref"]], "reason": "wrong payee"}, headers=auth("root")).status_code == 200
-    _held(http, "payAgent")  # left waiting
-    _held(http, "hastyPayAgent")
+    hold_payment(http, "payAgent")  # left waiting
+    hold_payment(http, "hastyPayAgent")
     assert isinstance(views, SqlReadModels)
     sweep = Sweeper(service, views).sweep
     http.get("/v1/interrupts", headers=auth("dana"))  # waits until the views are current

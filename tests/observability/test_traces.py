@@ -21,7 +21,7 @@ from interlock.projections import SqlReadModels
 from interlock.projections.interface import ReadModels
 from interlock.projections.sweeper import Sweeper
 from tests.api.conftest import KEYS
-from tests.observability.conftest import auth
+from tests.observability.conftest import auth, hold_payment
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
@@ -119,14 +119,6 @@ def test_tracing_is_off_unless_configured(http: TestClient, service: Interlock) 
     assert http.app.state.observed.spans is None  # type: ignore[attr-defined]
 
 
-def _held(client: TestClient, agent: str) -> tuple[str, dict[str, Any]]:
-    chat = client.post("/v1/chats", json={"agent": agent}, headers=auth("alice")).json()["id"]
-    turn = client.post(f"/v1/chats/{chat}/messages", json={"text": "pay 500 bob-corp"},
-                       headers=auth("alice")).json()
-    [held] = turn["interrupts"]
-    return str(chat), held
-
-
 def _events(spans: InMemorySpanExporter) -> list[tuple[str, dict[str, Any]]]:
     [turn] = _named(spans, "invoke_agent")
     return [(e.name, dict(e.attributes or {})) for e in turn.events]
@@ -135,7 +127,7 @@ def _events(spans: InMemorySpanExporter) -> list[tuple[str, dict[str, Any]]]:
 def test_votes_withdrawals_and_expiries_are_span_events(
     traced: TestClient, spans: InMemorySpanExporter, service: Interlock, views: ReadModels
 ) -> None:
-    chat, held = _held(traced, "payAgent")
+    chat, held = hold_payment(traced, "payAgent")
     vote = {"approve": [{"ref": held["ref"], "name": "pay"}]}
     traced.post(f"/v1/chats/{chat}/resume", json=vote, headers=auth("tina"))
     spans.clear()  # tina's vote leaves the approval waiting: no turn runs, no span
@@ -145,7 +137,7 @@ def test_votes_withdrawals_and_expiries_are_span_events(
         "gen_ai.tool.name": "pay", "interlock.actor": "tom",
         "interlock.approval.outcome": "approved"})]
 
-    chat, held = _held(traced, "payAgent")
+    chat, held = hold_payment(traced, "payAgent")
     spans.clear()
     traced.post(f"/v1/chats/{chat}/withdraw", json={"refs": [held["ref"]], "reason": "no"},
                 headers=auth("alice"))
@@ -153,7 +145,7 @@ def test_votes_withdrawals_and_expiries_are_span_events(
         "interlock.interrupt.ref": held["ref"], "interlock.decision": "withdraw",
         "interlock.actor": "alice"})]
 
-    chat, held = _held(traced, "hastyPayAgent")
+    chat, held = hold_payment(traced, "hastyPayAgent")
     traced.get("/v1/interrupts", headers=auth("dana"))  # the views are current
     spans.clear()
     assert isinstance(views, SqlReadModels) and Sweeper(service, views).sweep() == 1
