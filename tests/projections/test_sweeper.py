@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -19,7 +20,7 @@ from interlock.domain import ApproveEntry, Decider, Interlock, ModelRequest, Mod
 from interlock.domain import application as service_module
 from interlock.domain.approval_rules import AWAITS_AGENT
 from interlock.domain.errors import InterlockError
-from interlock.projections import open_views
+from interlock.projections import SqlReadModels, open_views
 from interlock.projections.inbox import InboxView
 from interlock.projections.sweeper import Sweeper
 from tests.kit import call, run, say
@@ -55,6 +56,16 @@ def _script(request: ModelRequest) -> ModelResponse:
 
 def _agents() -> list[Agent]:
     return [Agent(name="payer", system="", tools=[pay], model=FunctionModel(_script))]
+
+
+@pytest.fixture
+def payer(store: str) -> Iterator[tuple[Interlock, SqlReadModels]]:
+    """The payer agent's service and its views (caught up only when a test says so)."""
+    app = build_service(store, _agents())
+    views = open_views(app)
+    yield app, views
+    views.close()
+    app.close()
 
 
 def _held(app: Interlock, n: int) -> list[UUID]:
@@ -122,49 +133,41 @@ def test_chats_read_together_are_what_each_load_gives(store: str) -> None:
 
 
 def test_a_chat_whose_log_is_refused_does_not_hold_up_the_others(
-    store: str, caplog: pytest.LogCaptureFixture
+    store: str, payer: tuple[Interlock, SqlReadModels], caplog: pytest.LogCaptureFixture
 ) -> None:
     """One edited record is that chat's problem, said aloud: the rest of its page expires."""
-    app = build_service(store, _agents())
-    views = open_views(app)
-    try:
-        ids = _held(app, 4)
-        views.catch_up()
-        EventsTable(store, ids[1]).write_raw(2, b'{"not": "an event"}')
-        assert sorted(app.get_chats(ids)) == sorted(ids[:1] + ids[2:])
-        time.sleep(TTL.total_seconds() + 0.1)
-        assert Sweeper(app, views).sweep() == 3
-        assert [_expiries(app, c) for c in ids[:1] + ids[2:]] == [1] * 3
-        assert f"sweeper cannot expire {ids[1]} p1" in caplog.text
-    finally:
-        views.close()
+    app, views = payer
+    ids = _held(app, 4)
+    views.catch_up()
+    EventsTable(store, ids[1]).write_raw(2, b'{"not": "an event"}')
+    assert sorted(app.get_chats(ids)) == sorted(ids[:1] + ids[2:])
+    time.sleep(TTL.total_seconds() + 0.1)
+    assert Sweeper(app, views).sweep() == 3
+    assert [_expiries(app, c) for c in ids[:1] + ids[2:]] == [1] * 3
+    assert f"sweeper cannot expire {ids[1]} p1" in caplog.text
 
 
 def test_a_recorded_expiry_is_not_looked_at_again_while_the_inbox_lags(
-    store: str, monkeypatch: pytest.MonkeyPatch
+    payer: tuple[Interlock, SqlReadModels], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    app = build_service(store, _agents())
-    views = open_views(app)
-    try:
-        ids = _held(app, 3)
-        views.catch_up()
-        time.sleep(TTL.total_seconds() + 0.1)
-        looked: list[UUID] = []
-        expire_due = app.expire_due
+    app, views = payer
+    ids = _held(app, 3)
+    views.catch_up()
+    time.sleep(TTL.total_seconds() + 0.1)
+    looked: list[UUID] = []
+    expire_due = app.expire_due
 
-        async def counted(chat_id: UUID, ref: str, chat: Any = None) -> str:
-            looked.append(chat_id)
-            return await expire_due(chat_id, ref, chat)
+    async def counted(chat_id: UUID, ref: str, chat: Any = None) -> str:
+        looked.append(chat_id)
+        return await expire_due(chat_id, ref, chat)
 
-        monkeypatch.setattr(app, "expire_due", counted)
-        sweeper = Sweeper(app, views)
-        assert sweeper.sweep() == 3 and sorted(looked) == sorted(ids)
-        assert sweeper.sweep() == 0 and len(looked) == 3  # the inbox still lists them
-        views.catch_up()
-        assert sweeper.sweep() == 0 and len(looked) == 3  # now it does not
-        assert [_expiries(app, c) for c in ids] == [1] * 3
-    finally:
-        views.close()
+    monkeypatch.setattr(app, "expire_due", counted)
+    sweeper = Sweeper(app, views)
+    assert sweeper.sweep() == 3 and sorted(looked) == sorted(ids)
+    assert sweeper.sweep() == 0 and len(looked) == 3  # the inbox still lists them
+    views.catch_up()
+    assert sweeper.sweep() == 0 and len(looked) == 3  # now it does not
+    assert [_expiries(app, c) for c in ids] == [1] * 3
 
 
 def test_an_escalated_call_expires_at_its_deadline_while_the_inbox_lags(store: str) -> None:
@@ -197,26 +200,24 @@ def _vote_at(app: Interlock, chat_id: UUID, deadline: float, outcome: list[str])
         outcome.append(exc.code)
 
 
-def test_an_approval_racing_its_expiry_has_one_outcome(store: str) -> None:
-    app = build_service(store, _agents())
-    views = open_views(app)
-    try:
-        for _ in range(3):
-            (chat_id,) = _held(app, 1)
-            views.catch_up()
-            ran_before, outcome = len(RAN), []
-            deadline = time.monotonic() + TTL.total_seconds()
-            voter = threading.Thread(target=_vote_at, args=(app, chat_id, deadline, outcome))
-            voter.start()
-            time.sleep(max(0.0, deadline - time.monotonic()))
-            Sweeper(app, views).sweep()
-            voter.join()
-            expired = _expiries(app, chat_id)
-            assert expired + outcome.count("approved") == 1, outcome
-            assert len(RAN) - ran_before == outcome.count("approved")  # at most one run
-            assert expired == 0 or outcome == ["interrupt_expired"]
-    finally:
-        views.close()
+def test_an_approval_racing_its_expiry_has_one_outcome(
+    payer: tuple[Interlock, SqlReadModels]
+) -> None:
+    app, views = payer
+    for _ in range(3):
+        (chat_id,) = _held(app, 1)
+        views.catch_up()
+        ran_before, outcome = len(RAN), []
+        deadline = time.monotonic() + TTL.total_seconds()
+        voter = threading.Thread(target=_vote_at, args=(app, chat_id, deadline, outcome))
+        voter.start()
+        time.sleep(max(0.0, deadline - time.monotonic()))
+        Sweeper(app, views).sweep()
+        voter.join()
+        expired = _expiries(app, chat_id)
+        assert expired + outcome.count("approved") == 1, outcome
+        assert len(RAN) - ran_before == outcome.count("approved")  # at most one run
+        assert expired == 0 or outcome == ["interrupt_expired"]
 
 
 def _told_of_expiry(app: Interlock, chat_id: UUID) -> bool:
