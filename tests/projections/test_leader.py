@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from interlock.projections import open_read_models
+from interlock.domain import Interlock
+from interlock.projections import SqlReadModels, open_read_models
 from interlock.projections.chats import ChatsView
 from interlock.projections.live import LiveRunner
 from tests.projections.flows import app_for, seed
@@ -28,6 +29,18 @@ def _until(done: Callable[[], bool], seconds: float) -> None:
         time.sleep(0.02)
 
 
+def _leads(models: object) -> None:
+    """Wait until `models`' runner holds the views' lock."""
+    _until(lambda: bool(_live(models).leader and _live(models).leader.leading), 10)
+
+
+async def _writes_reach_views(app: Interlock, models: SqlReadModels) -> None:
+    """Chats written through `app` are listed by `models` once it has waited for them."""
+    chats, _ = await seed(app)
+    models.wait(app.recorder.max_notification_id())
+    assert {str(c) for c in chats} <= {r["chat_id"] for r in models.view(ChatsView).dump()}
+
+
 async def test_one_process_applies_the_views_and_a_follower_reads_its_own_writes(
     pg_store: str,
 ) -> None:
@@ -36,7 +49,7 @@ async def test_one_process_applies_the_views_and_a_follower_reads_its_own_writes
     position ever fought over: the follower never ran a batch)."""
     first, second = app_for(pg_store), app_for(pg_store)
     a = open_read_models(first)
-    _until(lambda: bool(_live(a).leader and _live(a).leader.leading), 10)
+    _leads(a)
     b = open_read_models(second)
     try:
         time.sleep(0.2)  # b has tried to lead by now, and lost
@@ -57,7 +70,7 @@ async def test_one_process_applies_the_views_and_a_follower_reads_its_own_writes
 async def test_a_follower_takes_over_when_the_leader_stops(pg_store: str) -> None:
     first, second = app_for(pg_store), app_for(pg_store)
     a = open_read_models(first)
-    _until(lambda: bool(_live(a).leader and _live(a).leader.leading), 10)
+    _leads(a)
     b = open_read_models(second)
     try:
         time.sleep(0.2)
@@ -65,9 +78,7 @@ async def test_a_follower_takes_over_when_the_leader_stops(pg_store: str) -> Non
         a.close()  # the leader goes away (a crash ends its session: the same for the lock)
         first.close()
         _until(lambda: not _live(b).following, 10)
-        chats, _ = await seed(second)
-        b.wait(second.recorder.max_notification_id())
-        assert {str(c) for c in chats} <= {r["chat_id"] for r in b.view(ChatsView).dump()}
+        await _writes_reach_views(second, b)
     finally:
         b.close()
         second.close()
@@ -86,7 +97,7 @@ async def test_a_leader_whose_connection_dies_is_elected_again_and_the_views_go_
     app = app_for(pg_store)
     models = open_read_models(app)
     try:
-        _until(lambda: bool(_live(models).leader and _live(models).leader.leading), 10)
+        _leads(models)
         leader = _live(models).leader
         assert isinstance(leader, ViewLeader) and leader._waker is not None
         pid = leader._waker.connection.info.backend_pid
@@ -94,9 +105,7 @@ async def test_a_leader_whose_connection_dies_is_elected_again_and_the_views_go_
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         _until(lambda: leader._waker is not None and leader.leading
                and leader._waker.connection.info.backend_pid != pid, 10)
-        chats, _ = await seed(app)
-        models.wait(app.recorder.max_notification_id())
-        assert {str(c) for c in chats} <= {r["chat_id"] for r in models.view(ChatsView).dump()}
+        await _writes_reach_views(app, models)
     finally:
         models.close()
         app.close()
