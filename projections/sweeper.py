@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Pair = tuple[str, str]  # a held call: (chat id, ref)
+Outcome = tuple[Pair, str]  # and what was recorded: "expired", "escalated" or ""
 MAX_REMEMBERED = 100_000
 
 
@@ -67,53 +68,52 @@ class Sweeper:
             if not (due or waiting):
                 break
             fresh = [(c, r) for _, c, r in due if (c, r) not in self._recorded]
-            results = asyncio.run(self._record(fresh, waiting))
-            written += sum(n for _, n in results)
-            recorded = [pair for pair, n in results if pair is not None and n > 0]
-            if recorded:
+            outcomes, went_on = asyncio.run(self._record(fresh, waiting))
+            written += went_on + sum(1 for _, did in outcomes if did)
+            expired = [pair for pair, did in outcomes if did == "expired"]
+            if expired:
                 upto = self.service.recorder.max_notification_id() or 0
-                self._recorded.update(dict.fromkeys(recorded, upto))
+                self._recorded.update(dict.fromkeys(expired, upto))
             waiting, seen = [], seen + len(due)
             if len(due) < size:
                 break
             after = due[-1]
         return written
 
-    async def _record(self, due: list[Pair], waiting: list[str]) -> list[tuple[Pair | None, int]]:
+    async def _record(self, due: list[Pair], waiting: list[str]) -> tuple[list[Outcome], int]:
         """Up to `concurrency` chats at once: their commits share transactions (group commit).
 
         The page's chats are read together (one query on PostgreSQL); refs of one chat go
-        one after the other: together they would only conflict.
+        one after the other: together they would only conflict. What each due call had
+        recorded, and how many waiting turns went on.
         """
         gate, refs = asyncio.Semaphore(self.concurrency), defaultdict(list)
         for chat_id, ref in due:
             refs[UUID(chat_id)].append(ref)
         loaded = await self.service.off_loop(self.service.get_chats, list(refs))
         with self.service.together():
-            done = await asyncio.gather(
-                *(self._chat(gate, c, rs, loaded.get(c)) for c, rs in refs.items()),
-                *(self._go_on(gate, UUID(c)) for c in waiting))
-        return [result for results in done for result in results]
+            done, went_on = await asyncio.gather(
+                asyncio.gather(*(self._chat(gate, c, rs, loaded.get(c)) for c, rs in refs.items())),
+                asyncio.gather(*(self._go_on(gate, UUID(c)) for c in waiting)))
+        return [outcome for outcomes in done for outcome in outcomes], sum(went_on)
 
     async def _chat(self, gate: asyncio.Semaphore, chat_id: UUID, refs: list[str],
-                    chat: Chat | None) -> list[tuple[Pair | None, int]]:
-        """What each of the chat's due refs wrote (the first from `chat`), and the call
-        when it expired (it leaves the inbox once the views pass that write)."""
+                    chat: Chat | None) -> list[Outcome]:
+        """What each of the chat's due refs recorded (the first from `chat`)."""
         async with gate:
             done = [await self._one(chat_id, refs[0], chat)]
             done += [await self._one(chat_id, ref) for ref in refs[1:]]
-            return [((str(chat_id), ref) if did == "expired" else None, int(bool(did)))
-                    for ref, did in zip(refs, done, strict=True)]
+            return [((str(chat_id), ref), did) for ref, did in zip(refs, done, strict=True)]
 
-    async def _go_on(self, gate: asyncio.Semaphore, chat_id: UUID) -> list[tuple[Pair | None, int]]:
+    async def _go_on(self, gate: asyncio.Semaphore, chat_id: UUID) -> int:
         """Continue a turn ended for want of its agent: the model is told of the expiry."""
         async with gate:
             try:
                 await self.service.retry(chat_id, actor=SWEEPER)
             except InterlockError as exc:  # a client's retry or another sweeper went first
                 log.debug("sweeper did not continue %s: %s", chat_id, exc.code)
-                return [(None, 0)]
-            return [(None, 1)]
+                return 0
+            return 1
 
     async def _one(self, chat_id: UUID, ref: str, chat: Chat | None = None) -> str:
         """What was recorded: "expired", "escalated", or "" (nothing due, or lost a race)."""
