@@ -129,13 +129,10 @@ class WebhooksView(SqlView):
 
     # -- written by the projection, inside its batches --------------------------------------
 
-    _subscribed = True
+    _subscribed: bool | None = None  # read at a batch's first notification
 
     def _begin_batch(self) -> None:
-        # Read once per batch: with no subscription (most servers) no event of the batch
-        # sends a statement. The batch's events were all recorded before this read, so a
-        # subscription created after it would not have been sent them anyway.
-        self._subscribed = bool(self._fetch("SELECT 1 FROM {webhook_subs} LIMIT 1", {}))
+        self._subscribed = None
 
     def chat_started(self, chat_id: str, tenant: str, agent: str) -> None:
         self._run("INSERT INTO {webhook_chats} VALUES (%(c)s, %(t)s, %(a)s)",
@@ -148,6 +145,11 @@ class WebhooksView(SqlView):
     def notify(self, position: int, kind: str, chat_id: str, ref: str | None,
                data: dict[str, Any], at: datetime) -> None:
         """One outbox row per subscription of the chat's tenant that wants `kind`."""
+        if self._subscribed is None:
+            # Once per batch, and only for a batch that notifies: with no subscription (most
+            # servers) its events send no statement. They were all recorded before this
+            # read, so a subscription created after it was not owed them.
+            self._subscribed = bool(self._fetch("SELECT 1 FROM {webhook_subs} LIMIT 1", {}))
         if not self._subscribed:
             return
         # Tenant, agent and tool are joined in the same transaction (a chat may start and
