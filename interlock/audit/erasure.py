@@ -98,14 +98,8 @@ class KeyStore:
                        if (cached := self._cache.get(c)) is None or now - cached[0] >= TTL]
         if missing:
             found = self.backend.get_many(missing)
-            with self._lock:  # an entry cached since the read (a new key, an erasure) wins
-                for chat_id in missing:
-                    cached = self._cache.get(chat_id)
-                    if cached is None or cached[0] < now:
-                        self._cache[chat_id] = (now, found.get(chat_id) or (None, None))
-                        self._cache.move_to_end(chat_id)
-                while len(self._cache) > CACHED:
-                    self._cache.popitem(last=False)
+            for chat_id in missing:
+                self._keep(chat_id, found.get(chat_id) or (None, None), read_at=now)
 
     def erased_at(self, chat_id: UUID) -> str | None:
         return self._row(chat_id, fresh=True)[1]
@@ -113,12 +107,11 @@ class KeyStore:
     def _row(self, chat_id: UUID, *, create: bool = False, fresh: bool = False) -> Row:
         with self._lock:
             cached = self._cache.get(chat_id)
-        if cached is not None and not fresh and time.monotonic() - cached[0] < TTL:
+        read_at = time.monotonic()
+        if cached is not None and not fresh and read_at - cached[0] < TTL:
             return cached[1]
         row = self.backend.add(chat_id, os.urandom(32)) if create else self.backend.get(chat_id)
-        row = row or (None, None)
-        self._keep(chat_id, row)
-        return row
+        return self._keep(chat_id, row or (None, None), read_at=read_at)
 
     def _aead(self, key: bytes) -> AESGCM:
         aead = self._ciphers.get(key)
@@ -128,12 +121,19 @@ class KeyStore:
             aead = self._ciphers[key] = AESGCM(key)
         return aead
 
-    def _keep(self, chat_id: UUID, row: Row) -> None:
+    def _keep(self, chat_id: UUID, row: Row, *, read_at: float | None = None) -> Row:
+        """Cache `row`, read from the store at `read_at` (now if None), unless an entry
+        cached after that read (a new key, an erasure) is there; the row cached."""
+        at = time.monotonic() if read_at is None else read_at
         with self._lock:
-            self._cache[chat_id] = (time.monotonic(), row)
+            cached = self._cache.get(chat_id)
+            if cached is not None and cached[0] > at:
+                return cached[1]
+            self._cache[chat_id] = (at, row)
             self._cache.move_to_end(chat_id)
             while len(self._cache) > CACHED:
                 self._cache.popitem(last=False)
+            return row
 
 
 def _place(chat_id: UUID, version: int, field: str) -> bytes:

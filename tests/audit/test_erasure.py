@@ -166,3 +166,35 @@ async def test_chats_read_together_read_their_keys_together(
             assert together[chat_id].state == reader.get_chat(chat_id).state
     finally:
         reader.close()
+
+
+class _ErasedDuringRead:
+    """A key store's backend on which the chat is erased while a read of its key is under
+    way: the read returns the key it found, the erasure has already been cached."""
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+        self.store: KeyStore | None = None
+
+    def get(self, chat_id: UUID) -> tuple[bytes | None, str | None]:
+        assert self.store is not None
+        self.store._keep(chat_id, (None, "2026-12-01T00:00:00+00:00"))  # what erase() caches
+        return (self.key, None)  # what the read found before the erasure
+
+    def get_many(self, chat_ids: list[UUID]) -> dict[UUID, tuple[bytes | None, str | None]]:
+        return {c: self.get(c) for c in chat_ids}
+
+
+@pytest.mark.parametrize("read", ["one", "page"])
+def test_an_erasure_during_a_key_read_is_not_undone_by_that_read(read: str) -> None:
+    """What a read found before an erasure must not replace the erasure in the cache, or
+    the chat would still decrypt here for up to TTL seconds."""
+    from uuid import uuid4
+
+    backend = _ErasedDuringRead(b"k" * 32)
+    store = backend.store = KeyStore(backend)  # type: ignore[arg-type]
+    chat = uuid4()
+    if read == "page":
+        store.warm([chat])
+    assert store.decrypt(chat, 1, "text", "irrelevant") is None
+    assert store.erased_at(chat) is not None
