@@ -198,3 +198,27 @@ def test_an_erasure_during_a_key_read_is_not_undone_by_that_read(read: str) -> N
         store.warm([chat])
     assert store.decrypt(chat, 1, "text", "irrelevant") is None
     assert store.erased_at(chat) is not None
+
+
+def test_a_page_of_keys_larger_than_one_statement_is_read_in_chunks(store: str) -> None:
+    """SQLite takes at most 999 parameters: 501 chats are two reads, every key found."""
+    from uuid import uuid4
+
+    from interlock.audit.erasure import MANY
+
+    app = build_service(store, AGENTS)
+    try:
+        writer = KeyStore.open(app)
+        chats = [uuid4() for _ in range(MANY + 1)]
+        keys_of = {c: writer.backend.add(c, bytes([i % 256]) * 32)[0]
+                   for i, c in enumerate(chats)}
+        reader = KeyStore.open(app)
+        reads: list[object] = []
+        run = reader.backend.run  # type: ignore[attr-defined]
+        reader.backend.run = lambda statement, params: reads.append(statement) or run(  # type: ignore[attr-defined]
+            statement, params)
+        reader.warm([*chats, uuid4()])  # and one chat with no key
+        assert len(reads) == 2
+        assert all(reader._row(c)[0] == keys_of[c] for c in chats) and len(reads) == 2
+    finally:
+        app.close()
