@@ -17,7 +17,7 @@ import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from interlock.bootstrap import build_service
-from interlock.stores.groupcommit import Append
+from interlock.stores.groupcommit import Append, GroupCommit
 from interlock.stores.postgres import InterlockPostgresRecorder
 
 
@@ -164,3 +164,46 @@ def test_a_kill_during_group_commits_loses_no_ack_and_writes_no_half_chat(pg_sto
     assert all(counts.get(chat) == 3 for chat in acked)
     assert set(counts.values()) == {3}
     assert len(counts) >= len(acked)
+
+
+class FakeFlush:
+    """A flush that records each batch's chats and gives every event an id."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[object]] = []
+        self.next_id = 0
+
+    def __call__(self, batch: list[Append]) -> None:
+        self.batches.append([e.originator_id for a in batch for e in a.events[:1]])
+        for append in batch:
+            append.ids = list(range(self.next_id, self.next_id + len(append.events)))
+            self.next_id += len(append.events)
+
+
+def test_after_a_shared_batch_the_next_leader_gathers_as_many_appends() -> None:
+    flush = FakeFlush()
+    group = GroupCommit(flush, gather=30.0)
+    group._last = 3  # the last batch held three appends: others are writing
+    chats = [uuid.uuid4() for _ in range(3)]
+    threads = [threading.Thread(target=group.submit, args=(events(c, 1),)) for c in chats]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.05)  # each arrives while the first leader is gathering
+    for thread in threads:
+        thread.join(timeout=10)
+    assert flush.batches == [chats]
+
+
+def test_a_lone_writer_never_waits_to_gather() -> None:
+    flush = FakeFlush()
+    group = GroupCommit(flush, gather=30.0)
+    done = threading.Event()
+
+    def write_alone() -> None:
+        for _ in range(3):
+            group.submit(events(uuid.uuid4(), 1))
+        done.set()
+
+    threading.Thread(target=write_alone, daemon=True).start()
+    assert done.wait(10), "a lone append waited for others"
+    assert [len(b) for b in flush.batches] == [1, 1, 1]
