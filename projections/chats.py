@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -54,12 +53,13 @@ class ChatFilter(BaseModel):
 
 
 _COLUMNS = "chat_id, tenant, agent, status, version, created_at, last_activity, pending_count"
-_TOUCH = ("UPDATE {chats} SET version = %(v)s, last_activity = %(at)s"
+_TOUCH = ("UPDATE {chats} SET version = %(v)s, last_activity = %(at)s,"
+          " status = COALESCE(%(s)s, status), pending_count = pending_count + %(d)s"
           " WHERE chat_id = %(c)s AND version < %(v)s")
 
 
 class ChatsView(SqlView):
-    """Chat summaries; activity is written once per chat per batch."""
+    """Chat summaries; a chat's changes in a batch are written once, when it commits."""
 
     view_name = "chats"
     tables = ("chats", "chats_activity_idx", "chats_tenant_idx", "chats_status_idx",
@@ -75,7 +75,7 @@ class ChatsView(SqlView):
     )
     dump_sql = f"SELECT {_COLUMNS} FROM {{chats}} ORDER BY chat_id"
 
-    _touches: dict[str, Mapping[str, Any]]
+    _touches: dict[str, dict[str, Any]]
 
     def _begin_batch(self) -> None:
         self._touches = {}
@@ -88,13 +88,16 @@ class ChatsView(SqlView):
                   {"c": chat_id, "t": tenant, "a": agent, "v": version, "at": self._ts(at)})
 
     def status_changed(self, chat_id: str, status: ChatStatus | None, pending_delta: int) -> None:
-        self._run("UPDATE {chats} SET status = COALESCE(%(s)s, status),"
-                  " pending_count = pending_count + %(d)s WHERE chat_id = %(c)s",
-                  {"c": chat_id, "s": status, "d": pending_delta})
+        """Folded into the chat's one UPDATE of the batch: the last status, the deltas' sum."""
+        touch = self._touches.setdefault(chat_id, {"c": chat_id, "s": None, "d": 0})
+        if status is not None:
+            touch["s"] = status
+        touch["d"] += pending_delta
 
     def touched(self, chat_id: str, version: int, at: datetime) -> None:
         # Only a chat's latest event in the batch matters: one UPDATE per chat per batch.
-        self._touches[chat_id] = {"c": chat_id, "v": version, "at": self._ts(at)}
+        touch = self._touches.setdefault(chat_id, {"c": chat_id, "s": None, "d": 0})
+        touch.update(v=version, at=self._ts(at))
 
     def _before_commit(self) -> None:
         touches, self._touches = list(self._touches.values()), {}
