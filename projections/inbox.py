@@ -151,12 +151,11 @@ class InboxView(SqlView):
     ) -> None:
         self._run(
             "INSERT INTO {inbox} (chat_id, ref, tenant, agent, tool, input, metadata,"
-            " requested_at, requested_by) SELECT c.chat_id, c.ref, h.tenant, h.agent, c.name,"
-            " c.input, %(m)s, %(at)s, c.requested_by FROM {inbox_calls} c JOIN {inbox_chats} h"
+            " requested_at, requested_by, deciders) SELECT c.chat_id, c.ref, h.tenant, h.agent,"
+            " c.name, c.input, %(m)s, %(at)s, c.requested_by, ',role:approver,'"
+            " FROM {inbox_calls} c JOIN {inbox_chats} h"
             " ON h.chat_id = c.chat_id WHERE c.chat_id = %(c)s AND c.ref = %(r)s",
             {"c": chat_id, "r": ref, "m": self._json(metadata), "at": self._ts(at)})
-        self._run("UPDATE {inbox} SET deciders = ',role:approver,' WHERE chat_id = %(c)s"
-                  " AND ref = %(r)s", {"c": chat_id, "r": ref})
 
     def held(self, chat_id: str, ref: str, state: ApprovalState, at: datetime) -> None:
         """A call held for approval enters the inbox with its terms."""
