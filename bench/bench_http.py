@@ -10,6 +10,8 @@ write (what a write-path read-your-writes would cost; the API waits on reads ins
 `--model-latency MS` puts the banking script behind a model that takes MS per call
 (`bench.agents`); the model-bound ideal is then printed beside the measured rate.
 `app/tx` is appends per transaction, read from the stored rows (one `xmin` per transaction).
+Mode `http floor` sends three `GET /healthz` a cycle through the same server: the cost of
+the framework and middleware alone, the part of a cycle no change to the service removes.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,6 +148,13 @@ class Wire:
         data = json.dumps(body).encode()
         self.writer.write(b"POST %s HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json"
                           b"\r\ncontent-length: %d\r\n\r\n%s" % (path.encode(), len(data), data))
+        return await self._answer()
+
+    async def get(self, path: str) -> tuple[int, Any]:
+        self.writer.write(b"GET %s HTTP/1.1\r\nhost: bench\r\n\r\n" % path.encode())
+        return await self._answer()
+
+    async def _answer(self) -> tuple[int, Any]:
         status = int((await self.reader.readline()).split(b" ", 2)[1])
         length = 0
         while (line := await self.reader.readline()) not in (b"\r\n", b""):
@@ -174,17 +183,33 @@ async def wire_cycle(wire: Wire, figures: Figures) -> None:
     figures.add(t1 - t0, t2 - t1)
 
 
-def run_wire(url: str, clients: int, cycles: int) -> tuple[Figures, float, float]:
+async def floor_cycle(wire: Wire, figures: Figures) -> None:
+    """Three requests that do no work (`GET /healthz`) through the same server stack: what
+    a cycle's three requests cost before the service does anything (the framework floor)."""
+    t0 = time.perf_counter()
+    for _ in range(2):
+        status, _ = await wire.get("/healthz")
+        assert status == 200
+    t1 = time.perf_counter()
+    status, _ = await wire.get("/healthz")
+    assert status == 200
+    figures.add(t1 - t0, time.perf_counter() - t1)
+
+
+def run_wire(
+    url: str, clients: int, cycles: int,
+    cycle: Callable[[Wire, Figures], Awaitable[None]] = wire_cycle,
+) -> tuple[Figures, float, float]:
     """The cycles over `clients` connections; figures, seconds, and this process's CPU seconds."""
 
     async def main() -> tuple[Figures, float, float]:
         wires = [await Wire.open(url) for _ in range(clients)]
-        await asyncio.gather(*(wire_cycle(w, Figures()) for w in wires))  # warm
+        await asyncio.gather(*(cycle(w, Figures()) for w in wires))  # warm
         figures = Figures()
 
         async def worker(wire: Wire, n: int) -> None:
             for _ in range(n):
-                await wire_cycle(wire, figures)
+                await cycle(wire, figures)
 
         cpu, start = time.process_time(), time.perf_counter()
         await asyncio.gather(*(worker(w, cycles // clients) for w in wires))
@@ -275,8 +300,9 @@ def main() -> None:
     parser.add_argument("--model-latency", type=float, default=0.0, metavar="MS",
                         help="each model call takes MS milliseconds (default 0)")
     parser.add_argument("--modes", default="in-process,in-process+wait,http",
-                        help="which of in-process, in-process+wait, http, http gc700 to run"
-                        " (gc700: the server with Python's default garbage collection)")
+                        help="which of in-process, in-process+wait, http, http gc700, http floor"
+                        " to run (gc700: the server with Python's default garbage collection;"
+                        " floor: three GET /healthz a cycle, the framework's own cost)")
     parser.add_argument("--workers", default="1",
                         help="server processes for the http mode, a comma list (default 1)")
     parser.add_argument("--baseline", metavar="DIR",
@@ -302,9 +328,10 @@ def main() -> None:
                     if http:
                         env = {"INTERLOCK_GC_THRESHOLD": "0"} if mode.endswith("gc700") else {}
                         with serve(store, agents, workers, root, env) as (url, pid):
-                            run_wire(url, clients, clients * 2)  # warm every worker
+                            cycle = floor_cycle if mode.endswith("floor") else wire_cycle
+                            run_wire(url, clients, clients * 2, cycle)  # warm every worker
                             before = cpu_seconds(pid)
-                            figures, elapsed, gen_cpu = run_wire(url, clients, cycles)
+                            figures, elapsed, gen_cpu = run_wire(url, clients, cycles, cycle)
                             server_cpu = cpu_seconds(pid) - before
                         print(row(label, clients, figures, elapsed,
                                   appends_per_transaction(store), server_cpu, gen_cpu),
