@@ -51,15 +51,22 @@ class GroupCommit:
     _queue: list[Append] = field(default_factory=list)
     _busy: bool = False
     _last: int = 0  # the size of the last batch
-    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _gathering: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _cond: threading.Condition = field(init=False)  # a flush ended: callers look again
+    _gathered: threading.Condition = field(init=False)  # the gathering leader's own wait
+
+    def __post_init__(self) -> None:
+        self._cond = threading.Condition(self._lock)
+        self._gathered = threading.Condition(self._lock)
 
     def submit(self, events: Sequence[StoredEvent]) -> list[int]:
         """Append `events` with whatever else is waiting; their notification ids."""
         mine = Append(events)
         with self._cond:
             self._queue.append(mine)
-            if self._busy and len(self._queue) >= self._last:
-                self._cond.notify_all()  # a gathering leader has what it waited for
+            if self._gathering and len(self._queue) >= self._last:
+                self._gathered.notify()  # the leader has what it waited for
         while not mine.done:
             batch = self._lead_or_wait(mine)
             if batch:
@@ -77,7 +84,9 @@ class GroupCommit:
                 return []
             self._busy = True
             if self._last > 1 and self.gather > 0:
-                self._cond.wait_for(lambda: len(self._queue) >= self._last, self.gather)
+                self._gathering = True
+                self._gathered.wait_for(lambda: len(self._queue) >= self._last, self.gather)
+                self._gathering = False
             return self._take()
 
     def _take(self) -> list[Append]:
@@ -101,7 +110,7 @@ class GroupCommit:
             with self._cond:
                 self.batches += 1
                 self.appends += len(batch)
-                self._last = min(len(batch), self.max_batch)
+                self._last = len(batch)
                 for append in batch:
                     if append.ids is None and append.error is None:
                         append.error = failure or RuntimeError("the batch was not written")
