@@ -89,15 +89,18 @@ class ChatsView(SqlView):
 
     def status_changed(self, chat_id: str, status: ChatStatus | None, pending_delta: int) -> None:
         """Folded into the chat's one UPDATE of the batch: the last status, the deltas' sum."""
-        touch = self._touches.setdefault(chat_id, {"c": chat_id, "s": None, "d": 0})
+        touch = self._touch(chat_id)
         if status is not None:
             touch["s"] = status
         touch["d"] += pending_delta
 
     def touched(self, chat_id: str, version: int, at: datetime) -> None:
         # Only a chat's latest event in the batch matters: one UPDATE per chat per batch.
-        touch = self._touches.setdefault(chat_id, {"c": chat_id, "s": None, "d": 0})
-        touch.update(v=version, at=self._ts(at))
+        self._touch(chat_id).update(v=version, at=self._ts(at))
+
+    def _touch(self, chat_id: str) -> dict[str, Any]:
+        """The chat's pending UPDATE of this batch: no status change, no delta yet."""
+        return self._touches.setdefault(chat_id, {"c": chat_id, "s": None, "d": 0})
 
     def _before_commit(self) -> None:
         touches, self._touches = list(self._touches.values()), {}
