@@ -245,15 +245,11 @@ def _backend(app: Interlock) -> _Backend:
         table = Identifier(datastore.schema, "interlock_erasure_keys")
 
         def run_pg(statement: Any, params: tuple[Any, ...]) -> list[Any]:
-            if params:  # one statement: atomic on its own, one round trip (autocommit)
-                with datastore.get_connection() as conn:
-                    with conn.cursor() as curs:
-                        curs.execute(statement, params)
-                        rows = [tuple(r.values()) for r in curs.fetchall()] \
-                            if curs.description else []
-                    if not conn.autocommit:  # the library's pool hands out autocommit ones
-                        conn.commit()
-                    return rows
+            if params:  # one statement: atomic on its own, one round trip (the library's
+                # pool hands out autocommit connections)
+                with datastore.get_connection() as conn, conn.cursor() as curs:
+                    curs.execute(statement, params)
+                    return [tuple(r.values()) for r in curs.fetchall()] if curs.description else []
             with datastore.transaction(commit=True) as curs:
                 # CREATE TABLE IF NOT EXISTS races with itself across workers
                 curs.execute(SQL("SELECT pg_advisory_xact_lock(hashtext(%s))"),
