@@ -55,22 +55,27 @@ class PersonalDataLockedError(InternalError):
 
 
 
-def seal_fields(data: dict[str, Any], topic: str, cipher: FieldCipher) -> bool:
-    """Encrypt `data`'s personal fields in place; whether it did (not for a plaintext chat)."""
-    fields = PERSONAL.get(topic)
-    if not fields:
-        return False
-    chat_id, version = UUID(str(data["originator_id"])), int(data["originator_version"])
-    sealed = {}
+def sealed_body(event: Any, cipher: FieldCipher) -> bytes | None:
+    """The event's JSON without its chain, its personal fields encrypted; None for a chat
+    kept in plaintext (begun before protection).
+
+    Each field's plaintext is that field's JSON, as pydantic serialises it in the event;
+    the other members are serialised once, and the sealed fields follow them.
+    """
+    fields = PERSONAL[event.TOPIC]
+    chat_id, version = event.originator_id, event.originator_version
+    serializer = event.__pydantic_serializer__
+    sealed = []
     for name in fields:
-        plaintext = json.dumps(data.get(name), ensure_ascii=False, separators=(",", ":"))
-        token = cipher.encrypt(chat_id, version, name, plaintext.encode())
+        member = serializer.to_json(event, include={name})  # b'{"name":<value>}'
+        token = cipher.encrypt(chat_id, version, name, member[len(name) + 4:-1])
         if token is None:
-            return False  # the chat began before protection: it stays as it was
-        sealed[name] = {FIELD: token}
-    data.update(sealed)
-    data[MARKER] = 1
-    return True
+            return None  # the chat began before protection: it stays as it was
+        sealed.append(b'"%s":{"%s":"%s"}' % (name.encode(), FIELD.encode(), token.encode()))
+    if type(event).class_version > 1:
+        sealed.append(b'"class_version":%d' % type(event).class_version)
+    rest = serializer.to_json(event, exclude={"chain", *fields})
+    return b"%s,%s,\"%s\":1}" % (rest[:-1], b",".join(sealed), MARKER.encode())
 
 
 def open_fields(data: dict[str, Any], topic: str, cipher: FieldCipher | None) -> None:

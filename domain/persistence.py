@@ -14,7 +14,7 @@ from eventsourcing.utils import TopicError, resolve_topic
 
 from interlock.domain.canonical import canonical_json
 from interlock.domain.chain import Record, chain_v2, link_value, with_chain
-from interlock.domain.erasure import MARKER, PERSONAL, FieldCipher, open_fields, seal_fields
+from interlock.domain.erasure import MARKER, PERSONAL, FieldCipher, open_fields, sealed_body
 from interlock.domain.errors import InternalError
 from interlock.domain.events import ChatEvent
 from interlock.domain.keys import Keyring
@@ -63,11 +63,8 @@ class PydanticMapper(Mapper[UUID]):
         kept = self._sealed.get(_place(event))
         if kept is not None and _copy_of(event, kept[0]):
             return kept[1]
-        data = event.model_dump(mode="json", exclude={"chain"})
-        if type(event).class_version > 1:
-            data["class_version"] = type(event).class_version
-        seal_fields(data, event.TOPIC, self.personal)  # deterministic: sealer and mapper agree
-        body = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        # deterministic (nonces derive from the place): sealer and mapper agree
+        body = sealed_body(event, self.personal) or event_body(event)
         if len(self._sealed) > 4096:  # events sealed but never stored (a failed commit)
             self._sealed.clear()
         self._sealed[_place(event)] = (event, body)
