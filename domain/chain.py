@@ -76,7 +76,7 @@ def record_hash(prev_link: str, chat_id: UUID | str, version: int, topic: str, b
 def seal_hash(secret: bytes, digest: str) -> str:
     """The keyed seal over a record hash."""
     message = b"interlock-seal-v2\n" + digest.encode()
-    return hmac.new(secret, message, hashlib.sha256).hexdigest()
+    return hmac.digest(secret, message, "sha256").hex()
 
 
 def chain_v2(keys: Keyring, prev_link: str, record: Record) -> str:

@@ -11,7 +11,6 @@ none, and stays in plaintext (it cannot be erased by key, and `erase` says so).
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 import os
 import threading
@@ -60,7 +59,7 @@ class KeyStore:
         if key is None:
             return None
         place = _place(chat_id, version, field)
-        nonce = hmac.new(key, place, hashlib.sha256).digest()[:12]  # one per (chat, version, field)
+        nonce = hmac.digest(key, place, "sha256")[:12]  # one per (chat, version, field)
         sealed = self._aead(key).encrypt(nonce, plaintext, place)
         return base64.urlsafe_b64encode(nonce + sealed).decode()
 
