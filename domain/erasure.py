@@ -49,6 +49,9 @@ class FieldCipher(Protocol):
     def warm(self, chat_ids: Sequence[UUID]) -> None:
         """Get ready to decrypt these chats (their keys read together); a hint."""
 
+    def readable(self, chat_id: UUID) -> bool:
+        """Whether the chat's key is there now: its fields decrypt (False once erased)."""
+
 
 class PersonalDataLockedError(InternalError):
     """The store holds encrypted personal data, and no key store was attached to read it."""

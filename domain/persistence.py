@@ -86,6 +86,13 @@ class PydanticMapper(Mapper[UUID]):
             state=state,
         )
 
+    def reads_as_committed(self, event: Any) -> bool:
+        """Whether decoding `event`'s stored record now gives `event` back: it holds no
+        personal data, or its chat's key is still there (an erased chat reads back its
+        placeholders). Readers handed the events a commit just wrote ask this first."""
+        return self.personal is None or event.TOPIC not in PERSONAL or self.personal.readable(
+            event.originator_id)
+
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
         cls = _event_class(stored_event)
         state = stored_event.state

@@ -67,6 +67,8 @@ class LiveRunner:
         self._thread.start()
 
     def _on_commit(self, recordings: Sequence[Recording[Any]]) -> None:
+        if self.leader is None or self.leader.leading:  # a follower's passes apply nothing
+            self.models.committed(recordings)
         self._wake.set()
 
     def _loop(self) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
 from eventsourcing.application import Application
+from eventsourcing.persistence import Notification, Recording
 
 from interlock.projections import export
 from interlock.projections.chats import ChatFilter, ChatSummary, ChatsView
@@ -30,6 +32,7 @@ from interlock.projections.sql import JointBatchError, PositionConflictError, Sq
 from interlock.projections.stuck import StuckView, StuckViews
 
 V = TypeVar("V", bound=SqlView)
+FRESH_KEPT = 10_000  # committed events kept for the next pass, at most
 POLL = 0.01  # seconds between reads of the views' positions while another process applies them
 
 
@@ -52,6 +55,10 @@ class SqlReadModels:
         self._live: LiveRunner | None = None
         self.stuck_views = StuckViews()
         self._known: dict[str, int] | None = None  # positions the last joint pass committed
+        # Events this process committed, by notification id, until a pass applies them:
+        # the pass need not decode again what it reads of them (see `committed`).
+        self._fresh: dict[int, Any] = {}
+        self._fresh_lock = threading.Lock()
 
     def view(self, kind: type[V]) -> V:
         """The view of read model `kind` (a `SqlView` subclass) in this store."""
@@ -126,7 +133,8 @@ class SqlReadModels:
         notes = self.app.recorder.select_notifications(
             start, size, stop=head, topics=self._topics, inclusive_of_start=False)
         upto = notes[-1].id if len(notes) == size else head
-        events: list[Noted] = [(n.id, n.topic, self.app.mapper.to_domain_event(n)) for n in notes]
+        events: list[Noted] = [(n.id, n.topic, self._decoded(n)) for n in notes]
+        self._forget(upto)
         if self._joint_step(active, positions, events, upto):
             if progress is not None:
                 for runner in active:
@@ -145,6 +153,31 @@ class SqlReadModels:
             if progress is not None:
                 progress(runner.name, positions[runner.name], head)
         return still, False
+
+    def committed(self, recordings: Sequence[Recording[Any]]) -> None:
+        """Keep the events a commit of this process just wrote for the pass that applies
+        them. What the pass reads from the log is still the log: a kept event only stands
+        in for decoding the record with the same notification id, and only while decoding
+        it would give the same event (`reads_as_committed`: not once its chat is erased)."""
+        with self._fresh_lock:
+            if len(self._fresh) > FRESH_KEPT:  # nobody applies them here (another leads)
+                self._fresh.clear()
+            for recording in recordings:
+                self._fresh[recording.notification.id] = recording.domain_event
+
+    def _decoded(self, note: Notification) -> Any:
+        with self._fresh_lock:
+            event = self._fresh.pop(note.id, None)
+        reads_as = getattr(self.app.mapper, "reads_as_committed", None)
+        if event is not None and reads_as is not None and reads_as(event):
+            return event
+        return self.app.mapper.to_domain_event(note)
+
+    def _forget(self, upto: int) -> None:
+        """Drop kept events the log has been read past (a view stuck on one, a rebuild)."""
+        with self._fresh_lock:
+            for nid in [nid for nid in self._fresh if nid <= upto]:
+                del self._fresh[nid]
 
     def _joint_step(self, active: list[BatchRunner], positions: dict[str, int],
                     events: list[Noted], upto: int) -> bool:

@@ -100,6 +100,9 @@ class KeyStore:
             for chat_id in missing:
                 self._keep(chat_id, found.get(chat_id) or (None, None), read_at=now)
 
+    def readable(self, chat_id: UUID) -> bool:
+        return self._row(chat_id)[0] is not None
+
     def erased_at(self, chat_id: UUID) -> str | None:
         return self._row(chat_id, fresh=True)[1]
 

@@ -91,6 +91,43 @@ async def test_after_erasure_no_plaintext_is_left_and_everything_verifies(
     assert SECRET not in caplog.text
 
 
+async def test_views_apply_what_this_process_committed_without_decoding_it_again(
+    protected: Interlock, store: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    models = open_views(protected)
+    protected.commit_listeners.append(models.committed)  # as the live runner does
+    decoded: list[int] = []
+    decode = protected.mapper.to_domain_event
+    monkeypatch.setattr(protected.mapper, "to_domain_event",
+                        lambda stored: decoded.append(1) or decode(stored))
+    try:
+        await _subject_chat(protected)
+        models.catch_up()
+        assert decoded == []  # every event was handed over by its commit
+        assert SECRET in json.dumps([r.view.dump() for r in models.runners], default=str)
+    finally:
+        models.close()
+
+
+async def test_a_chat_erased_before_the_views_apply_its_commit_reads_back_erased(
+    protected: Interlock, store: str,
+) -> None:
+    """The events a commit hands to the views stand in for the log only while decoding the
+    log would give them: once the chat is erased, the views read the placeholders."""
+    models = open_views(protected)
+    protected.commit_listeners.append(models.committed)
+    try:
+        chat_id = await _subject_chat(protected)
+        cipher = protected.mapper.personal
+        assert isinstance(cipher, KeyStore)
+        cipher.erase(chat_id)
+        models.catch_up()
+        rows = json.dumps([r.view.dump() for r in models.runners], default=str)
+        assert SECRET not in rows
+    finally:
+        models.close()
+
+
 async def test_a_chat_stored_in_plaintext_cannot_be_erased_by_key(
     app: Interlock, store: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
