@@ -133,8 +133,7 @@ class SqlReadModels:
         notes = self.app.recorder.select_notifications(
             start, size, stop=head, topics=self._topics, inclusive_of_start=False)
         upto = notes[-1].id if len(notes) == size else head
-        events: list[Noted] = [(n.id, n.topic, self._decoded(n)) for n in notes]
-        self._forget(upto)
+        events = self._decoded(notes, upto)
         if self._joint_step(active, positions, events, upto):
             if progress is not None:
                 for runner in active:
@@ -160,24 +159,25 @@ class SqlReadModels:
         in for decoding the record with the same notification id, and only while decoding
         it would give the same event (`reads_as_committed`: not once its chat is erased)."""
         with self._fresh_lock:
-            if len(self._fresh) > FRESH_KEPT:  # nobody applies them here (another leads)
+            if len(self._fresh) > FRESH_KEPT:  # no pass has run for a while (failing)
                 self._fresh.clear()
             for recording in recordings:
                 self._fresh[recording.notification.id] = recording.domain_event
 
-    def _decoded(self, note: Notification) -> Any:
-        with self._fresh_lock:
-            event = self._fresh.pop(note.id, None)
-        reads_as = getattr(self.app.mapper, "reads_as_committed", None)
-        if event is not None and reads_as is not None and reads_as(event):
-            return event
-        return self.app.mapper.to_domain_event(note)
+    def _decoded(self, notes: Sequence[Notification], upto: int) -> list[Noted]:
+        """The notes' events: those a commit handed over as they are, the others decoded.
 
-    def _forget(self, upto: int) -> None:
-        """Drop kept events the log has been read past (a view stuck on one, a rebuild)."""
+        Kept events the log has now been read past (up to `upto`) are let go: one a view
+        stuck on it, or a rebuild, reads again is decoded from the log.
+        """
         with self._fresh_lock:
+            kept = [self._fresh.pop(n.id, None) for n in notes]
             for nid in [nid for nid in self._fresh if nid <= upto]:
                 del self._fresh[nid]
+        mapper = self.app.mapper
+        reads_as = getattr(mapper, "reads_as_committed", None)
+        return [(n.id, n.topic, e if e is not None and reads_as is not None and reads_as(e)
+                 else mapper.to_domain_event(n)) for n, e in zip(notes, kept, strict=True)]
 
     def _joint_step(self, active: list[BatchRunner], positions: dict[str, int],
                     events: list[Noted], upto: int) -> bool:
