@@ -58,6 +58,7 @@ async def test_one_process_applies_the_views_and_a_follower_reads_its_own_writes
         b.wait(second.recorder.max_notification_id())  # read-your-writes via the leader
         assert min(b.positions().values()) >= position
         assert _live(b)._seen == 0  # the follower never applied a batch itself
+        assert b._fresh == {}  # nor kept its commits' events for a pass it never runs
         listed = {r["chat_id"] for r in b.view(ChatsView).dump()}
         assert {str(c) for c in chats} <= listed
     finally:
