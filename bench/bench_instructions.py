@@ -1,0 +1,81 @@
+"""Instructions the server executes per banking cycle, counted by callgrind: a figure that
+repeats on a machine whose timings vary by a fifth from one run to the next.
+
+    .venv/bin/python -m bench.bench_instructions [--cycles 60] [--baseline DIR]
+
+`interlock serve` (PostgreSQL, views on, personal data encrypted: as served) runs under
+`valgrind --tool=callgrind` with instrumentation off; after a warm-up the counting is
+switched on for `--cycles` cycles from one client, then dumped. About 50 times slower
+than native: one figure takes a minute. `--baseline` counts an older checkout in the same
+run (`git worktree add --detach ../base REV`). Needs valgrind (Debian's package).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench.bench_http import run_wire
+from bench.common import scratch_schema
+
+AGENTS = "interlock.examples.banking:AGENTS"
+
+
+def count(root: str, cycles: int) -> float:
+    """Millions of instructions per cycle of the server served from checkout `root`."""
+    out = os.path.join(tempfile.mkdtemp(), "callgrind.out")
+    env = {**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_API_KEYS_FILE": "",
+           "PYTHONPATH": os.path.abspath(root)}
+    with scratch_schema() as store:
+        proc = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+             f"--callgrind-out-file={out}", sys.executable, "-m", "interlock.cli.main",
+             "serve", "--port", "0", "--store", store, "--agents", AGENTS],
+            env=env, cwd=root, stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None
+        url = next((m[1] for line in proc.stderr
+                    if (m := re.search(r"Uvicorn running on (http://\S+)", line))), None)
+        threading.Thread(target=lambda: proc.stderr and proc.stderr.read(), daemon=True).start()
+        try:
+            assert url, "interlock serve did not start under valgrind"
+            run_wire(url, 1, 10)
+            time.sleep(5)  # the views apply the warm-up before counting starts
+            _control("--instr=on", proc.pid)
+            figures, _, _ = run_wire(url, 1, cycles)
+            time.sleep(1)  # and the counted cycles before it stops
+            _control("--dump", proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(120)
+    total = sum(int(line.split()[1]) for path in glob.glob(out + "*")
+                for line in Path(path).read_text().splitlines() if line.startswith("summary:"))
+    return total / len(figures.resume) / 1e6
+
+
+def _control(action: str, pid: int) -> None:
+    subprocess.run(["callgrind_control", action, str(pid)], check=True, capture_output=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=60)
+    parser.add_argument("--baseline", metavar="DIR", help="an older checkout, counted too")
+    args = parser.parse_args()
+    here = count(".", args.cycles)
+    print(f"{'this checkout':<16} {here:8.2f} M instructions a cycle (1 client, as served)")
+    if args.baseline:
+        before = count(args.baseline, args.cycles)
+        print(f"{'baseline':<16} {before:8.2f} M instructions a cycle; "
+              f"this checkout is {here / before:.3f} of it")
+
+
+if __name__ == "__main__":
+    main()
