@@ -24,12 +24,11 @@ from uuid import UUID
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eventsourcing.postgres import PostgresApplicationRecorder
-from eventsourcing.sqlite import SQLiteApplicationRecorder
-from psycopg.sql import SQL, Identifier
 
 from interlock.domain import Interlock
 from interlock.domain.errors import InvalidRequestError
 from interlock.domain.persistence import TamperedEventError
+from interlock.stores.tables import Table, table_of
 
 TTL = 5.0  # seconds: a DB read per active chat per TTL, the delay of an erasure
 CACHED = 4096  # chats whose key row is kept in memory (least recently used go first)
@@ -52,6 +51,18 @@ class KeyStore:
 
     def encrypt(self, chat_id: UUID, version: int, field: str, plaintext: bytes) -> str | None:
         """The field's token; None for a chat begun in plaintext (before protection)."""
+        sealed = self.encrypt_raw(chat_id, version, field, plaintext)
+        return None if sealed is None else base64.urlsafe_b64encode(sealed).decode()
+
+    def decrypt(self, chat_id: UUID, version: int, field: str, token: str) -> bytes | None:
+        key, _ = self._row(chat_id)
+        if key is None:  # erased: the token is not even read
+            return None
+        return self._open(key, chat_id, version, field, base64.urlsafe_b64decode(token))
+
+    def encrypt_raw(self, chat_id: UUID, version: int, field: str,
+                    plaintext: bytes) -> bytes | None:
+        """`encrypt`'s token before base64: nonce, then ciphertext and tag."""
         key, erased_at = self._row(chat_id, create=version == 1)
         if erased_at is not None:
             raise InvalidRequestError(f"chat {chat_id} was erased: nothing more can be written",
@@ -60,14 +71,13 @@ class KeyStore:
             return None
         place = _place(chat_id, version, field)
         nonce = hmac.digest(key, place, "sha256")[:12]  # one per (chat, version, field)
-        sealed = self._aead(key).encrypt(nonce, plaintext, place)
-        return base64.urlsafe_b64encode(nonce + sealed).decode()
+        return nonce + self._aead(key).encrypt(nonce, plaintext, place)
 
-    def decrypt(self, chat_id: UUID, version: int, field: str, token: str) -> bytes | None:
+    def decrypt_raw(self, chat_id: UUID, version: int, field: str, raw: bytes) -> bytes | None:
         key, _ = self._row(chat_id)
-        if key is None:
-            return None
-        raw = base64.urlsafe_b64decode(token)
+        return None if key is None else self._open(key, chat_id, version, field, raw)
+
+    def _open(self, key: bytes, chat_id: UUID, version: int, field: str, raw: bytes) -> bytes:
         try:
             return self._aead(key).decrypt(raw[:12], raw[12:], _place(chat_id, version, field))
         except InvalidTag:
@@ -177,10 +187,10 @@ class _Memory(_Backend):
 class _Sql(_Backend):
     """The same three statements on SQLite and PostgreSQL."""
 
-    def __init__(self, run: Callable[[Any, tuple[Any, ...]], list[Any]], table: Any,
-                 statements: dict[str, str], key_of: Callable[[UUID], Any]) -> None:
-        self.run, self.key_of, self.table = run, key_of, table
-        self.sql = {name: _format(text, table) for name, text in statements.items()}
+    def __init__(self, table: Table, statements: dict[str, str],
+                 key_of: Callable[[UUID], Any]) -> None:
+        self.run, self.key_of, self.table = table.run, key_of, table
+        self.sql = {name: table.sql(text) for name, text in statements.items()}
         self._many: dict[int, Any] = {}
         self.run(self.sql["create"], ())
 
@@ -211,7 +221,7 @@ class _Sql(_Backend):
         statement = self._many.get(n)
         if statement is None:
             text = _GET_MANY.replace("?)", ", ".join("?" * n) + ")")
-            statement = self._many[n] = _format(text, self.table)
+            statement = self._many[n] = self.table.sql(text)
         return statement
 
 
@@ -234,37 +244,7 @@ _GET_MANY = "SELECT chat_id, key, erased_at FROM {t} WHERE chat_id IN (?)"
 MANY = 500
 
 
-def _format(text: str, table: Any) -> Any:
-    if isinstance(table, Identifier):
-        return SQL(text.replace("?", "%s").replace("{blob}", "BYTEA")).format(t=table)
-    return text.replace("{blob}", "BLOB").format(t=table)
-
-
 def _backend(app: Interlock) -> _Backend:
-    recorder = app.recorder
-    if isinstance(recorder, PostgresApplicationRecorder):
-        datastore = recorder.datastore
-        table = Identifier(datastore.schema, "interlock_erasure_keys")
-
-        def run_pg(statement: Any, params: tuple[Any, ...]) -> list[Any]:
-            if params:  # one statement: atomic on its own, one round trip (the library's
-                # pool hands out autocommit connections)
-                with datastore.get_connection() as conn, conn.cursor() as curs:
-                    curs.execute(statement, params)
-                    return [tuple(r.values()) for r in curs.fetchall()] if curs.description else []
-            with datastore.transaction(commit=True) as curs:
-                # CREATE TABLE IF NOT EXISTS races with itself across workers
-                curs.execute(SQL("SELECT pg_advisory_xact_lock(hashtext(%s))"),
-                             (f"{datastore.schema}.interlock_erasure_keys",))
-                curs.execute(statement, params)
-                return []
-        return _Sql(run_pg, table, _STATEMENTS, str)
-    if isinstance(recorder, SQLiteApplicationRecorder):
-        lite = recorder.datastore
-
-        def run_lite(statement: Any, params: tuple[Any, ...]) -> list[Any]:
-            with lite.transaction(commit=True) as curs:
-                curs.execute(statement, params)
-                return list(curs.fetchall())
-        return _Sql(run_lite, "erasure_keys", _STATEMENTS, str)
-    return _Memory()
+    table = table_of(app, "interlock_erasure_keys" if isinstance(
+        app.recorder, PostgresApplicationRecorder) else "erasure_keys")
+    return _Memory() if table is None else _Sql(table, _STATEMENTS, str)

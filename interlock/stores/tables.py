@@ -1,0 +1,57 @@
+"""Interlock's own small tables beside the events (keys, snapshots): one statement at a time,
+written once with `?` and `{t}` and run on SQLite or PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.sqlite import SQLiteApplicationRecorder
+from psycopg.sql import SQL, Identifier
+
+from interlock.domain import Interlock
+
+Run = Callable[[Any, tuple[Any, ...]], list[Any]]
+
+
+class Table:
+    """A table of the app's store: `sql` formats a statement for it, `run` executes one."""
+
+    def __init__(self, run: Run, name: Any) -> None:
+        self.run, self.name = run, name
+
+    def sql(self, text: str) -> Any:
+        if isinstance(self.name, Identifier):
+            return SQL(text.replace("?", "%s").replace("{blob}", "BYTEA")).format(t=self.name)
+        return text.replace("{blob}", "BLOB").format(t=self.name)
+
+
+def table_of(app: Interlock, name: str) -> Table | None:
+    """The table `name` in the app's SQL store; None for the memory store."""
+    recorder = app.recorder
+    if isinstance(recorder, PostgresApplicationRecorder):
+        datastore = recorder.datastore
+
+        def run_pg(statement: Any, params: tuple[Any, ...]) -> list[Any]:
+            if params:  # one statement: atomic on its own, one round trip (the library's
+                # pool hands out autocommit connections)
+                with datastore.get_connection() as conn, conn.cursor() as curs:
+                    curs.execute(statement, params, binary=True)  # bytea as it is, not hex
+                    return [tuple(r.values()) for r in curs.fetchall()] if curs.description else []
+            with datastore.transaction(commit=True) as curs:
+                # CREATE TABLE IF NOT EXISTS races with itself across workers
+                curs.execute(SQL("SELECT pg_advisory_xact_lock(hashtext(%s))"),
+                             (f"{datastore.schema}.{name}",))
+                curs.execute(statement, params)
+                return []
+        return Table(run_pg, Identifier(datastore.schema, name))
+    if isinstance(recorder, SQLiteApplicationRecorder):
+        lite = recorder.datastore
+
+        def run_lite(statement: Any, params: tuple[Any, ...]) -> list[Any]:
+            with lite.transaction(commit=True) as curs:
+                curs.execute(statement, params)
+                return list(curs.fetchall())
+        return Table(run_lite, name)
+    return None
