@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from interlock.domain.approvals import ApprovalState
+from interlock.domain.history_list import Messages
 from interlock.domain.messages import Message, Part, ToolResponse
 
 ChatStatus = Literal["idle", "running", "interrupted", "failed"]
@@ -89,7 +90,7 @@ class ChatState(BaseModel):
     created_at: datetime
     updated_at: datetime
     status: ChatStatus = "idle"
-    messages: list[Message] = []
+    messages: Messages = Field(default_factory=Messages)
     calls: dict[str, ToolCall] = {}
     batch: list[str] = []
     batch_closed: bool = True
