@@ -16,6 +16,7 @@ from eventsourcing.application import AggregateNotFoundError, Application, Proce
 from eventsourcing.domain import OriginatorVersionError
 from eventsourcing.persistence import IntegrityError, Mapper, Recording, Transcoder
 
+from interlock.domain import snapshots
 from interlock.domain.agent import Agent
 from interlock.domain.approval_rules import AWAITS_AGENT, VoteEntry, held_call
 from interlock.domain.approvals import Decider
@@ -39,6 +40,7 @@ from interlock.domain.keys import Keyring
 from interlock.domain.models import Model
 from interlock.domain.persistence import PydanticMapper, Sealer
 from interlock.domain.results import TurnResult
+from interlock.domain.snapshots import SnapshotStore
 from interlock.domain.tracing import Tracer
 from interlock.domain.turns import Emit, TurnLoop
 
@@ -75,6 +77,8 @@ class Interlock(Application[UUID]):
     # request path; the mapper refuses to read one (docs/audit.md, "Snapshots").
     snapshotting_intervals: ClassVar[dict[Any, int]] = {}
     tracer: Tracer | None = None  # the edge sets one when tracing is configured
+    snapshot_store: SnapshotStore | None = None  # the edge attaches one (interlock/stores)
+    mapper: PydanticMapper
 
     def __init__(
         self,
@@ -381,10 +385,12 @@ class Interlock(Application[UUID]):
         self, chat_id: UUID, *, version: int | None = None, tenant: str | None = None
     ) -> Chat:
         """The chat now, or as of event `version`; another tenant's chat does not exist."""
-        try:
-            chat: Chat = self.repository.get(chat_id, version=version, projector_func=_replay)
-        except AggregateNotFoundError:
-            raise ChatNotFoundError(chat_id) from None
+        chat = self._from_snapshot(chat_id, version)
+        if chat is None:
+            try:
+                chat = self.repository.get(chat_id, version=version, projector_func=_replay)
+            except AggregateNotFoundError:
+                raise ChatNotFoundError(chat_id) from None
         if tenant is not None and chat.state.tenant != tenant:
             raise ChatNotFoundError(chat_id)
         if version is not None and chat.version < version:
@@ -394,6 +400,32 @@ class Interlock(Application[UUID]):
                 latest=chat.version,
             )
         return chat
+
+    def _from_snapshot(self, chat_id: UUID, version: int | None) -> Chat | None:
+        """The chat from its sealed snapshot and the events after it; None: read the log."""
+        kept = self.snapshot_store.get(chat_id) if self.snapshot_store is not None else None
+        if kept is None or (version is not None and kept.version > version):
+            return None
+        try:
+            return snapshots.resume(kept, self.sealer.keys, self.mapper.personal,
+                                    self.events.get(chat_id, gt=kept.version - 1, lte=version))
+        except snapshots.SnapshotRefusedError as exc:
+            snapshots.warn_once(exc)  # the log is the truth: the chat still loads
+            return None
+
+    def _snapshot(self, chat: Chat) -> None:
+        """Keep the chat's state every EVERY events: later loads start there. Its events
+        are committed already, so a snapshot that cannot be taken is only logged."""
+        if self.snapshot_store is None or chat.version - chat.snapshotted < snapshots.EVERY:
+            return
+        chat.snapshotted = chat.version
+        try:
+            kept = snapshots.take(chat.id, chat.version, chat.state, self.sealer.keys,
+                                  self.mapper.personal)
+        except InterlockError as exc:  # erased meanwhile by another process
+            snapshots.log.warning("no snapshot of %s#%d: %s", chat.id, chat.version, exc)
+            return
+        self.snapshot_store.put(kept)
 
     def get_chats(self, chat_ids: Sequence[UUID]) -> dict[UUID, Chat]:
         """These chats as they are now, read together where the store can (one query on
@@ -476,6 +508,7 @@ class Interlock(Application[UUID]):
             chat.pending_events, chat.state.chain_tip = events + chat.pending_events, tip
             raise
         self._notify(recordings)
+        self._snapshot(chat)
         return recordings[-1].notification.id if recordings else None
 
 

@@ -66,6 +66,7 @@ class Chat:
         self.version = version
         self.state = state
         self.pending_events: list[ev.ChatEvent] = []
+        self.snapshotted = 0  # the version of its latest snapshot, as far as this process knows
 
     # -- the eventsourcing aggregate protocol -------------------------------------------------
 

@@ -34,6 +34,7 @@ InterlockError                        (a client's error: every subclass has code
 ├── ModelError                    502 model_error
 └── InternalError                 500 internal_error
     ├── TamperedEventError            (persistence.py: a stored event contradicts its record)
+    ├── SnapshotRefusedError          (snapshots.py: never reaches a client; the log is read)
     └── PersonalDataLockedError       (erasure.py: encrypted data, no key store attached)
 
 ConfigurationError (not an InterlockError): whoever configures the service made a mistake

@@ -19,6 +19,7 @@ from interlock.process import tune_gc
 from interlock.projections import open_read_models
 from interlock.projections.sweeper import Sweeper
 from interlock.settings import Settings
+from interlock.stores.snapshots import open_snapshots
 from interlock.stores.urls import store_env
 
 log = logging.getLogger("interlock")
@@ -38,7 +39,9 @@ def build_service(
             "INTERLOCK_SECRET is not set: the event chain is keyed with the public "
             "dev secret, so it proves nothing against someone who can write the store"
         )
-    return Interlock(agents, env=env, secret=secret, resolve_model=resolve_model)
+    service = Interlock(agents, env=env, secret=secret, resolve_model=resolve_model)
+    service.snapshot_store = open_snapshots(service)
+    return service
 
 
 def service_from(settings: Settings, *, with_agents: bool = True) -> Interlock:

@@ -13,7 +13,7 @@ import pytest
 from interlock.audit.erasure import KeyStore
 from interlock.bootstrap import build_service
 from interlock.cli.main import main
-from interlock.domain import Interlock, RespondEntry
+from interlock.domain import Interlock, RespondEntry, snapshots
 from interlock.domain.erasure import ERASED, PERSONAL
 from interlock.domain.events import ChatEvent
 from interlock.projections import open_views
@@ -264,3 +264,28 @@ def test_a_page_of_keys_larger_than_one_statement_is_read_in_chunks(store: str) 
         assert all(reader._row(c)[0] == keys_of[c] for c in chats) and len(reads) == 2
     finally:
         app.close()
+
+
+async def test_a_long_chats_snapshot_is_encrypted_and_unreadable_once_erased(
+    protected: Interlock, store: str,
+) -> None:
+    chat = protected.start_chat("bankingAgent", actor="alice", tenant="bank")
+    while protected.get_chat(chat.id).version <= snapshots.EVERY:
+        result = await protected.send(chat.id, f"transfer $5 to {SECRET}", actor="alice")
+        await protected.resume(chat.id, respond=[RespondEntry(
+            ref=result.interrupts[0].ref, name="userApproval", output={"approved": True})],
+            actor="bob")
+    assert protected.snapshot_store is not None
+    kept = protected.snapshot_store.get(chat.id)
+    assert kept is not None and SECRET.encode() not in kept.stored  # encrypted at rest
+    assert SECRET in protected.get_chat(chat.id).state.messages[0].text
+    assert main(["audit", "erase", str(chat.id), "--store", store]) == 0
+    reader = build_service(store, AGENTS)
+    reader.protect_personal_data(KeyStore.open(reader))
+    try:
+        loaded = reader.get_chat(chat.id)
+        assert loaded.snapshotted == 0  # the snapshot no longer opens: read from the log
+        assert loaded.state.messages[0].text == ERASED
+        assert SECRET not in loaded.state.model_dump_json()
+    finally:
+        reader.close()

@@ -1,22 +1,130 @@
-"""Snapshots are gone: nothing a load reads sits outside the chain."""
+"""Sealed snapshots: a long chat loads from its latest state, and only a sealed one that
+the log confirms is believed; the library's unsealed snapshots are never read."""
 
 from __future__ import annotations
+
+import logging
+from uuid import UUID
 
 import pytest
 
 from interlock.bootstrap import build_service
-from interlock.domain import Interlock
+from interlock.cli.main import main
+from interlock.domain import Interlock, RespondEntry
+from interlock.domain import snapshots as snap
+from interlock.domain.chat import Chat
 from interlock.domain.errors import ChatNotFoundError
 from interlock.domain.events import ChatSnapshot
+from interlock.domain.keys import Keyring
 from interlock.domain.persistence import TamperedEventError
 from interlock.stores.urls import store_env
-from tests.projections.flows import AGENTS, banking_flows
+from tests.projections.flows import AGENTS, app_for, banking_flows
 
 pytestmark = pytest.mark.anyio
 OLD_STYLE = {"IS_SNAPSHOTTING_ENABLED": "y"}
 
 
-async def test_no_snapshot_is_taken_however_long_the_chat(app: Interlock) -> None:
+async def long_chat(app: Interlock, events: int) -> UUID:
+    """Approved transfers until the chat has `events` events, then one left pending."""
+    chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
+    while True:
+        sent = await app.send(chat.id, "transfer $50 to savings", actor="alice")
+        if app.get_chat(chat.id).version >= events:
+            return chat.id
+        approve = RespondEntry(ref=sent.interrupts[0].ref, name="userApproval",
+                               output={"approved": True})
+        await app.resume(chat.id, respond=[approve], actor="bob")
+
+
+def from_log(app: Interlock, chat_id: UUID, version: int | None = None) -> Chat:
+    kept, app.snapshot_store = app.snapshot_store, None
+    try:
+        return app.get_chat(chat_id, version=version)
+    finally:
+        app.snapshot_store = kept
+
+
+def decodes(app: Interlock, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The versions the mapper decodes from now on."""
+    seen: list[int] = []
+    decode = app.mapper.to_domain_event
+
+    def counted(stored: object) -> object:
+        seen.append(stored.originator_version)  # type: ignore[attr-defined]
+        return decode(stored)  # type: ignore[arg-type]
+    monkeypatch.setattr(app.mapper, "to_domain_event", counted)
+    return seen
+
+
+async def test_a_long_chat_loads_from_its_snapshot_as_its_log_replays_it(
+        any_store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = app_for(any_store)
+    try:
+        chat_id = await long_chat(app, 2 * snap.EVERY + 30)
+        assert app.snapshot_store is not None
+        kept = app.snapshot_store.get(chat_id)
+        assert kept is not None and kept.version > snap.EVERY
+        seen = decodes(app, monkeypatch)
+        loaded = app.get_chat(chat_id)
+        assert seen == list(range(kept.version, loaded.version + 1))  # not event 1 on
+        assert loaded.snapshotted == kept.version and not loaded.state.messages.decoded
+        whole = from_log(app, chat_id)
+        assert loaded.version == whole.version
+        assert loaded.state.model_dump() == whole.state.model_dump()
+        for version in (kept.version - 1, kept.version, kept.version + 1):
+            assert (app.get_chat(chat_id, version=version).state.model_dump()
+                    == from_log(app, chat_id, version).state.model_dump())
+        [pending] = [c for c in loaded.state.calls.values() if c.status == "interrupted"]
+        app.chats.take(chat_id)  # the resume loads the chat from its snapshot
+        done = await app.resume(chat_id, respond=[RespondEntry(
+            ref=pending.ref, name="userApproval", output={"approved": True})], actor="bob")
+        assert done.finish_reason == "stop"
+        assert app.get_chat(chat_id).state.model_dump() == from_log(
+            app, chat_id).state.model_dump()
+    finally:
+        app.close()
+
+
+def _forged(kept: snap.Snapshot, how: str, app: Interlock) -> snap.Snapshot:
+    if how == "edited":
+        return snap.Snapshot(kept.chat_id, kept.version, kept.tip,
+                             kept.stored.replace(b'"tenant":"bank"', b'"tenant":"evil"'), kept.seal)
+    state = snap.state_of(kept, app.sealer.keys, None)
+    assert state is not None
+    if how == "resealed":
+        state.tenant = "evil"
+        return snap.take(kept.chat_id, kept.version, state, Keyring.single(b"not-ours"), None)
+    if how == "other chat":
+        return snap.Snapshot(kept.chat_id, kept.version - 1, kept.tip, kept.stored, kept.seal)
+    state.chain_tip = "2:k:" + "0" * 64 + ":" + "0" * 64  # sealed by us, but not the log's
+    return snap.take(kept.chat_id, kept.version, state, app.sealer.keys, None)
+
+
+@pytest.mark.parametrize("how", ["edited", "resealed", "other chat", "not the log's"])
+async def test_a_snapshot_that_is_not_sealed_or_not_the_logs_is_refused_and_the_log_read(
+        store: str, how: str, caplog: pytest.LogCaptureFixture) -> None:
+    app = app_for(store)
+    try:
+        chat_id = await long_chat(app, snap.EVERY + 20)
+        assert app.snapshot_store is not None
+        kept = app.snapshot_store.get(chat_id)
+        assert kept is not None
+        app.snapshot_store.delete([chat_id])
+        app.snapshot_store.put(_forged(kept, how, app))
+        with caplog.at_level(logging.WARNING, "interlock.snapshots"):
+            loaded = app.get_chat(chat_id, tenant="bank")
+            app.get_chat(chat_id)
+        assert loaded.snapshotted == 0  # read from the log
+        assert loaded.state.model_dump() == from_log(app, chat_id).state.model_dump()
+        with pytest.raises(ChatNotFoundError):
+            app.get_chat(chat_id, tenant="evil")
+        assert [r.message for r in caplog.records].count(
+            next(r.message for r in caplog.records if "refused" in r.message)) == 1  # once
+    finally:
+        app.close()
+
+
+async def test_no_library_snapshot_is_taken_however_long_the_chat(app: Interlock) -> None:
     chats, _ = await banking_flows(app)
     assert app.snapshots is None
     assert type(app).snapshotting_intervals == {}
@@ -24,7 +132,8 @@ async def test_no_snapshot_is_taken_however_long_the_chat(app: Interlock) -> Non
 
 
 async def test_a_forged_snapshot_left_in_the_store_is_never_believed(store: str) -> None:
-    """An old store's snapshot table, edited to move a chat to another tenant."""
+    """An old store's (the library's, unsealed) snapshot table, edited to move a chat to
+    another tenant."""
     writer = Interlock(AGENTS, env={**store_env(store), **OLD_STYLE})
     try:
         chats, _ = await banking_flows(writer)
@@ -43,3 +152,27 @@ async def test_a_forged_snapshot_left_in_the_store_is_never_believed(store: str)
             reader.get_chat(chats[0], tenant="intruder")
     finally:
         reader.close()
+
+
+async def test_verify_checks_each_snapshot_against_the_log(
+        store: str, capsys: pytest.CaptureFixture[str]) -> None:
+    app = app_for(store)
+    try:
+        chat_id = await long_chat(app, snap.EVERY + 20)
+        assert main(["verify", "--all", "--store", store]) == 0
+        assert main(["verify", str(chat_id), "--store", store]) == 0
+        assert app.snapshot_store is not None
+        kept = app.snapshot_store.get(chat_id)
+        assert kept is not None
+        app.snapshot_store.delete([chat_id])
+        app.snapshot_store.put(_forged(kept, "not the log's", app))
+        capsys.readouterr()
+        assert main(["verify", "--all", "--store", store]) == 1
+        assert (f"chat {chat_id}: broken at version {kept.version}: snapshot: the log's event"
+                " at its version has another chain") in capsys.readouterr().out
+        app.snapshot_store.delete([chat_id])
+        app.snapshot_store.put(_forged(kept, "edited", app))
+        assert main(["verify", str(chat_id), "--no-secret", "--store", store]) == 1
+        assert "snapshot: seal does not match the snapshot" in capsys.readouterr().out
+    finally:
+        app.close()

@@ -1,0 +1,91 @@
+"""Where sealed snapshots are kept: one row per chat, beside its events (memory, SQLite,
+PostgreSQL). What a row holds and when a load believes it: interlock/domain/snapshots.py."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Sequence
+from uuid import UUID
+
+import psycopg
+
+from interlock.domain import Interlock
+from interlock.domain.snapshots import Snapshot, SnapshotStore
+from interlock.stores.tables import Table, table_of
+
+
+class MemorySnapshots:
+    def __init__(self) -> None:
+        self._rows: dict[UUID, Snapshot] = {}
+        self._lock = threading.Lock()
+
+    def get(self, chat_id: UUID) -> Snapshot | None:
+        return self._rows.get(chat_id)
+
+    def put(self, snapshot: Snapshot) -> None:
+        with self._lock:
+            kept = self._rows.get(snapshot.chat_id)
+            if kept is None or kept.version < snapshot.version:
+                self._rows[snapshot.chat_id] = snapshot
+
+    def delete(self, chat_ids: Sequence[UUID]) -> None:
+        with self._lock:
+            for chat_id in chat_ids:
+                self._rows.pop(chat_id, None)
+
+    def chats(self) -> list[UUID]:
+        return list(self._rows)
+
+
+class SqlSnapshots:
+    """The same statements on SQLite and PostgreSQL, each atomic on its own."""
+
+    def __init__(self, table: Table) -> None:
+        self.run = table.run
+        self.sql = {name: table.sql(text) for name, text in _STATEMENTS.items()}
+        self.run(self.sql["create"], ())
+
+    def get(self, chat_id: UUID) -> Snapshot | None:
+        rows = self.run(self.sql["get"], (str(chat_id),))
+        if not rows:
+            return None
+        version, tip, stored, seal = rows[0]
+        return Snapshot(chat_id, int(version), str(tip), bytes(stored), str(seal))
+
+    def put(self, snapshot: Snapshot) -> None:
+        """Keep it; a store that fails to only costs later loads time (the events are
+        committed), so the failure is logged and the command goes on."""
+        try:
+            self.run(self.sql["put"], (str(snapshot.chat_id), snapshot.version, snapshot.tip,
+                                       snapshot.stored, snapshot.seal))
+        except (psycopg.Error, sqlite3.Error) as exc:
+            log.warning("snapshot %s#%d not kept: %s", snapshot.chat_id, snapshot.version, exc)
+
+    def delete(self, chat_ids: Sequence[UUID]) -> None:
+        for chat_id in chat_ids:
+            self.run(self.sql["delete"], (str(chat_id),))
+
+    def chats(self) -> list[UUID]:
+        return [UUID(chat_id) for (chat_id,) in self.run(self.sql["chats"], (0,))]
+
+
+log = logging.getLogger("interlock.snapshots")
+_STATEMENTS = {
+    "create": "CREATE TABLE IF NOT EXISTS {t} (chat_id TEXT PRIMARY KEY, version BIGINT NOT NULL, "
+              "tip TEXT NOT NULL, stored {blob} NOT NULL, seal TEXT NOT NULL)",
+    "get": "SELECT version, tip, stored, seal FROM {t} WHERE chat_id = ?",
+    # only a later snapshot replaces the one kept (two processes may take them at once)
+    "put": "INSERT INTO {t} AS kept (chat_id, version, tip, stored, seal) VALUES (?, ?, ?, ?, ?) "
+           "ON CONFLICT (chat_id) DO UPDATE SET version = excluded.version, tip = excluded.tip, "
+           "stored = excluded.stored, seal = excluded.seal WHERE kept.version < excluded.version",
+    "delete": "DELETE FROM {t} WHERE chat_id = ?",
+    "chats": "SELECT chat_id FROM {t} WHERE version > ? ORDER BY chat_id",
+}
+
+
+def open_snapshots(app: Interlock) -> SnapshotStore:
+    """The snapshot table beside the app's events (created if missing)."""
+    table = table_of(app, "interlock_sealed_snapshots")
+    return MemorySnapshots() if table is None else SqlSnapshots(table)
