@@ -64,7 +64,10 @@ def enforce(app: Interlock, policy: Policy, signer: Signer, now: Callable[[], da
     entry = make_entry(removals, prev=entries[-1] if entries else None, policy=policy,
                        at=now().isoformat(), key_id=signer.key_id, sign=signer.sign)
     log.append(entry)
-    delete_chats(app.recorder, [UUID(r.chat_id) for r in removals])
+    removed = [UUID(r.chat_id) for r in removals]
+    delete_chats(app.recorder, removed)
+    if app.snapshot_store is not None:  # a snapshot left behind would be refused anyway
+        app.snapshot_store.delete(removed)
     checkpoint(app, signer, [*entries, entry], now)
     return removals
 

@@ -14,6 +14,7 @@ from typing import Any
 from interlock.audit import reading, retention
 from interlock.audit.erasure import KeyStore
 from interlock.audit.signing import Signer, public_key
+from interlock.audit.snapshots import snapshot_breaks
 from interlock.bootstrap import service_from
 from interlock.domain import Interlock
 from interlock.domain.checkpoint_log import (
@@ -109,8 +110,10 @@ def verify(args: argparse.Namespace) -> int:
         if problem is not None:
             print(problem)
             return 1
-        verifier = reading.verifier(app, None if args.no_secret else app.sealer.keys)
+        keys = None if args.no_secret else app.sealer.keys
+        verifier = reading.verifier(app, keys)
         breaks = _breaks(args, verifier, latest, removed_chats(entries))
+        breaks += snapshot_breaks(app, keys, None if args.all else args.chat_id)
     finally:
         app.close()
     for b in breaks:

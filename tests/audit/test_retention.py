@@ -18,7 +18,9 @@ from interlock.domain import events as ev
 from interlock.domain.checkpoint_log import RETENTION_ID, RetentionLog
 from interlock.domain.errors import ChatNotFoundError
 from interlock.domain.retention import Entry, Policy, Removal, Rule, make_entry, months_before
+from interlock.domain.snapshots import EVERY
 from tests.audit.test_checkpoints import keys  # noqa: F401 - the fixture
+from tests.audit.test_snapshots import long_chat
 from tests.projections.tamper import EventsTable
 
 pytestmark = pytest.mark.anyio
@@ -127,3 +129,21 @@ async def test_a_signed_entry_that_removed_a_chat_its_policy_keeps_is_refused(
     assert main(["verify", "--all", "--public-key", keys[1], "--store", store]) == 1
     assert f"retention entry 1: removed chat {young}, which its policy kept" in (
         capsys.readouterr().out)
+
+
+async def test_retention_removes_a_long_chats_snapshot_with_its_events(
+    app: Interlock, store: str, keys: tuple[str, str], tmp_path: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ev, "now", lambda: datetime.now(UTC) - timedelta(days=800))
+    try:
+        old = await long_chat(app, EVERY + 10)
+    finally:
+        monkeypatch.undo()
+    assert app.snapshot_store is not None and app.snapshot_store.get(old) is not None
+    assert main(["audit", "checkpoint", "--key", keys[0], "--store", store]) == 0
+    assert main(["audit", "retention", "--policy", _policy(tmp_path), "--key", keys[0],
+                 "--store", store]) == 0
+    assert app.snapshot_store.get(old) is None
+    with pytest.raises(ChatNotFoundError):
+        app.get_chat(old)
