@@ -2,12 +2,15 @@
 
     .venv/bin/python -m bench.bench_load [--events 10000] [--loads 50]
 
-A chat of N events is written in turns of 4 events (message, model reply, finish, ...);
-then loads are timed (p50/p95): `cold` replays the whole log (a chat no command of this
-process touched in the last 30 s), `warm` is how a command takes a chat this process
-committed: from the cache, brought up to date with one indexed read. Cold loads are timed
-with Python's default garbage collection (`gc 700`, the baseline) and then as `interlock
-serve` tunes it (`gc 10000`, interlock/process.py).
+A chat of N events is written in turns of 3 events (message, model reply, finish), with
+personal data encrypted as `interlock serve` stores it; then loads are timed (p50/p95):
+`log` replays the whole log (the baseline: no snapshot), `cold` is a chat no command of
+this process touched in the last 30 s (its sealed snapshot, then the events after it:
+`replayed` of them), `warm` is how a command takes a chat this process committed: from the
+cache, brought up to date with one indexed read. Each chat length is also run just short
+of its next snapshot (the most events a load replays). Cold loads are timed with Python's
+default garbage collection (`gc 700`) and as `interlock serve` tunes it (`gc 10000`,
+interlock/process.py).
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from bench.common import scratch_schema
+from interlock.audit.erasure import KeyStore
 from interlock.bootstrap import build_service
 from interlock.domain import Chat, Interlock
 from interlock.domain.messages import text_message
+from interlock.domain.snapshots import EVERY
 from interlock.process import DEFAULT_GC_THRESHOLD, tune_gc
 
 
@@ -36,8 +41,8 @@ def store_url(kind: str) -> Iterator[str]:
             yield f"sqlite:///{tmp}/load.db"
 
 
-def long_chat(app: Interlock, events: int) -> Chat:
-    chat = Chat.start("bench", actor="bench", tenant="default")
+def long_chat(app: Interlock, events: int, chat: Chat | None = None) -> Chat:
+    chat = chat or Chat.start("bench", actor="bench", tenant="default")
     while chat.version < events:
         chat.send_message("How much is in savings?", actor="bench")
         chat.record_model_reply(text_message("model", "There is $1,000 in savings."), None)
@@ -46,40 +51,56 @@ def long_chat(app: Interlock, events: int) -> Chat:
     return chat
 
 
-def timed_loads(app: Interlock, chat: Chat, loads: int, warm: bool) -> list[float]:
+def timed_loads(app: Interlock, chat: Chat, loads: int, how: str) -> list[float]:
     times = []
+    store = app.snapshot_store
     for _ in range(loads):
-        if warm:
+        if how == "warm":
             app.chats.give(chat)
+        if how == "log":
+            app.snapshot_store = None
         t0 = time.perf_counter()
-        chat = app._checkout(chat.id, None) if warm else app.get_chat(chat.id)
+        chat = app._checkout(chat.id, None) if how == "warm" else app.get_chat(chat.id)
         times.append((time.perf_counter() - t0) * 1000)
+        app.snapshot_store = store
     return sorted(times)
+
+
+def replayed(app: Interlock, chat: Chat) -> int:
+    kept = app.snapshot_store.get(chat.id) if app.snapshot_store is not None else None
+    return chat.version - (kept.version if kept is not None else 0)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--loads", type=int, default=50)
+    parser.add_argument("--log-loads", type=int, default=5, help="whole-log loads (slow)")
     parser.add_argument("--stores", default="postgres,sqlite")
     args = parser.parse_args()
-    print(f"{'store':<10}{'events':>8} {'load':>6} {'gc':>6} {'p50':>9} {'p95':>9}   (ms)")
+    print(f"{'store':<10}{'events':>8} {'replayed':>9} {'load':>5} {'gc':>6} {'p50':>9}"
+          f" {'p95':>9}   (ms)")
     default = gc.get_threshold()
     for kind in args.stores.split(","):
-        with store_url(kind) as url:
-            app = build_service(url)
-            chat = long_chat(app, args.events)
-            for warm, tuned in ((False, False), (False, True), (True, True)):
-                gc.set_threshold(*default)
-                if tuned:
-                    tune_gc()
-                times = timed_loads(app, chat, args.loads, warm)
-                p50, p95 = times[len(times) // 2], times[int(len(times) * 0.95)]
-                label = "warm" if warm else "cold"
-                threshold = DEFAULT_GC_THRESHOLD if tuned else default[0]
-                print(f"{kind:<10}{chat.version:>8} {label:>6} {threshold:>6} {p50:>9.2f}"
-                      f" {p95:>9.2f}", flush=True)
-            app.close()
+        for most in (False, True):  # then just short of the next snapshot: most replayed
+            with store_url(kind) as url:
+                app = build_service(url)
+                app.protect_personal_data(KeyStore.open(app))  # as `interlock serve` runs it
+                chat = long_chat(app, args.events)
+                while most and replayed(app, chat) < EVERY - 3:
+                    chat = long_chat(app, chat.version + 1, chat)
+                runs = [("log", True, args.log_loads), ("cold", False, args.loads),
+                        ("cold", True, args.loads), ("warm", True, args.loads)]
+                for how, tuned, loads in runs:
+                    gc.set_threshold(*default)
+                    if tuned:
+                        tune_gc()
+                    times = timed_loads(app, chat, loads, how)
+                    p50, p95 = times[len(times) // 2], times[int(len(times) * 0.95)]
+                    threshold = DEFAULT_GC_THRESHOLD if tuned else default[0]
+                    print(f"{kind:<10}{chat.version:>8} {replayed(app, chat):>9} {how:>5}"
+                          f" {threshold:>6} {p50:>9.2f} {p95:>9.2f}", flush=True)
+                app.close()
 
 
 if __name__ == "__main__":
