@@ -401,9 +401,12 @@ class Interlock(Application[UUID]):
             )
         return chat
 
-    def _from_snapshot(self, chat_id: UUID, version: int | None) -> Chat | None:
-        """The chat from its sealed snapshot and the events after it; None: read the log."""
-        kept = self.snapshot_store.get(chat_id) if self.snapshot_store is not None else None
+    def _from_snapshot(self, chat_id: UUID, version: int | None,
+                       kept: snapshots.Snapshot | None = None) -> Chat | None:
+        """The chat from its sealed snapshot (`kept`, else read) and the events after it;
+        None: read the log."""
+        if kept is None and self.snapshot_store is not None:
+            kept = self.snapshot_store.get(chat_id)
         if kept is None or (version is not None and kept.version > version):
             return None
         try:
@@ -441,14 +444,26 @@ class Interlock(Application[UUID]):
                 with suppress(InterlockError, OriginatorVersionError):
                     found[chat_id] = self.get_chat(chat_id)
             return found
-        to_event, found = self.mapper.to_domain_event, {}
-        for chat_id, stored in many(chat_ids).items():
+        found = self._from_snapshots(chat_ids)
+        to_event = self.mapper.to_domain_event
+        for chat_id, stored in many([c for c in chat_ids if c not in found]).items():
             try:
                 chat = _replay(None, map(to_event, stored))
             except (InterlockError, OriginatorVersionError):
                 continue  # a refused record sinks its own chat's load, not the page's
             if chat is not None:
                 found[chat_id] = chat
+        return found
+
+    def _from_snapshots(self, chat_ids: Sequence[UUID]) -> dict[UUID, Chat]:
+        """Those of these chats that have a snapshot, loaded from it (one read for all)."""
+        found: dict[UUID, Chat] = {}
+        if self.snapshot_store is None:
+            return found
+        for chat_id, kept in self.snapshot_store.get_many(chat_ids).items():
+            with suppress(InterlockError, OriginatorVersionError):
+                if (chat := self._from_snapshot(chat_id, None, kept)) is not None:
+                    found[chat_id] = chat
         return found
 
     def _checkout(self, chat_id: UUID, tenant: str | None) -> Chat:

@@ -59,6 +59,9 @@ class SnapshotStore(Protocol):
 
     def get(self, chat_id: UUID) -> Snapshot | None: ...
 
+    def get_many(self, chat_ids: Sequence[UUID]) -> dict[UUID, Snapshot]:
+        """The snapshots these chats have (one read; a chat without one is left out)."""
+
     def put(self, snapshot: Snapshot) -> None:
         """Keep `snapshot` unless the chat has a later one."""
 

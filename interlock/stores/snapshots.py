@@ -7,6 +7,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -23,6 +24,9 @@ class MemorySnapshots:
 
     def get(self, chat_id: UUID) -> Snapshot | None:
         return self._rows.get(chat_id)
+
+    def get_many(self, chat_ids: Sequence[UUID]) -> dict[UUID, Snapshot]:
+        return {c: kept for c in chat_ids if (kept := self._rows.get(c)) is not None}
 
     def put(self, snapshot: Snapshot) -> None:
         with self._lock:
@@ -43,16 +47,30 @@ class SqlSnapshots:
     """The same statements on SQLite and PostgreSQL, each atomic on its own."""
 
     def __init__(self, table: Table) -> None:
-        self.run = table.run
+        self.run, self.table = table.run, table
+        self._many: dict[int, Any] = {}
         self.sql = {name: table.sql(text) for name, text in _STATEMENTS.items()}
         self.run(self.sql["create"], ())
 
     def get(self, chat_id: UUID) -> Snapshot | None:
-        rows = self.run(self.sql["get"], (str(chat_id),))
-        if not rows:
-            return None
-        version, tip, stored, seal = rows[0]
-        return Snapshot(chat_id, int(version), str(tip), bytes(stored), str(seal))
+        return self.get_many([chat_id]).get(chat_id)
+
+    def get_many(self, chat_ids: Sequence[UUID]) -> dict[UUID, Snapshot]:
+        found = {}
+        for at in range(0, len(chat_ids), MANY):  # SQLite takes at most 999 parameters
+            chunk = [str(c) for c in chat_ids[at:at + MANY]]
+            for chat_id, version, tip, stored, seal in self.run(self._get_many(len(chunk)),
+                                                                tuple(chunk)):
+                found[UUID(chat_id)] = Snapshot(UUID(chat_id), int(version), str(tip),
+                                                bytes(stored), str(seal))
+        return found
+
+    def _get_many(self, n: int) -> Any:
+        statement = self._many.get(n)
+        if statement is None:
+            text = _GET_MANY.replace("?)", ", ".join("?" * n) + ")")
+            statement = self._many[n] = self.table.sql(text)
+        return statement
 
     def put(self, snapshot: Snapshot) -> None:
         """Keep it; a store that fails to only costs later loads time (the events are
@@ -72,10 +90,11 @@ class SqlSnapshots:
 
 
 log = logging.getLogger("interlock.snapshots")
+MANY = 500
+_GET_MANY = "SELECT chat_id, version, tip, stored, seal FROM {t} WHERE chat_id IN (?)"
 _STATEMENTS = {
     "create": "CREATE TABLE IF NOT EXISTS {t} (chat_id TEXT PRIMARY KEY, version BIGINT NOT NULL, "
               "tip TEXT NOT NULL, stored {blob} NOT NULL, seal TEXT NOT NULL)",
-    "get": "SELECT version, tip, stored, seal FROM {t} WHERE chat_id = ?",
     # only a later snapshot replaces the one kept (two processes may take them at once)
     "put": "INSERT INTO {t} AS kept (chat_id, version, tip, stored, seal) VALUES (?, ?, ?, ?, ?) "
            "ON CONFLICT (chat_id) DO UPDATE SET version = excluded.version, tip = excluded.tip, "

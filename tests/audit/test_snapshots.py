@@ -176,3 +176,17 @@ async def test_verify_checks_each_snapshot_against_the_log(
         assert "snapshot: seal does not match the snapshot" in capsys.readouterr().out
     finally:
         app.close()
+
+
+async def test_chats_read_together_start_from_their_snapshots(any_store: str) -> None:
+    app = app_for(any_store)
+    try:
+        long_id = await long_chat(app, snap.EVERY + 20)
+        short_id = await long_chat(app, 10)
+        together = app.get_chats([long_id, short_id])
+        assert together[long_id].snapshotted > 0 and together[short_id].snapshotted == 0
+        for chat_id in (long_id, short_id):
+            assert together[chat_id].state.model_dump() == from_log(
+                app, chat_id).state.model_dump()
+    finally:
+        app.close()
