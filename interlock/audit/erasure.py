@@ -191,7 +191,6 @@ class _Sql(_Backend):
                  key_of: Callable[[UUID], Any]) -> None:
         self.run, self.key_of, self.table = table.run, key_of, table
         self.sql = {name: table.sql(text) for name, text in statements.items()}
-        self._many: dict[int, Any] = {}
         self.run(self.sql["create"], ())
 
     def get(self, chat_id: UUID) -> Row | None:
@@ -207,22 +206,10 @@ class _Sql(_Backend):
         self.run(self.sql["erase"], (when, self.key_of(chat_id)))
 
     def get_many(self, chat_ids: Sequence[UUID]) -> dict[UUID, Row]:
-        found: dict[UUID, Row] = {}
         by_key = {self.key_of(c): c for c in chat_ids}
-        keys = list(by_key)
-        for at in range(0, len(keys), MANY):  # SQLite takes at most 999 parameters
-            chunk = keys[at:at + MANY]
-            statement = self.many_sql(len(chunk))
-            for chat_key, key, erased_at in self.run(statement, tuple(chunk)):
-                found[by_key[chat_key]] = (bytes(key) if key is not None else None, erased_at)
-        return found
-
-    def many_sql(self, n: int) -> Any:
-        statement = self._many.get(n)
-        if statement is None:
-            text = _GET_MANY.replace("?)", ", ".join("?" * n) + ")")
-            statement = self._many[n] = self.table.sql(text)
-        return statement
+        rows = self.table.rows_in(_GET_MANY, list(by_key), self.run)
+        return {by_key[chat_key]: (bytes(key) if key is not None else None, erased_at)
+                for chat_key, key, erased_at in rows}
 
 
 def _first(rows: list[Any]) -> Row | None:
@@ -241,7 +228,6 @@ _STATEMENTS = {
     "erase": "UPDATE {t} SET key = NULL, erased_at = ? WHERE chat_id = ?",
 }
 _GET_MANY = "SELECT chat_id, key, erased_at FROM {t} WHERE chat_id IN (?)"
-MANY = 500
 
 
 def _backend(app: Interlock) -> _Backend:

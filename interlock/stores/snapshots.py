@@ -7,7 +7,6 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Sequence
-from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -48,7 +47,6 @@ class SqlSnapshots:
 
     def __init__(self, table: Table) -> None:
         self.run, self.table = table.run, table
-        self._many: dict[int, Any] = {}
         self.sql = {name: table.sql(text) for name, text in _STATEMENTS.items()}
         self.run(self.sql["create"], ())
 
@@ -56,21 +54,10 @@ class SqlSnapshots:
         return self.get_many([chat_id]).get(chat_id)
 
     def get_many(self, chat_ids: Sequence[UUID]) -> dict[UUID, Snapshot]:
-        found = {}
-        for at in range(0, len(chat_ids), MANY):  # SQLite takes at most 999 parameters
-            chunk = [str(c) for c in chat_ids[at:at + MANY]]
-            for chat_id, version, tip, stored, seal in self.run(self._get_many(len(chunk)),
-                                                                tuple(chunk)):
-                found[UUID(chat_id)] = Snapshot(UUID(chat_id), int(version), str(tip),
-                                                bytes(stored), str(seal))
-        return found
-
-    def _get_many(self, n: int) -> Any:
-        statement = self._many.get(n)
-        if statement is None:
-            text = _GET_MANY.replace("?)", ", ".join("?" * n) + ")")
-            statement = self._many[n] = self.table.sql(text)
-        return statement
+        rows = self.table.rows_in(_GET_MANY, [str(c) for c in chat_ids])
+        return {UUID(chat_id): Snapshot(UUID(chat_id), int(version), str(tip), bytes(stored),
+                                        str(seal))
+                for chat_id, version, tip, stored, seal in rows}
 
     def put(self, snapshot: Snapshot) -> None:
         """Keep it; a store that fails to only costs later loads time (the events are
@@ -90,7 +77,6 @@ class SqlSnapshots:
 
 
 log = logging.getLogger("interlock.snapshots")
-MANY = 500
 _GET_MANY = "SELECT chat_id, version, tip, stored, seal FROM {t} WHERE chat_id IN (?)"
 _STATEMENTS = {
     "create": "CREATE TABLE IF NOT EXISTS {t} (chat_id TEXT PRIMARY KEY, version BIGINT NOT NULL, "

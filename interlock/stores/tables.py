@@ -3,7 +3,7 @@ written once with `?` and `{t}` and run on SQLite or PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from eventsourcing.postgres import PostgresApplicationRecorder
@@ -13,6 +13,7 @@ from psycopg.sql import SQL, Identifier
 from interlock.domain import Interlock
 
 Run = Callable[[Any, tuple[Any, ...]], list[Any]]
+MANY = 500  # SQLite takes at most 999 parameters
 
 
 class Table:
@@ -20,6 +21,19 @@ class Table:
 
     def __init__(self, run: Run, name: Any) -> None:
         self.run, self.name = run, name
+        self._in: dict[tuple[str, int], Any] = {}
+
+    def rows_in(self, text: str, keys: Sequence[Any], run: Run | None = None) -> list[Any]:
+        """The rows of `text`, whose `IN (?)` takes `keys` (in chunks SQLite accepts)."""
+        rows: list[Any] = []
+        for at in range(0, len(keys), MANY):
+            chunk = tuple(keys[at:at + MANY])
+            statement = self._in.get((text, len(chunk)))
+            if statement is None:
+                expanded = text.replace("IN (?)", "IN (" + ", ".join("?" * len(chunk)) + ")")
+                statement = self._in[text, len(chunk)] = self.sql(expanded)
+            rows += (run or self.run)(statement, chunk)
+        return rows
 
     def sql(self, text: str) -> Any:
         if isinstance(self.name, Identifier):

@@ -246,7 +246,7 @@ def test_a_page_of_keys_larger_than_one_statement_is_read_in_chunks(store: str) 
     """SQLite takes at most 999 parameters: 501 chats are two reads, every key found."""
     from uuid import uuid4
 
-    from interlock.audit.erasure import MANY
+    from interlock.stores.tables import MANY
 
     app = build_service(store, AGENTS)
     try:
