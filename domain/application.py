@@ -14,7 +14,13 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.domain import OriginatorVersionError
-from eventsourcing.persistence import IntegrityError, Mapper, Recording, Transcoder
+from eventsourcing.persistence import (
+    IntegrityError,
+    Mapper,
+    PersistenceError,
+    Recording,
+    Transcoder,
+)
 
 from interlock.domain import snapshots
 from interlock.domain.agent import Agent
@@ -405,15 +411,18 @@ class Interlock(Application[UUID]):
                        kept: snapshots.Snapshot | None = None) -> Chat | None:
         """The chat from its sealed snapshot (`kept`, else read) and the events after it;
         None: read the log."""
-        if kept is None and self.snapshot_store is not None:
-            kept = self.snapshot_store.get(chat_id)
-        if kept is None or (version is not None and kept.version > version):
+        store = self.snapshot_store
+        if kept is None and store is not None:
+            kept = store.get(chat_id)
+        if store is None or kept is None or (version is not None and kept.version > version):
             return None
         try:
             return snapshots.resume(kept, self.sealer.keys, self.mapper.personal,
                                     self.events.get(chat_id, gt=kept.version - 1, lte=version))
         except snapshots.SnapshotRefusedError as exc:
             snapshots.warn_once(exc)  # the log is the truth: the chat still loads
+            with suppress(PersistenceError):
+                store.delete([chat_id])  # so that its next snapshot can take the place
             return None
 
     def _snapshot(self, chat: Chat) -> None:
@@ -425,10 +434,10 @@ class Interlock(Application[UUID]):
         try:
             kept = snapshots.take(chat.id, chat.version, chat.state, self.sealer.keys,
                                   self.mapper.personal)
-        except InterlockError as exc:  # erased meanwhile by another process
+            if kept is not None:
+                self.snapshot_store.put(kept)
+        except (InterlockError, PersistenceError) as exc:  # erased meanwhile, a store error
             snapshots.log.warning("no snapshot of %s#%d: %s", chat.id, chat.version, exc)
-            return
-        self.snapshot_store.put(kept)
 
     def get_chats(self, chat_ids: Sequence[UUID]) -> dict[UUID, Chat]:
         """These chats as they are now, read together where the store can (one query on

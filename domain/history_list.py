@@ -69,7 +69,7 @@ class Messages(Sequence[Message]):
         held = self._held
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))
-            if step == 1 and start >= held:
+            if step == 1 and held <= start <= stop:
                 return self._items[start - held:stop - held]
             return self._all()[index]
         at = index + len(self) if index < 0 else index

@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -80,14 +81,16 @@ class SnapshotRefusedError(InternalError):
 
 
 def take(chat_id: UUID, version: int, state: ChatState, keys: Keyring,
-         cipher: FieldCipher | None) -> Snapshot:
-    """The sealed snapshot of `state`, the chat's state at `version`."""
+         cipher: FieldCipher | None) -> Snapshot | None:
+    """The sealed snapshot of `state`, the chat's state at `version`; None when personal
+    data is protected and the chat has no key (never a plaintext copy of its history)."""
     stored = _body(state)
     if cipher is not None:
-        field = f"snapshot-{hashlib.sha256(stored).hexdigest()[:32]}"  # a nonce per body
+        field = f"snapshot-{os.urandom(16).hex()}"  # a fresh nonce, and nothing of the body
         sealed = cipher.encrypt_raw(chat_id, version, field, stored)
-        if sealed is not None:
-            stored = _ENCRYPTED + field.encode() + b":" + sealed
+        if sealed is None:
+            return None
+        stored = _ENCRYPTED + field.encode() + b":" + sealed
     tip = state.chain_tip or ""
     digest = _hash(chat_id, version, tip, stored)
     return Snapshot(chat_id, version, tip, stored, f"s1:{keys.active}:{digest}:"
@@ -112,8 +115,9 @@ def problem(snapshot: Snapshot, keys: Keyring | None) -> str | None:
 
 
 def state_of(snapshot: Snapshot, keys: Keyring, cipher: FieldCipher | None) -> ChatState | None:
-    """The state the snapshot holds, its messages left undecoded; None once the chat is
-    erased (its key is gone); SnapshotRefusedError if it must not be believed."""
+    """The state the snapshot holds, its messages left undecoded; None if this process
+    cannot open it (the chat erased, no key store attached); SnapshotRefusedError if it
+    must not be believed."""
     why = problem(snapshot, keys)
     if why is not None:
         raise _refused(snapshot, why)
@@ -182,7 +186,7 @@ def _opened(snapshot: Snapshot, cipher: FieldCipher | None) -> bytes | None:
         return stored
     field, _, sealed = stored[len(_ENCRYPTED):].partition(b":")
     if cipher is None:
-        raise _refused(snapshot, "encrypted, and no key store is attached")
+        return None  # this process cannot read personal data: its log load says so
     try:
         body = cipher.decrypt_raw(snapshot.chat_id, snapshot.version, field.decode(), sealed)
     except (TamperedEventError, ValueError) as exc:  # a bad tag, a short token

@@ -65,9 +65,9 @@ def enforce(app: Interlock, policy: Policy, signer: Signer, now: Callable[[], da
                        at=now().isoformat(), key_id=signer.key_id, sign=signer.sign)
     log.append(entry)
     removed = [UUID(r.chat_id) for r in removals]
-    delete_chats(app.recorder, removed)
-    if app.snapshot_store is not None:  # a snapshot left behind would be refused anyway
+    if app.snapshot_store is not None:  # first: a snapshot is only a copy of the log
         app.snapshot_store.delete(removed)
+    delete_chats(app.recorder, removed)
     checkpoint(app, signer, [*entries, entry], now)
     return removals
 

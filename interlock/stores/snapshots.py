@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from uuid import UUID
 
 import psycopg
+from eventsourcing.persistence import PersistenceError
 
 from interlock.domain import Interlock
 from interlock.domain.snapshots import Snapshot, SnapshotStore
@@ -54,10 +55,15 @@ class SqlSnapshots:
         return self.get_many([chat_id]).get(chat_id)
 
     def get_many(self, chat_ids: Sequence[UUID]) -> dict[UUID, Snapshot]:
-        rows = self.table.rows_in(_GET_MANY, [str(c) for c in chat_ids])
-        return {UUID(chat_id): Snapshot(UUID(chat_id), int(version), str(tip), bytes(stored),
-                                        str(seal))
-                for chat_id, version, tip, stored, seal in rows}
+        """The snapshots found; a table that cannot be read, or a row that is not a
+        snapshot, is logged and left out: loads then read the log."""
+        try:
+            rows = self.table.rows_in(_GET_MANY, [str(c) for c in chat_ids])
+        except STORE_ERRORS as exc:
+            log.warning("snapshots not read (chats load from their logs): %s", exc)
+            return {}
+        found = (_snapshot_of(row) for row in rows)
+        return {kept.chat_id: kept for kept in found if kept is not None}
 
     def put(self, snapshot: Snapshot) -> None:
         """Keep it; a store that fails to only costs later loads time (the events are
@@ -65,7 +71,7 @@ class SqlSnapshots:
         try:
             self.run(self.sql["put"], (str(snapshot.chat_id), snapshot.version, snapshot.tip,
                                        snapshot.stored, snapshot.seal))
-        except (psycopg.Error, sqlite3.Error) as exc:
+        except STORE_ERRORS as exc:
             log.warning("snapshot %s#%d not kept: %s", snapshot.chat_id, snapshot.version, exc)
 
     def delete(self, chat_ids: Sequence[UUID]) -> None:
@@ -73,10 +79,29 @@ class SqlSnapshots:
             self.run(self.sql["delete"], (str(chat_id),))
 
     def chats(self) -> list[UUID]:
-        return [UUID(chat_id) for (chat_id,) in self.run(self.sql["chats"], (0,))]
+        ids = [_uuid(chat_id) for (chat_id,) in self.run(self.sql["chats"], (0,))]
+        return [chat_id for chat_id in ids if chat_id is not None]
+
+
+def _snapshot_of(row: tuple[object, ...]) -> Snapshot | None:
+    chat_id, version, tip, stored, seal = row
+    found = _uuid(chat_id)
+    if (found is None or not isinstance(version, int) or not isinstance(stored, bytes | memoryview)
+            or not isinstance(tip, str) or not isinstance(seal, str)):
+        log.warning("a row of the snapshot table is not a snapshot (chat %r): left out", chat_id)
+        return None
+    return Snapshot(found, version, tip, bytes(stored), seal)
+
+
+def _uuid(text: object) -> UUID | None:
+    try:
+        return UUID(str(text))
+    except ValueError:
+        return None
 
 
 log = logging.getLogger("interlock.snapshots")
+STORE_ERRORS = (PersistenceError, psycopg.Error, sqlite3.Error)
 _GET_MANY = "SELECT chat_id, version, tip, stored, seal FROM {t} WHERE chat_id IN (?)"
 _STATEMENTS = {
     "create": "CREATE TABLE IF NOT EXISTS {t} (chat_id TEXT PRIMARY KEY, version BIGINT NOT NULL, "

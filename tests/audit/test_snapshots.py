@@ -14,9 +14,10 @@ from interlock.domain import Interlock, RespondEntry
 from interlock.domain import snapshots as snap
 from interlock.domain.chat import Chat
 from interlock.domain.errors import ChatNotFoundError
-from interlock.domain.events import ChatSnapshot
+from interlock.domain.events import ChatSnapshot, TurnFinished
 from interlock.domain.keys import Keyring
 from interlock.domain.persistence import TamperedEventError
+from interlock.stores.tables import table_of
 from interlock.stores.urls import store_env
 from tests.projections.flows import AGENTS, app_for, banking_flows
 
@@ -188,5 +189,69 @@ async def test_chats_read_together_start_from_their_snapshots(any_store: str) ->
         for chat_id in (long_id, short_id):
             assert together[chat_id].state.model_dump() == from_log(
                 app, chat_id).state.model_dump()
+    finally:
+        app.close()
+
+
+async def test_a_snapshot_table_that_fails_never_fails_a_turn_or_a_load(
+        store: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Snapshots are a copy of the log: writes that fail are logged, reads read the log."""
+    app = app_for(store)
+    try:
+        chat_id = await long_chat(app, 10)
+        table = table_of(app, "interlock_sealed_snapshots")
+        assert table is not None
+        table.run(table.sql("DROP TABLE {t}"), ())
+        with caplog.at_level(logging.WARNING, "interlock.snapshots"):
+            chat_id = await long_chat(app, snap.EVERY + 20)
+            app.chats.take(chat_id)
+            chat = app.get_chat(chat_id)
+        assert chat.state.status == "interrupted" and chat.snapshotted == 0
+        finished = [e for e in app.events.get(chat_id) if isinstance(e, TurnFinished)]
+        assert all(e.reason != "failed" for e in finished)
+        assert "not kept" in caplog.text and "not read" in caplog.text
+    finally:
+        app.close()
+
+
+async def test_a_refused_snapshot_makes_way_for_the_next(store: str) -> None:
+    """A row no load believes (here: a version the log never reaches) is dropped, so the
+    chat's next snapshot is kept, not refused for good by the 'only a later one' rule."""
+    app = app_for(store)
+    try:
+        chat_id = await long_chat(app, snap.EVERY + 20)
+        assert app.snapshot_store is not None
+        kept = app.snapshot_store.get(chat_id)
+        assert kept is not None
+        app.snapshot_store.put(snap.Snapshot(chat_id, 10**15, kept.tip, kept.stored, kept.seal))
+        app.chats.take(chat_id)
+        assert app.get_chat(chat_id).snapshotted == 0
+        assert app.snapshot_store.get(chat_id) is None
+        pending = next(c for c in app.get_chat(chat_id).state.calls.values()
+                       if c.status == "interrupted")
+        app.chats.take(chat_id)
+        await app.resume(chat_id, respond=[RespondEntry(
+            ref=pending.ref, name="userApproval", output={"approved": True})], actor="bob")
+        again = app.snapshot_store.get(chat_id)
+        assert again is not None and kept.version < again.version <= app.get_chat(chat_id).version
+    finally:
+        app.close()
+
+
+class _NoKey:
+    """A key store on which the chat's key row is gone (deleted by hand)."""
+
+    def encrypt_raw(self, *_: object) -> None:
+        return None
+
+
+async def test_a_protected_chat_without_its_key_gets_no_plaintext_snapshot(
+        any_store: str) -> None:
+    app = app_for(any_store)
+    try:
+        chat_id = await long_chat(app, 10)
+        state = app.get_chat(chat_id).state
+        assert snap.take(chat_id, 10, state, app.sealer.keys, _NoKey()) is None  # type: ignore[arg-type]
+        assert snap.take(chat_id, 10, state, app.sealer.keys, None) is not None  # unprotected
     finally:
         app.close()

@@ -20,6 +20,7 @@ def test_what_a_command_reads_of_a_held_history_leaves_it_undecoded() -> None:
     assert messages[-1] == SOME[4] and messages[4] == SOME[4]
     assert messages[4:] == [SOME[4]]
     assert not messages.decoded
+    assert messages[4:2] == [] and messages[4:-4] == SOME[:5][4:-4] == []
 
 
 def test_reading_an_old_message_decodes_them_all_in_order() -> None:
