@@ -190,8 +190,9 @@ class _Sql(_Backend):
     def __init__(self, table: Table, statements: dict[str, str],
                  key_of: Callable[[UUID], Any]) -> None:
         self.run, self.key_of, self.table = table.run, key_of, table
-        self.sql = {name: table.sql(text) for name, text in statements.items()}
-        self.run(self.sql["create"], ())
+        self.sql = {name: table.sql(text) for name, text in statements.items()
+                    if name != "create"}
+        table.create(statements["create"])
 
     def get(self, chat_id: UUID) -> Row | None:
         return _first(self.run(self.sql["get"], (self.key_of(chat_id),)))
@@ -207,7 +208,7 @@ class _Sql(_Backend):
 
     def get_many(self, chat_ids: Sequence[UUID]) -> dict[UUID, Row]:
         by_key = {self.key_of(c): c for c in chat_ids}
-        rows = self.table.rows_in(_GET_MANY, list(by_key), self.run)
+        rows = self.table.run_in(_GET_MANY, list(by_key), self.run)
         return {by_key[chat_key]: (bytes(key) if key is not None else None, erased_at)
                 for chat_key, key, erased_at in rows}
 

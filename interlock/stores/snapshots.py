@@ -49,7 +49,7 @@ class SqlSnapshots:
     def __init__(self, table: Table) -> None:
         self.run, self.table = table.run, table
         self.sql = {name: table.sql(text) for name, text in _STATEMENTS.items()}
-        self.run(self.sql["create"], ())
+        table.create(_CREATE)
 
     def get(self, chat_id: UUID) -> Snapshot | None:
         return self.get_many([chat_id]).get(chat_id)
@@ -58,7 +58,7 @@ class SqlSnapshots:
         """The snapshots found; a table that cannot be read, or a row that is not a
         snapshot, is logged and left out: loads then read the log."""
         try:
-            rows = self.table.rows_in(_GET_MANY, [str(c) for c in chat_ids])
+            rows = self.table.run_in(_GET_MANY, [str(c) for c in chat_ids])
         except STORE_ERRORS as exc:
             log.warning("snapshots not read (chats load from their logs): %s", exc)
             return {}
@@ -75,11 +75,10 @@ class SqlSnapshots:
             log.warning("snapshot %s#%d not kept: %s", snapshot.chat_id, snapshot.version, exc)
 
     def delete(self, chat_ids: Sequence[UUID]) -> None:
-        for chat_id in chat_ids:
-            self.run(self.sql["delete"], (str(chat_id),))
+        self.table.run_in(_DELETE_MANY, [str(c) for c in chat_ids])
 
     def chats(self) -> list[UUID]:
-        ids = [_uuid(chat_id) for (chat_id,) in self.run(self.sql["chats"], (0,))]
+        ids = [_uuid(chat_id) for (chat_id,) in self.run(self.sql["chats"], ())]
         return [chat_id for chat_id in ids if chat_id is not None]
 
 
@@ -102,16 +101,16 @@ def _uuid(text: object) -> UUID | None:
 
 log = logging.getLogger("interlock.snapshots")
 STORE_ERRORS = (PersistenceError, psycopg.Error, sqlite3.Error)
+_CREATE = ("CREATE TABLE IF NOT EXISTS {t} (chat_id TEXT PRIMARY KEY, version BIGINT NOT NULL, "
+           "tip TEXT NOT NULL, stored {blob} NOT NULL, seal TEXT NOT NULL)")
 _GET_MANY = "SELECT chat_id, version, tip, stored, seal FROM {t} WHERE chat_id IN (?)"
+_DELETE_MANY = "DELETE FROM {t} WHERE chat_id IN (?)"
 _STATEMENTS = {
-    "create": "CREATE TABLE IF NOT EXISTS {t} (chat_id TEXT PRIMARY KEY, version BIGINT NOT NULL, "
-              "tip TEXT NOT NULL, stored {blob} NOT NULL, seal TEXT NOT NULL)",
     # only a later snapshot replaces the one kept (two processes may take them at once)
     "put": "INSERT INTO {t} AS kept (chat_id, version, tip, stored, seal) VALUES (?, ?, ?, ?, ?) "
            "ON CONFLICT (chat_id) DO UPDATE SET version = excluded.version, tip = excluded.tip, "
            "stored = excluded.stored, seal = excluded.seal WHERE kept.version < excluded.version",
-    "delete": "DELETE FROM {t} WHERE chat_id = ?",
-    "chats": "SELECT chat_id FROM {t} WHERE version > ? ORDER BY chat_id",
+    "chats": "SELECT chat_id FROM {t} ORDER BY chat_id",
 }
 
 

@@ -17,14 +17,19 @@ MANY = 500  # SQLite takes at most 999 parameters
 
 
 class Table:
-    """A table of the app's store: `sql` formats a statement for it, `run` executes one."""
+    """A table of the app's store: `sql` formats a statement for it, `run` executes one
+    (atomic on its own), `create` its CREATE TABLE IF NOT EXISTS."""
 
-    def __init__(self, run: Run, name: Any) -> None:
+    def __init__(self, run: Run, create: Callable[[Any], None], name: Any) -> None:
         self.run, self.name = run, name
+        self._create = create
         self._in: dict[tuple[str, int], Any] = {}
 
-    def rows_in(self, text: str, keys: Sequence[Any], run: Run | None = None) -> list[Any]:
-        """The rows of `text`, whose `IN (?)` takes `keys` (in chunks SQLite accepts)."""
+    def create(self, text: str) -> None:
+        self._create(self.sql(text))
+
+    def run_in(self, text: str, keys: Sequence[Any], run: Run | None = None) -> list[Any]:
+        """Run `text`, whose `IN (?)` takes `keys` (in chunks SQLite accepts); the rows."""
         rows: list[Any] = []
         for at in range(0, len(keys), MANY):
             chunk = tuple(keys[at:at + MANY])
@@ -48,18 +53,18 @@ def table_of(app: Interlock, name: str) -> Table | None:
         datastore = recorder.datastore
 
         def run_pg(statement: Any, params: tuple[Any, ...]) -> list[Any]:
-            if params:  # one statement: atomic on its own, one round trip (the library's
-                # pool hands out autocommit connections)
-                with datastore.get_connection() as conn, conn.cursor() as curs:
-                    curs.execute(statement, params, binary=True)  # bytea as it is, not hex
-                    return [tuple(r.values()) for r in curs.fetchall()] if curs.description else []
+            # one round trip: the library's pool hands out autocommit connections
+            with datastore.get_connection() as conn, conn.cursor() as curs:
+                curs.execute(statement, params, binary=True)  # bytea as it is, not hex
+                return [tuple(r.values()) for r in curs.fetchall()] if curs.description else []
+
+        def create_pg(statement: Any) -> None:
             with datastore.transaction(commit=True) as curs:
                 # CREATE TABLE IF NOT EXISTS races with itself across workers
                 curs.execute(SQL("SELECT pg_advisory_xact_lock(hashtext(%s))"),
                              (f"{datastore.schema}.{name}",))
-                curs.execute(statement, params)
-                return []
-        return Table(run_pg, Identifier(datastore.schema, name))
+                curs.execute(statement)
+        return Table(run_pg, create_pg, Identifier(datastore.schema, name))
     if isinstance(recorder, SQLiteApplicationRecorder):
         lite = recorder.datastore
 
@@ -67,5 +72,8 @@ def table_of(app: Interlock, name: str) -> Table | None:
             with lite.transaction(commit=True) as curs:
                 curs.execute(statement, params)
                 return list(curs.fetchall())
-        return Table(run_lite, name)
+
+        def create_lite(statement: Any) -> None:
+            run_lite(statement, ())
+        return Table(run_lite, create_lite, name)
     return None
