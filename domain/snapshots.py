@@ -121,6 +121,10 @@ def state_of(snapshot: Snapshot, keys: Keyring, cipher: FieldCipher | None) -> C
     why = problem(snapshot, keys)
     if why is not None:
         raise _refused(snapshot, why)
+    return _state(snapshot, cipher)
+
+
+def _state(snapshot: Snapshot, cipher: FieldCipher | None) -> ChatState | None:
     body = _opened(snapshot, cipher)
     if body is None:
         return None
@@ -149,14 +153,17 @@ def against_log(snapshot: Snapshot, keys: Keyring | None, logged: str | None) ->
 def resume(kept: Snapshot, keys: Keyring, cipher: FieldCipher | None,
            events: Iterable[Any]) -> Chat | None:
     """The chat from `kept` and `events`, the log from the snapshot's version on (the first
-    one must be the event the snapshot ends with); None when the chat was erased."""
-    state = state_of(kept, keys, cipher)
-    if state is None:
-        return None
+    one must be the event the snapshot ends with); None when this process cannot open it."""
     log = iter(events)
     first = next(log, None)
-    if first is None or first.originator_version != kept.version or first.chain != kept.tip:
-        raise _refused(kept, "the log has no event at its version with its chain tip")
+    logged = first.chain if first is not None and first.originator_version == kept.version \
+        else None
+    why = against_log(kept, keys, logged)
+    if why is not None:
+        raise _refused(kept, why)
+    state = _state(kept, cipher)
+    if state is None:
+        return None
     if state.chain_tip != kept.tip:
         raise _refused(kept, "its state ends at another chain tip")
     chat = Chat(kept.chat_id, kept.version, state)
