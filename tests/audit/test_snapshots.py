@@ -7,7 +7,9 @@ import logging
 from uuid import UUID
 
 import pytest
+from eventsourcing.persistence import PersistenceError
 
+from interlock.audit.erasure import KeyStore
 from interlock.bootstrap import build_service
 from interlock.cli.main import main
 from interlock.domain import Interlock, RespondEntry
@@ -17,6 +19,7 @@ from interlock.domain.errors import ChatNotFoundError
 from interlock.domain.events import ChatSnapshot, TurnFinished
 from interlock.domain.keys import Keyring
 from interlock.domain.persistence import TamperedEventError
+from interlock.domain.results import TurnResult
 from interlock.stores.tables import table_of
 from interlock.stores.urls import store_env
 from tests.projections.flows import AGENTS, app_for, banking_flows
@@ -35,6 +38,30 @@ async def long_chat(app: Interlock, events: int) -> UUID:
         approve = RespondEntry(ref=sent.interrupts[0].ref, name="userApproval",
                                output={"approved": True})
         await app.resume(chat.id, respond=[approve], actor="bob")
+
+
+def kept_of(app: Interlock, chat_id: UUID) -> snap.Snapshot:
+    """The chat's stored snapshot (it must have one)."""
+    assert app.snapshot_store is not None
+    kept = app.snapshot_store.get(chat_id)
+    assert kept is not None
+    return kept
+
+
+def replace(app: Interlock, forged: snap.Snapshot) -> None:
+    """Put `forged` in place of the chat's snapshot, as someone editing the table would."""
+    assert app.snapshot_store is not None
+    app.snapshot_store.delete([forged.chat_id])
+    app.snapshot_store.put(forged)
+
+
+async def approve_pending(app: Interlock, chat_id: UUID) -> TurnResult:
+    """Approve the chat's pending transfer, the chat loaded afresh (not from the cache)."""
+    pending = next(c for c in app.get_chat(chat_id).state.calls.values()
+                   if c.status == "interrupted")
+    app.chats.take(chat_id)
+    return await app.resume(chat_id, respond=[RespondEntry(
+        ref=pending.ref, name="userApproval", output={"approved": True})], actor="bob")
 
 
 def from_log(app: Interlock, chat_id: UUID, version: int | None = None) -> Chat:
@@ -62,9 +89,8 @@ async def test_a_long_chat_loads_from_its_snapshot_as_its_log_replays_it(
     app = app_for(any_store)
     try:
         chat_id = await long_chat(app, 2 * snap.EVERY + 30)
-        assert app.snapshot_store is not None
-        kept = app.snapshot_store.get(chat_id)
-        assert kept is not None and kept.version > snap.EVERY
+        kept = kept_of(app, chat_id)
+        assert kept.version > snap.EVERY
         seen = decodes(app, monkeypatch)
         loaded = app.get_chat(chat_id)
         assert seen == list(range(kept.version, loaded.version + 1))  # not event 1 on
@@ -75,10 +101,8 @@ async def test_a_long_chat_loads_from_its_snapshot_as_its_log_replays_it(
         for version in (kept.version - 1, kept.version, kept.version + 1):
             assert (app.get_chat(chat_id, version=version).state.model_dump()
                     == from_log(app, chat_id, version).state.model_dump())
-        [pending] = [c for c in loaded.state.calls.values() if c.status == "interrupted"]
-        app.chats.take(chat_id)  # the resume loads the chat from its snapshot
-        done = await app.resume(chat_id, respond=[RespondEntry(
-            ref=pending.ref, name="userApproval", output={"approved": True})], actor="bob")
+        assert [c.status for c in loaded.state.calls.values()].count("interrupted") == 1
+        done = await approve_pending(app, chat_id)  # loads the chat from its snapshot
         assert done.finish_reason == "stop"
         assert app.get_chat(chat_id).state.model_dump() == from_log(
             app, chat_id).state.model_dump()
@@ -107,11 +131,7 @@ async def test_a_snapshot_that_is_not_sealed_or_not_the_logs_is_refused_and_the_
     app = app_for(store)
     try:
         chat_id = await long_chat(app, snap.EVERY + 20)
-        assert app.snapshot_store is not None
-        kept = app.snapshot_store.get(chat_id)
-        assert kept is not None
-        app.snapshot_store.delete([chat_id])
-        app.snapshot_store.put(_forged(kept, how, app))
+        replace(app, _forged(kept_of(app, chat_id), how, app))
         with caplog.at_level(logging.WARNING, "interlock.snapshots"):
             loaded = app.get_chat(chat_id, tenant="bank")
             app.get_chat(chat_id)
@@ -162,17 +182,13 @@ async def test_verify_checks_each_snapshot_against_the_log(
         chat_id = await long_chat(app, snap.EVERY + 20)
         assert main(["verify", "--all", "--store", store]) == 0
         assert main(["verify", str(chat_id), "--store", store]) == 0
-        assert app.snapshot_store is not None
-        kept = app.snapshot_store.get(chat_id)
-        assert kept is not None
-        app.snapshot_store.delete([chat_id])
-        app.snapshot_store.put(_forged(kept, "not the log's", app))
+        kept = kept_of(app, chat_id)
+        replace(app, _forged(kept, "not the log's", app))
         capsys.readouterr()
         assert main(["verify", "--all", "--store", store]) == 1
         assert (f"chat {chat_id}: broken at version {kept.version}: snapshot: the log's event"
                 " at its version has another chain") in capsys.readouterr().out
-        app.snapshot_store.delete([chat_id])
-        app.snapshot_store.put(_forged(kept, "edited", app))
+        replace(app, _forged(kept, "edited", app))
         assert main(["verify", str(chat_id), "--no-secret", "--store", store]) == 1
         assert "snapshot: seal does not match the snapshot" in capsys.readouterr().out
     finally:
@@ -220,18 +236,13 @@ async def test_a_refused_snapshot_makes_way_for_the_next(store: str) -> None:
     app = app_for(store)
     try:
         chat_id = await long_chat(app, snap.EVERY + 20)
+        kept = kept_of(app, chat_id)
         assert app.snapshot_store is not None
-        kept = app.snapshot_store.get(chat_id)
-        assert kept is not None
         app.snapshot_store.put(snap.Snapshot(chat_id, 10**15, kept.tip, kept.stored, kept.seal))
         app.chats.take(chat_id)
         assert app.get_chat(chat_id).snapshotted == 0
         assert app.snapshot_store.get(chat_id) is None
-        pending = next(c for c in app.get_chat(chat_id).state.calls.values()
-                       if c.status == "interrupted")
-        app.chats.take(chat_id)
-        await app.resume(chat_id, respond=[RespondEntry(
-            ref=pending.ref, name="userApproval", output={"approved": True})], actor="bob")
+        await approve_pending(app, chat_id)
         again = app.snapshot_store.get(chat_id)
         assert again is not None and kept.version < again.version <= app.get_chat(chat_id).version
     finally:
@@ -253,5 +264,32 @@ async def test_a_protected_chat_without_its_key_gets_no_plaintext_snapshot(
         state = app.get_chat(chat_id).state
         assert snap.take(chat_id, 10, state, app.sealer.keys, _NoKey()) is None  # type: ignore[arg-type]
         assert snap.take(chat_id, 10, state, app.sealer.keys, None) is not None  # unprotected
+    finally:
+        app.close()
+
+
+async def test_a_key_store_that_fails_while_sealing_a_snapshot_fails_no_turn(
+        store: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The snapshot is taken after its events commit: the key read failing then (its
+    database gone away) is logged, and the turn still ends as its events say."""
+    app = app_for(store)
+    keys = KeyStore.open(app)
+    app.protect_personal_data(keys)
+    encrypt = keys.encrypt_raw
+
+    def failing(chat_id: UUID, version: int, field: str, plaintext: bytes) -> bytes | None:
+        if field.startswith("snapshot-"):
+            raise PersistenceError("connection lost")
+        return encrypt(chat_id, version, field, plaintext)
+    monkeypatch.setattr(keys, "encrypt_raw", failing)
+    try:
+        with caplog.at_level(logging.WARNING, "interlock.snapshots"):
+            chat_id = await long_chat(app, snap.EVERY + 20)
+            done = await approve_pending(app, chat_id)
+        assert done.finish_reason == "stop"
+        assert app.snapshot_store is not None and app.snapshot_store.get(chat_id) is None
+        finished = [e for e in app.events.get(chat_id) if isinstance(e, TurnFinished)]
+        assert all(e.reason != "failed" for e in finished)
+        assert "no snapshot of" in caplog.text and "connection lost" in caplog.text
     finally:
         app.close()
