@@ -3,7 +3,7 @@
 A snapshot is the chat's state at a version, sealed like an event and bound to the log:
 
     stored = body, or (personal data protected) "E1:" field ":" nonce, AES-GCM of the body
-    body   = {"format":"interlock-snapshot-1","messages":N,"state":{...}} "\\n" messages
+    body   = {"format":"interlock-snapshot-1","messages":N} "\\n" state "\\n" messages
     hash   = SHA-256("interlock-snapshot-v1\\n" chat_id "\\n" version "\\n" tip "\\n" stored)
     seal   = "s1:" kid ":" hash ":" HMAC-SHA256(key[kid], "interlock-snapshot-seal-v1\\n" hash)
 
@@ -128,12 +128,13 @@ def _state(snapshot: Snapshot, cipher: FieldCipher | None) -> ChatState | None:
     body = _opened(snapshot, cipher)
     if body is None:
         return None
-    head, _, messages = body.partition(b"\n")
+    head, _, rest = body.partition(b"\n")
+    fields, _, messages = rest.partition(b"\n")
     try:
         header = json.loads(head)
         if header.get("format") != FORMAT:
             raise _refused(snapshot, f"unknown format {header.get('format')!r}")
-        state = ChatState.model_validate(header["state"])
+        state = ChatState.model_validate_json(fields)  # pydantic-core parses: no dict first
         state.messages = Messages.from_json(messages, int(header["messages"]))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise _refused(snapshot, f"does not decode: {exc}") from None
@@ -184,7 +185,7 @@ def warn_once(refused: SnapshotRefusedError) -> None:
 def _body(state: ChatState) -> bytes:
     fields = state.__pydantic_serializer__.to_json(state, exclude={"messages"})
     return (b'{"format":"' + FORMAT.encode() + b'","messages":' + str(len(state.messages)).encode()
-            + b',"state":' + fields + b"}\n" + state.messages.to_json())
+            + b"}\n" + fields + b"\n" + state.messages.to_json())
 
 
 def _opened(snapshot: Snapshot, cipher: FieldCipher | None) -> bytes | None:
