@@ -2,8 +2,10 @@
 
     .venv/bin/python -m bench.bench_load [--events 10000] [--loads 50]
 
-A chat of N events is written in turns of 3 events (message, model reply, finish), with
-personal data encrypted as `interlock serve` stores it; then loads are timed (p50/p95):
+A chat of N events is written in turns of 3 events (message, model reply, finish), or
+with `--shape tools` in turns of 6 (message, a reply asking for a transfer, its request and
+completion, the reply, finish: a chat of N events then has N/6 tool calls), with personal
+data encrypted as `interlock serve` stores it; then loads are timed (p50/p95):
 `log` replays the whole log (the baseline: no snapshot), `cold` is a chat no command of
 this process touched in the last 30 s (its sealed snapshot, then the events after it:
 `replayed` of them), `warm` is how a command takes a chat this process committed: from the
@@ -26,7 +28,7 @@ from bench.common import scratch_schema
 from interlock.audit.erasure import KeyStore
 from interlock.bootstrap import build_service
 from interlock.domain import Chat, Interlock
-from interlock.domain.messages import text_message
+from interlock.domain.messages import Message, Part, ToolRequest, text_message
 from interlock.domain.snapshots import EVERY
 from interlock.process import DEFAULT_GC_THRESHOLD, tune_gc
 
@@ -41,11 +43,22 @@ def store_url(kind: str) -> Iterator[str]:
             yield f"sqlite:///{tmp}/load.db"
 
 
-def long_chat(app: Interlock, events: int, chat: Chat | None = None) -> Chat:
+def long_chat(app: Interlock, events: int, chat: Chat | None = None,
+              shape: str = "text") -> Chat:
     chat = chat or Chat.start("bench", actor="bench", tenant="default")
     while chat.version < events:
-        chat.send_message("How much is in savings?", actor="bench")
-        chat.record_model_reply(text_message("model", "There is $1,000 in savings."), None)
+        if shape == "tools":
+            chat.send_message("Move $250 from savings to checking.", actor="bench")
+            ask = ToolRequest(name="transfer", input={"from": "savings", "to": "checking",
+                                                       "amount": 250})
+            chat.record_model_reply(Message(role="model", content=[Part(tool_request=ask)]))
+            ref = chat.state.batch[-1]
+            chat.record_completed(ref, {"ok": True, "balance": {"savings": 750,
+                                                                "checking": 1250}})
+            chat.record_model_reply(text_message("model", "Done: $250 moved to checking."))
+        else:
+            chat.send_message("How much is in savings?", actor="bench")
+            chat.record_model_reply(text_message("model", "There is $1,000 in savings."), None)
         chat.finish_turn("stop")
         app.commit(chat)
     return chat
@@ -77,30 +90,35 @@ def main() -> None:
     parser.add_argument("--loads", type=int, default=50)
     parser.add_argument("--log-loads", type=int, default=5, help="whole-log loads (slow)")
     parser.add_argument("--stores", default="postgres,sqlite")
+    parser.add_argument("--shape", default="text,tools",
+                        help="text: turns without tools; tools: a tool call every turn")
     args = parser.parse_args()
-    print(f"{'store':<10}{'events':>8} {'replayed':>9} {'load':>5} {'gc':>6} {'p50':>9}"
-          f" {'p95':>9}   (ms)")
+    print(f"{'store':<10}{'shape':<6}{'events':>8} {'calls':>6} {'replayed':>9} {'load':>5}"
+          f" {'gc':>6} {'p50':>9} {'p95':>9}   (ms)")
     default = gc.get_threshold()
-    for kind in args.stores.split(","):
-        for most in (False, True):  # then just short of the next snapshot: most replayed
-            with store_url(kind) as url:
-                app = build_service(url)
-                app.protect_personal_data(KeyStore.open(app))  # as `interlock serve` runs it
-                chat = long_chat(app, args.events)
-                while most and replayed(app, chat) < EVERY - 3:
-                    chat = long_chat(app, chat.version + 1, chat)
-                runs = [("log", True, args.log_loads), ("cold", False, args.loads),
-                        ("cold", True, args.loads), ("warm", True, args.loads)]
-                for how, tuned, loads in runs:
-                    gc.set_threshold(*default)
-                    if tuned:
-                        tune_gc()
-                    times = timed_loads(app, chat, loads, how)
-                    p50, p95 = times[len(times) // 2], times[int(len(times) * 0.95)]
-                    threshold = DEFAULT_GC_THRESHOLD if tuned else default[0]
-                    print(f"{kind:<10}{chat.version:>8} {replayed(app, chat):>9} {how:>5}"
-                          f" {threshold:>6} {p50:>9.2f} {p95:>9.2f}", flush=True)
-                app.close()
+    cases = [(kind, shape, most) for kind in args.stores.split(",")
+             for shape in args.shape.split(",")
+             for most in (False, True)]  # then just short of the next snapshot: most replayed
+    for kind, shape, most in cases:
+        with store_url(kind) as url:
+            app = build_service(url)
+            app.protect_personal_data(KeyStore.open(app))  # as `interlock serve` runs it
+            chat = long_chat(app, args.events, shape=shape)
+            while most and replayed(app, chat) < EVERY - 6:
+                chat = long_chat(app, chat.version + 1, chat, shape)
+            runs = [("log", True, args.log_loads), ("cold", False, args.loads),
+                    ("cold", True, args.loads), ("warm", True, args.loads)]
+            for how, tuned, loads in runs:
+                gc.set_threshold(*default)
+                if tuned:
+                    tune_gc()
+                times = timed_loads(app, chat, loads, how)
+                p50, p95 = times[len(times) // 2], times[int(len(times) * 0.95)]
+                threshold = DEFAULT_GC_THRESHOLD if tuned else default[0]
+                print(f"{kind:<10}{shape:<6}{chat.version:>8} {len(chat.state.calls):>6}"
+                      f" {replayed(app, chat):>9} {how:>5} {threshold:>6} {p50:>9.2f}"
+                      f" {p95:>9.2f}", flush=True)
+            app.close()
 
 
 if __name__ == "__main__":

@@ -141,8 +141,8 @@ class Chat:
 
     def turn_decider(self) -> str | None:
         """Who made the latest decision of the current turn (it started what runs now)."""
-        decided = [c for c in self.state.calls.values()
-                   if c.turn == self.state.turn and c.decided_at is not None]
+        decided = [c for c in self.state.calls.of_turn(self.state.turn)
+                   if c.decided_at is not None]
         latest = max(decided, key=lambda c: c.decided_at or self.state.created_at, default=None)
         return latest.decided_by if latest else None
 

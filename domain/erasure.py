@@ -50,7 +50,8 @@ class FieldCipher(Protocol):
                     plaintext: bytes) -> bytes | None:
         """`encrypt` as bytes, not text: for a large value (a snapshot)."""
 
-    def decrypt_raw(self, chat_id: UUID, version: int, field: str, raw: bytes) -> bytes | None: ...
+    def decrypt_raw(self, chat_id: UUID, version: int, field: str,
+                    raw: bytes | memoryview) -> bytes | None: ...
 
     def warm(self, chat_ids: Sequence[UUID]) -> None:
         """Get ready to decrypt these chats (their keys read together); a hint."""

@@ -20,6 +20,7 @@ part metadata anyway.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from interlock.domain.messages import Message, Part
@@ -42,7 +43,7 @@ def history(state: ChatState, since: int = 0) -> list[Message]:
     return annotated
 
 
-def _model_message(message: Message, calls: dict[str, ToolCall], closed: bool) -> Message:
+def _model_message(message: Message, calls: Mapping[str, ToolCall], closed: bool) -> Message:
     batch = [c for p in message.content if (c := _call_of(p, calls)) is not None]
     paused = any(_was_paused(c) for c in batch)
     if not paused:  # the common case: a round that never paused is returned as recorded
@@ -61,7 +62,7 @@ def _model_message(message: Message, calls: dict[str, ToolCall], closed: bool) -
     return message.model_copy(update={"content": parts})
 
 
-def _tool_message(message: Message, calls: dict[str, ToolCall]) -> Message:
+def _tool_message(message: Message, calls: Mapping[str, ToolCall]) -> Message:
     batch = [c for p in message.content if (c := _call_of(p, calls)) is not None]
     paused = [c for c in batch if _was_paused(c)]
     if not paused:
@@ -78,7 +79,7 @@ def _tool_message(message: Message, calls: dict[str, ToolCall]) -> Message:
     )
 
 
-def _call_of(part: Part, calls: dict[str, ToolCall]) -> ToolCall | None:
+def _call_of(part: Part, calls: Mapping[str, ToolCall]) -> ToolCall | None:
     if part.tool_request is not None:
         ref = part.tool_request.ref
     elif part.tool_response is not None:

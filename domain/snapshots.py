@@ -3,7 +3,8 @@
 A snapshot is the chat's state at a version, sealed like an event and bound to the log:
 
     stored = body, or (personal data protected) "E1:" field ":" nonce, AES-GCM of the body
-    body   = {"format":"interlock-snapshot-1","messages":N} "\\n" state "\\n" messages
+    body   = {"format":"interlock-snapshot-2","messages":N} "\\n" state "\\n" settled refs
+             "\\n" settled calls "\\n" live calls "\\n" messages
     hash   = SHA-256("interlock-snapshot-v1\\n" chat_id "\\n" version "\\n" tip "\\n" stored)
     seal   = "s1:" kid ":" hash ":" HMAC-SHA256(key[kid], "interlock-snapshot-seal-v1\\n" hash)
 
@@ -34,10 +35,11 @@ from interlock.domain.errors import InternalError
 from interlock.domain.history_list import Messages
 from interlock.domain.keys import Keyring
 from interlock.domain.persistence import TamperedEventError
-from interlock.domain.state import ChatState
+from interlock.domain.state import Calls, ChatState
 
 EVERY = 100  # events between snapshots: a load replays fewer than this many
-FORMAT = "interlock-snapshot-1"
+FORMAT = "interlock-snapshot-2"
+_FORMAT_1 = "interlock-snapshot-1"  # still read: its calls are in the state line
 _SEAL = re.compile(r"s1:([A-Za-z0-9_-]{1,32}):([0-9a-f]{64}):([0-9a-f]{64})")
 _ENCRYPTED = b"E1:"
 _warned: set[tuple[str, int]] = set()
@@ -129,13 +131,18 @@ def _state(snapshot: Snapshot, cipher: FieldCipher | None) -> ChatState | None:
     if body is None:
         return None
     head, _, rest = body.partition(b"\n")
-    fields, _, messages = rest.partition(b"\n")
     try:
         header = json.loads(head)
-        if header.get("format") != FORMAT:
+        if header.get("format") == FORMAT:
+            fields, refs, held, live, messages = rest.split(b"\n")
+        elif header.get("format") == _FORMAT_1:
+            (fields, messages), refs = rest.split(b"\n"), b""
+        else:
             raise _refused(snapshot, f"unknown format {header.get('format')!r}")
         state = ChatState.model_validate_json(fields)  # pydantic-core parses: no dict first
         state.messages = Messages.from_json(messages, int(header["messages"]))
+        if refs:  # the settled calls stay JSON until one is read
+            state.calls = Calls.from_json(json.loads(refs), held, state.turn, live)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise _refused(snapshot, f"does not decode: {exc}") from None
     return state
@@ -183,18 +190,24 @@ def warn_once(refused: SnapshotRefusedError) -> None:
 
 
 def _body(state: ChatState) -> bytes:
-    fields = state.__pydantic_serializer__.to_json(state, exclude={"messages"})
-    return (b'{"format":"' + FORMAT.encode() + b'","messages":' + str(len(state.messages)).encode()
-            + b"}\n" + fields + b"\n" + state.messages.to_json())
+    fields = state.__pydantic_serializer__.to_json(state, exclude={"messages", "calls"})
+    refs, held, live = state.calls.split_json(state.turn)
+    return b"\n".join([
+        b'{"format":"' + FORMAT.encode() + b'","messages":' + str(len(state.messages)).encode()
+        + b"}", fields, json.dumps(refs, separators=(",", ":")).encode(), held, live,
+        state.messages.to_json()])
 
 
 def _opened(snapshot: Snapshot, cipher: FieldCipher | None) -> bytes | None:
     stored = snapshot.stored
     if not stored.startswith(_ENCRYPTED):
         return stored
-    field, _, sealed = stored[len(_ENCRYPTED):].partition(b":")
     if cipher is None:
         return None  # this process cannot read personal data: its log load says so
+    colon = stored.find(b":", len(_ENCRYPTED))
+    if colon < 0:
+        raise _refused(snapshot, "an encrypted body without its field")
+    field, sealed = stored[len(_ENCRYPTED):colon], memoryview(stored)[colon + 1:]  # no copy
     try:
         body = cipher.decrypt_raw(snapshot.chat_id, snapshot.version, field.decode(), sealed)
     except (TamperedEventError, ValueError) as exc:  # a bad tag, a short token

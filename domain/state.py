@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, MutableMapping, ValuesView
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, GetCoreSchemaHandler, TypeAdapter
+from pydantic_core import core_schema
 
 from interlock.domain.approvals import ApprovalState
 from interlock.domain.history_list import Messages
@@ -74,6 +76,117 @@ class ToolCall(BaseModel):
         )
 
 
+class Calls(MutableMapping[str, ToolCall]):
+    """Every tool call of the chat by ref, in request order.
+
+    A long chat has thousands of calls, and decoding them all takes longer than loading the
+    rest of its state. A snapshot hands over the calls of earlier turns (`_held`, settled:
+    a new turn starts only once the last one is over) as the JSON object `_held_json`, and
+    they are decoded, all at once, when one of them is read or changed. Their refs are known
+    without decoding: a lookup of a ref that is not there, a new ref's uniqueness, a count.
+    """
+
+    __slots__ = ("_below", "_held", "_held_json", "_items")
+
+    def __init__(self, items: Mapping[str, ToolCall] | None = None) -> None:
+        self._items: dict[str, ToolCall] = dict(items or {})
+        self._held: dict[str, None] = {}  # the undecoded refs, in order
+        self._held_json = b"{}"
+        self._below = 0  # every held call is of a turn before this one
+
+    @classmethod
+    def from_json(cls, held: list[str], held_json: bytes, below: int, live_json: bytes) -> Calls:
+        """The calls `held` (of turns before `below`, left as the JSON object `held_json`
+        until one is read), then the JSON object `live_json`, decoded now."""
+        calls = cls(_CALLS.validate_json(live_json))
+        if held:
+            calls._held, calls._held_json, calls._below = dict.fromkeys(held), held_json, below
+        return calls
+
+    def split_json(self, turn: int) -> tuple[list[str], bytes, bytes]:
+        """What a snapshot at turn `turn` stores: the refs of the calls of earlier turns, those
+        calls as a JSON object, and the others as a JSON object."""
+        settled = {ref: c for ref, c in self._items.items() if c.turn < turn}
+        live = {ref: c for ref, c in self._items.items() if c.turn >= turn}
+        held_json = self._held_json
+        if settled:
+            more = _CALLS.dump_json(settled)
+            held_json = more if not self._held else held_json[:-1] + b"," + more[1:]
+        return [*self._held, *settled], held_json, _CALLS.dump_json(live)
+
+    @property
+    def decoded(self) -> bool:
+        return not self._held
+
+    def of_turn(self, turn: int) -> list[ToolCall]:
+        """The calls of `turn` (decoding none when it is later than the held ones)."""
+        calls = self._items.values() if turn >= self._below else self.values()
+        return [c for c in calls if c.turn == turn]
+
+    def __getitem__(self, ref: str) -> ToolCall:
+        if ref in self._held:
+            self._decode()
+        return self._items[ref]
+
+    def __setitem__(self, ref: str, call: ToolCall) -> None:
+        if ref in self._held:
+            self._decode()
+        self._items[ref] = call
+
+    def __delitem__(self, ref: str) -> None:
+        if ref in self._held:
+            self._decode()
+        del self._items[ref]
+
+    def __contains__(self, ref: object) -> bool:
+        return ref in self._items or ref in self._held
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self._held, *self._items])
+
+    def __len__(self) -> int:
+        return len(self._held) + len(self._items)
+
+    def values(self) -> ValuesView[ToolCall]:
+        return self._all().values()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Calls):
+            return self._all() == other._all()
+        if isinstance(other, dict):
+            return self._all() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a dict
+
+    def __repr__(self) -> str:
+        return f"Calls({len(self)} calls, {len(self._held)} undecoded)"
+
+    def _decode(self) -> None:
+        if self._held:
+            self._items = {**_CALLS.validate_json(self._held_json), **self._items}
+            self._held, self._held_json, self._below = {}, b"{}", 0
+
+    def _all(self) -> dict[str, ToolCall]:
+        self._decode()
+        return self._items
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        items = handler.generate_schema(dict[str, ToolCall])
+        from_dict = core_schema.no_info_after_validator_function(cls, items)
+        return core_schema.union_schema(
+            [core_schema.is_instance_schema(cls), from_dict],
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                cls._all, return_schema=items),
+        )
+
+
+_CALLS: TypeAdapter[dict[str, ToolCall]] = TypeAdapter(dict[str, ToolCall])
+
+
 class KeyUse(BaseModel):
     """A resume's Idempotency-Key: the body it came with and where its turn began."""
 
@@ -91,7 +204,7 @@ class ChatState(BaseModel):
     updated_at: datetime
     status: ChatStatus = "idle"
     messages: Messages = Field(default_factory=Messages)
-    calls: dict[str, ToolCall] = {}
+    calls: Calls = Field(default_factory=Calls)
     batch: list[str] = []
     batch_closed: bool = True
     turn: int = 0

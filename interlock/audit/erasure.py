@@ -73,11 +73,13 @@ class KeyStore:
         nonce = hmac.digest(key, place, "sha256")[:12]  # one per (chat, version, field)
         return nonce + self._aead(key).encrypt(nonce, plaintext, place)
 
-    def decrypt_raw(self, chat_id: UUID, version: int, field: str, raw: bytes) -> bytes | None:
+    def decrypt_raw(self, chat_id: UUID, version: int, field: str,
+                    raw: bytes | memoryview) -> bytes | None:
         key, _ = self._row(chat_id)
         return None if key is None else self._open(key, chat_id, version, field, raw)
 
-    def _open(self, key: bytes, chat_id: UUID, version: int, field: str, raw: bytes) -> bytes:
+    def _open(self, key: bytes, chat_id: UUID, version: int, field: str,
+              raw: bytes | memoryview) -> bytes:
         try:
             return self._aead(key).decrypt(raw[:12], raw[12:], _place(chat_id, version, field))
         except InvalidTag:

@@ -50,6 +50,7 @@ class SqlSnapshots:
         self.run, self.table = table.run, table
         self.sql = {name: table.sql(text) for name, text in _STATEMENTS.items()}
         table.create(_CREATE)
+        table.keep_outside("stored")
 
     def get(self, chat_id: UUID) -> Snapshot | None:
         return self.get_many([chat_id]).get(chat_id)

@@ -20,6 +20,7 @@ from interlock.domain.events import ChatSnapshot, TurnFinished
 from interlock.domain.keys import Keyring
 from interlock.domain.persistence import TamperedEventError
 from interlock.domain.results import TurnResult
+from interlock.domain.state import ChatState
 from interlock.stores.tables import table_of
 from interlock.stores.urls import store_env
 from tests.projections.flows import AGENTS, app_for, banking_flows
@@ -57,8 +58,7 @@ def replace(app: Interlock, forged: snap.Snapshot) -> None:
 
 async def approve_pending(app: Interlock, chat_id: UUID) -> TurnResult:
     """Approve the chat's pending transfer, the chat loaded afresh (not from the cache)."""
-    pending = next(c for c in app.get_chat(chat_id).state.calls.values()
-                   if c.status == "interrupted")
+    [pending] = app.get_chat(chat_id).pending_interrupts()
     app.chats.take(chat_id)
     return await app.resume(chat_id, respond=[RespondEntry(
         ref=pending.ref, name="userApproval", output={"approved": True})], actor="bob")
@@ -95,7 +95,9 @@ async def test_a_long_chat_loads_from_its_snapshot_as_its_log_replays_it(
         loaded = app.get_chat(chat_id)
         assert seen == list(range(kept.version, loaded.version + 1))  # not event 1 on
         assert loaded.snapshotted == kept.version and not loaded.state.messages.decoded
+        assert not loaded.state.calls.decoded  # the calls of earlier turns are held as JSON
         whole = from_log(app, chat_id)
+        assert list(loaded.state.calls) == list(whole.state.calls)  # their refs without it
         assert loaded.version == whole.version
         assert loaded.state.model_dump() == whole.state.model_dump()
         for version in (kept.version - 1, kept.version, kept.version + 1):
@@ -104,6 +106,8 @@ async def test_a_long_chat_loads_from_its_snapshot_as_its_log_replays_it(
         assert [c.status for c in loaded.state.calls.values()].count("interrupted") == 1
         done = await approve_pending(app, chat_id)  # loads the chat from its snapshot
         assert done.finish_reason == "stop"
+        resumed = app.chats.take(chat_id)
+        assert resumed is not None and not resumed.state.calls.decoded  # nor does a resume
         assert app.get_chat(chat_id).state.model_dump() == from_log(
             app, chat_id).state.model_dump()
     finally:
@@ -191,6 +195,33 @@ async def test_verify_checks_each_snapshot_against_the_log(
         replace(app, _forged(kept, "edited", app))
         assert main(["verify", str(chat_id), "--no-secret", "--store", store]) == 1
         assert "snapshot: seal does not match the snapshot" in capsys.readouterr().out
+    finally:
+        app.close()
+
+
+def _format_1(state: object) -> bytes:
+    """The body as the first format wrote it: the calls in the state line."""
+    assert isinstance(state, ChatState)
+    fields = state.__pydantic_serializer__.to_json(state, exclude={"messages"})
+    return (b'{"format":"interlock-snapshot-1","messages":%d}\n' % len(state.messages)
+            + fields + b"\n" + state.messages.to_json())
+
+
+async def test_a_snapshot_of_the_first_format_still_loads(
+        store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = app_for(store)
+    try:
+        chat_id = await long_chat(app, snap.EVERY + 20)
+        kept = kept_of(app, chat_id)
+        state = snap.state_of(kept, app.sealer.keys, None)
+        with monkeypatch.context() as patched:
+            patched.setattr(snap, "_body", _format_1)
+            replace(app, snap.take(chat_id, kept.version, state, app.sealer.keys, None))
+        app.chats.take(chat_id)
+        seen = decodes(app, monkeypatch)
+        loaded = app.get_chat(chat_id)
+        assert seen[0] == kept.version and loaded.state.calls.decoded
+        assert loaded.state.model_dump() == from_log(app, chat_id).state.model_dump()
     finally:
         app.close()
 
