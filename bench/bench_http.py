@@ -300,9 +300,8 @@ def main() -> None:
     parser.add_argument("--model-latency", type=float, default=0.0, metavar="MS",
                         help="each model call takes MS milliseconds (default 0)")
     parser.add_argument("--modes", default="in-process,in-process+wait,http",
-                        help="which of in-process, in-process+wait, http, http gc700, http asyncio,"
-                        " http floor to run (gc700: the server with Python's default garbage"
-                        " collection; asyncio: on asyncio's event loop instead of uvloop;"
+                        help="which of in-process, in-process+wait, http, http gc700, http floor"
+                        " to run (gc700: the server with Python's default garbage collection;"
                         " floor: three GET /healthz a cycle, the framework's own cost)")
     parser.add_argument("--workers", default="1",
                         help="server processes for the http mode, a comma list (default 1)")
@@ -327,8 +326,7 @@ def main() -> None:
                 root = args.baseline if mode == "http before" else None
                 with scratch_schema() as store:
                     if http:
-                        env = {"INTERLOCK_GC_THRESHOLD": "0"} if mode.endswith("gc700") else \
-                            {"INTERLOCK_EVENT_LOOP": "asyncio"} if mode.endswith("asyncio") else {}
+                        env = {"INTERLOCK_GC_THRESHOLD": "0"} if mode.endswith("gc700") else {}
                         with serve(store, agents, workers, root, env) as (url, pid):
                             cycle = floor_cycle if mode.endswith("floor") else wire_cycle
                             run_wire(url, clients, clients * 2, cycle)  # warm every worker

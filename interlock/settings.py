@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,9 +53,6 @@ class Settings(BaseSettings):
         5.0, gt=0, le=3600, description="seconds an idle connection stays open")
     limit_concurrency: int = Field(
         1000, ge=1, description="connections and tasks per worker before answering 503")
-    event_loop: Literal["uvloop", "asyncio"] = Field(
-        "asyncio" if sys.platform == "win32" else "uvloop",
-        description="uvloop (about 15 % less CPU a request), or asyncio's own loop")
     gc_threshold: int = Field(
         DEFAULT_GC_THRESHOLD, ge=0,
         description="allocations between garbage-collector passes; 0: Python's default (700)")

@@ -82,7 +82,6 @@ def test_settings_round_trip_through_the_environment_of_a_worker(
                                         "INTERLOCK_API_KEYS_FILE"),
         ("INTERLOCK_SECRETS_DIR", "/nonexistent/dir", "is not a directory"),
         ("INTERLOCK_GC_THRESHOLD", "-1", "INTERLOCK_GC_THRESHOLD: Input should be greater"),
-        ("INTERLOCK_EVENT_LOOP", "trio", "INTERLOCK_EVENT_LOOP: Input should be 'uvloop' or"),
     ],
 )
 def test_bad_settings_are_a_configuration_error(

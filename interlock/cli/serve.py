@@ -51,9 +51,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--limit-concurrency", type=int,
                    help=_help("connections and tasks per worker before answering 503",
                               "limit_concurrency"))
-    p.add_argument("--event-loop", choices=["uvloop", "asyncio"],
-                   help=_help("uvloop costs a busy server about 15 %% less CPU a request; "
-                              "asyncio is Python's own", "event_loop"))
     p.set_defaults(run=run)
 
 
@@ -64,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
                              allow_dev_secret=args.allow_dev_secret,
                              read_timeout=args.read_timeout,
                              keep_alive_timeout=args.keep_alive_timeout,
-                             limit_concurrency=args.limit_concurrency,
-                             event_loop=args.event_loop)
+                             limit_concurrency=args.limit_concurrency)
     configure_logging(settings.log_format)
     check_serving(settings)  # one clear line and exit 2, before any worker starts
     # Every process, this one included, builds the app from the environment: one path.
@@ -78,8 +74,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
-    """The event loop, and limits against slow or too many clients (each worker also
-    reads read_timeout)."""
-    return {"http": protocol_class(), "loop": settings.event_loop,
-            "timeout_keep_alive": settings.keep_alive_timeout,
+    """Limits against slow or too many clients (each worker also reads read_timeout)."""
+    return {"http": protocol_class(), "timeout_keep_alive": settings.keep_alive_timeout,
             "limit_concurrency": settings.limit_concurrency}

