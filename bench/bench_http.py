@@ -12,6 +12,8 @@ write (what a write-path read-your-writes would cost; the API waits on reads ins
 `app/tx` is appends per transaction, read from the stored rows (one `xmin` per transaction).
 Mode `http floor` sends three `GET /healthz` a cycle through the same server: the cost of
 the framework and middleware alone, the part of a cycle no change to the service removes.
+`all cpu` is what every core of the machine spent per cycle (PostgreSQL, the server, the
+load generator), and `ceiling` the rate the machine's cores allow at that cost.
 """
 
 from __future__ import annotations
@@ -79,6 +81,14 @@ def appends_per_transaction(store: str) -> float:
         ).fetchone()
     assert row is not None
     return float(row[0]) / max(1, row[1])
+
+
+def machine_busy() -> float:
+    """CPU seconds every core of the machine spent busy (PostgreSQL, server and load
+    generator alike), from /proc/stat: what a 2-core machine's ceiling is made of."""
+    with open("/proc/stat") as f:
+        user, nice, system, _, _, irq, softirq, steal = (int(v) for v in f.readline().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -284,10 +294,13 @@ def run_local(
 
 
 def row(label: str, clients: int, figures: Figures, elapsed: float, per_tx: float,
-        server_cpu: float | None = None, client_cpu: float | None = None) -> str:
+        server_cpu: float | None = None, client_cpu: float | None = None,
+        all_cpu: float | None = None) -> str:
     n = len(figures.resume)
     cpu = "" if server_cpu is None else f" {server_cpu / n * 1000:>8.2f}"
     cpu += "" if client_cpu is None else f" {client_cpu / n * 1000:>8.2f}"
+    if all_cpu is not None:  # and the rate this machine's cores would allow at that cost
+        cpu += f" {all_cpu / n * 1000:>8.2f} {(os.cpu_count() or 1) / (all_cpu / n):>8.1f}"
     return (f"{label:<18}{clients:>4} {n / elapsed:>9.1f} {pct(figures.send, .5):>9.2f} "
             f"{pct(figures.send, .99):>9.2f} {pct(figures.resume, .5):>9.2f} "
             f"{pct(figures.resume, .99):>9.2f} {per_tx:>7.2f}{cpu}")
@@ -314,7 +327,8 @@ def main() -> None:
     if args.baseline and "http" in modes:
         modes.insert(modes.index("http"), "http before")
     print(f"{'mode':<18}{'cli':>4} {'cycles/s':>9} {'send p50':>9} {'send p99':>9} "
-          f"{'res p50':>9} {'res p99':>9} {'app/tx':>7} {'srv cpu':>8} {'gen cpu':>8}   (ms)")
+          f"{'res p50':>9} {'res p99':>9} {'app/tx':>7} {'srv cpu':>8} {'gen cpu':>8}"
+          f" {'all cpu':>8} {'ceiling':>8}   (ms; ceiling: cycles/s at all cpu)")
     for clients in [int(c) for c in args.clients.split(",")]:
         cycles = max(args.cycles, clients * 8)
         for mode in modes:
@@ -330,11 +344,12 @@ def main() -> None:
                         with serve(store, agents, workers, root, env) as (url, pid):
                             cycle = floor_cycle if mode.endswith("floor") else wire_cycle
                             run_wire(url, clients, clients * 2, cycle)  # warm every worker
-                            before = cpu_seconds(pid)
+                            before, busy = cpu_seconds(pid), machine_busy()
                             figures, elapsed, gen_cpu = run_wire(url, clients, cycles, cycle)
                             server_cpu = cpu_seconds(pid) - before
+                            busy = machine_busy() - busy
                         print(row(label, clients, figures, elapsed,
-                                  appends_per_transaction(store), server_cpu, gen_cpu),
+                                  appends_per_transaction(store), server_cpu, gen_cpu, busy),
                               flush=True)
                     else:
                         wait = mode.endswith("+wait")
