@@ -3,22 +3,24 @@
     .venv/bin/python -m bench.bench_load [--events 10000] [--loads 50]
 
 A chat of N events is written in turns of 3 events (message, model reply, finish), or
-with `--shape tools` in turns of 6 (message, a reply asking for a transfer, its request and
-completion, the reply, finish: a chat of N events then has N/6 tool calls), with personal
-data encrypted as `interlock serve` stores it; then loads are timed (p50/p95):
-`log` replays the whole log (the baseline: no snapshot), `cold` is a chat no command of
-this process touched in the last 30 s (its sealed snapshot, then the events after it:
-`replayed` of them), `warm` is how a command takes a chat this process committed: from the
-cache, brought up to date with one indexed read. Each chat length is also run just short
-of its next snapshot (the most events a load replays). Cold loads are timed with Python's
-default garbage collection (`gc 700`) and as `interlock serve` tunes it (`gc 10000`,
-interlock/process.py).
+with `--shape tools` in turns of 6 (message, a reply asking for a transfer, its request
+and completion, the reply, finish: a chat of N events then has N/6 tool calls), its text
+drawn from a vocabulary (`prose`), with personal data encrypted as `interlock serve`
+stores it. Then loads are timed (p50/p95): `log` replays the whole log (the baseline: no
+snapshot); `cold` is a chat no command of this process touched in the last 30 s (its
+sealed snapshot, then the events after it: `replayed` of them); `warm` is how a command
+takes a chat this process committed: from the cache, brought up to date with one indexed
+read. Each chat length is also run just short of its next snapshot (the most events a
+load replays). Cold loads are timed with Python's default garbage collection (`gc 700`)
+and as `interlock serve` tunes it (`gc 10000`, interlock/process.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import random
+import string
 import tempfile
 import time
 from collections.abc import Iterator
@@ -43,22 +45,30 @@ def store_url(kind: str) -> Iterator[str]:
             yield f"sqlite:///{tmp}/load.db"
 
 
+_RANDOM = random.Random(13)
+_WORDS = ["".join(_RANDOM.choices(string.ascii_lowercase, k=_RANDOM.randint(2, 9)))
+          for _ in range(5000)]
+
+
+def prose(words: int) -> str:
+    """Text that repeats as a chat's does (a vocabulary), not as one sentence over again
+    would: a snapshot compresses it about 4 times, not 40."""
+    return " ".join(_RANDOM.choices(_WORDS, k=words))
+
+
 def long_chat(app: Interlock, events: int, chat: Chat | None = None,
               shape: str = "text") -> Chat:
     chat = chat or Chat.start("bench", actor="bench", tenant="default")
     while chat.version < events:
+        chat.send_message(prose(20), actor="bench")
         if shape == "tools":
-            chat.send_message("Move $250 from savings to checking.", actor="bench")
-            ask = ToolRequest(name="transfer", input={"from": "savings", "to": "checking",
-                                                       "amount": 250})
+            ask = ToolRequest(name="transfer", input={
+                "to": prose(2), "amount": _RANDOM.randrange(10**6)})
             chat.record_model_reply(Message(role="model", content=[Part(tool_request=ask)]))
             ref = chat.state.batch[-1]
-            chat.record_completed(ref, {"ok": True, "balance": {"savings": 750,
-                                                                "checking": 1250}})
-            chat.record_model_reply(text_message("model", "Done: $250 moved to checking."))
-        else:
-            chat.send_message("How much is in savings?", actor="bench")
-            chat.record_model_reply(text_message("model", "There is $1,000 in savings."), None)
+            chat.record_completed(ref, {"ok": True, "id": _RANDOM.randrange(10**12),
+                                        "note": prose(8)})
+        chat.record_model_reply(text_message("model", prose(30)), None)
         chat.finish_turn("stop")
         app.commit(chat)
     return chat
