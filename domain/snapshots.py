@@ -3,8 +3,8 @@
 A snapshot is the chat's state at a version, sealed like an event and bound to the log:
 
     stored = body, or (personal data protected) "E1:" field ":" nonce, AES-GCM of the body
-    body   = {"format":"interlock-snapshot-2","messages":N} "\\n" state "\\n" settled refs
-             "\\n" settled calls "\\n" live calls "\\n" messages
+    body   = {"format":"interlock-snapshot-2","messages":N,"calls":shape} "\\n" state
+             "\\n" settled refs "\\n" settled calls "\\n" live calls "\\n" messages
     hash   = SHA-256("interlock-snapshot-v1\\n" chat_id "\\n" version "\\n" tip "\\n" stored)
     seal   = "s1:" kid ":" hash ":" HMAC-SHA256(key[kid], "interlock-snapshot-seal-v1\\n" hash)
 
@@ -35,11 +35,15 @@ from interlock.domain.errors import InternalError
 from interlock.domain.history_list import Messages
 from interlock.domain.keys import Keyring
 from interlock.domain.persistence import TamperedEventError
-from interlock.domain.state import Calls, ChatState
+from interlock.domain.state import Calls, ChatState, ToolCall
 
 EVERY = 100  # events between snapshots: a load replays fewer than this many
 FORMAT = "interlock-snapshot-2"
 _FORMAT_1 = "interlock-snapshot-1"  # still read: its calls are in the state line
+# The shape of a ToolCall the settled calls were written in: a body of another shape (the
+# model changed since) has them checked at load, where a refusal still reads the log.
+CALLS_SHAPE = hashlib.sha256(json.dumps(ToolCall.model_json_schema(), sort_keys=True)
+                             .encode()).hexdigest()[:16]
 _SEAL = re.compile(r"s1:([A-Za-z0-9_-]{1,32}):([0-9a-f]{64}):([0-9a-f]{64})")
 _ENCRYPTED = b"E1:"
 _warned: set[tuple[str, int]] = set()
@@ -143,6 +147,8 @@ def _state(snapshot: Snapshot, cipher: FieldCipher | None) -> ChatState | None:
         state.messages = Messages.from_json(messages, int(header["messages"]))
         if refs:  # the settled calls stay JSON until one is read
             state.calls = Calls.from_json(json.loads(refs), held, state.turn, live)
+            if header.get("calls") != CALLS_SHAPE:
+                state.calls.values()  # decoded now: a failure refuses the snapshot
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise _refused(snapshot, f"does not decode: {exc}") from None
     return state
@@ -192,10 +198,10 @@ def warn_once(refused: SnapshotRefusedError) -> None:
 def _body(state: ChatState) -> bytes:
     fields = state.__pydantic_serializer__.to_json(state, exclude={"messages", "calls"})
     refs, held, live = state.calls.split_json(state.turn)
-    return b"\n".join([
-        b'{"format":"' + FORMAT.encode() + b'","messages":' + str(len(state.messages)).encode()
-        + b"}", fields, json.dumps(refs, separators=(",", ":")).encode(), held, live,
-        state.messages.to_json()])
+    header = (b'{"format":"' + FORMAT.encode() + b'","messages":'
+              + str(len(state.messages)).encode() + b',"calls":"' + CALLS_SHAPE.encode() + b'"}')
+    return b"\n".join([header, fields, json.dumps(refs, separators=(",", ":")).encode(), held,
+                       live, state.messages.to_json()])
 
 
 def _opened(snapshot: Snapshot, cipher: FieldCipher | None) -> bytes | None:

@@ -50,7 +50,10 @@ class SqlSnapshots:
         self.run, self.table = table.run, table
         self.sql = {name: table.sql(text) for name, text in _STATEMENTS.items()}
         table.create(_CREATE)
-        table.keep_outside("stored")
+        try:
+            table.keep_outside("stored")
+        except STORE_ERRORS as exc:  # only reads are slower: try again at the next start
+            log.warning("snapshot bodies are not stored EXTERNAL yet: %s", exc)
 
     def get(self, chat_id: UUID) -> Snapshot | None:
         return self.get_many([chat_id]).get(chat_id)

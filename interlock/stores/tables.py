@@ -20,9 +20,10 @@ class Table:
     """A table of the app's store: `sql` formats a statement for it, `run` executes one
     (atomic on its own), `create` its CREATE TABLE IF NOT EXISTS."""
 
-    def __init__(self, run: Run, create: Callable[[Any], None], name: Any) -> None:
+    def __init__(self, run: Run, create: Callable[[Any], None], name: Any,
+                 transact: Callable[[list[Any]], None] | None = None) -> None:
         self.run, self.name = run, name
-        self._create = create
+        self._create, self._transact = create, transact
         self._in: dict[tuple[str, int], Any] = {}
 
     def create(self, text: str) -> None:
@@ -44,13 +45,16 @@ class Table:
         """On PostgreSQL, store `column`'s large values out of line and uncompressed (STORAGE
         EXTERNAL): an encrypted value does not compress, and such a value of 2 MB reads in
         about half the time (measured here). A no-op on SQLite."""
-        if not isinstance(self.name, Identifier):
+        if self._transact is None or not isinstance(self.name, Identifier):
             return
         rows = self.run(SQL("SELECT attstorage FROM pg_attribute WHERE attrelid = %s::regclass"
                             " AND attname = %s"), (self.name.as_string(None), column))
         if rows and rows[0][0] != "e":
-            self.run(SQL("ALTER TABLE {t} ALTER COLUMN {c} SET STORAGE EXTERNAL").format(
-                t=self.name, c=Identifier(column)), ())
+            # The ALTER takes an ACCESS EXCLUSIVE lock: waiting behind a long reader would
+            # hold every load of the table up, so it gives up (raises) after a second.
+            self._transact([SQL("SET LOCAL lock_timeout = '1s'"), SQL(
+                "ALTER TABLE {t} ALTER COLUMN {c} SET STORAGE EXTERNAL").format(
+                t=self.name, c=Identifier(column))])
 
     def sql(self, text: str) -> Any:
         if isinstance(self.name, Identifier):
@@ -70,13 +74,16 @@ def table_of(app: Interlock, name: str) -> Table | None:
                 curs.execute(statement, params, binary=True)  # bytea as it is, not hex
                 return [tuple(r.values()) for r in curs.fetchall()] if curs.description else []
 
-        def create_pg(statement: Any) -> None:
+        def transact_pg(statements: list[Any]) -> None:
             with datastore.transaction(commit=True) as curs:
-                # CREATE TABLE IF NOT EXISTS races with itself across workers
-                curs.execute(SQL("SELECT pg_advisory_xact_lock(hashtext(%s))"),
-                             (f"{datastore.schema}.{name}",))
-                curs.execute(statement)
-        return Table(run_pg, create_pg, Identifier(datastore.schema, name))
+                for statement in statements:
+                    curs.execute(statement)
+
+        def create_pg(statement: Any) -> None:
+            # CREATE TABLE IF NOT EXISTS races with itself across workers
+            transact_pg([SQL("SELECT pg_advisory_xact_lock(hashtext({}))").format(
+                f"{datastore.schema}.{name}"), statement])
+        return Table(run_pg, create_pg, Identifier(datastore.schema, name), transact_pg)
     if isinstance(recorder, SQLiteApplicationRecorder):
         lite = recorder.datastore
 

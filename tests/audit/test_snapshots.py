@@ -4,8 +4,10 @@ the log confirms is believed; the library's unsealed snapshots are never read.""
 from __future__ import annotations
 
 import logging
+import time
 from uuid import UUID
 
+import psycopg
 import pytest
 from eventsourcing.persistence import PersistenceError
 
@@ -20,7 +22,7 @@ from interlock.domain.events import ChatSnapshot, TurnFinished
 from interlock.domain.keys import Keyring
 from interlock.domain.persistence import TamperedEventError
 from interlock.domain.results import TurnResult
-from interlock.domain.state import ChatState
+from interlock.domain.state import Calls, ChatState
 from interlock.stores.tables import table_of
 from interlock.stores.urls import store_env
 from tests.projections.flows import AGENTS, app_for, banking_flows
@@ -322,5 +324,63 @@ async def test_a_key_store_that_fails_while_sealing_a_snapshot_fails_no_turn(
         finished = [e for e in app.events.get(chat_id) if isinstance(e, TurnFinished)]
         assert all(e.reason != "failed" for e in finished)
         assert "no snapshot of" in caplog.text and "connection lost" in caplog.text
+    finally:
+        app.close()
+
+
+def test_a_long_reader_never_holds_up_a_start_that_moves_the_body_out_of_line(
+        pg_store: str, caplog: pytest.LogCaptureFixture) -> None:
+    """STORAGE EXTERNAL takes an ACCESS EXCLUSIVE lock; behind a reader it gives up."""
+    app = app_for(pg_store)
+    table = table_of(app, "interlock_sealed_snapshots")
+    assert table is not None
+    name = table.name.as_string(None)
+    storage = table.sql("SELECT attstorage FROM pg_attribute WHERE attrelid = ?::regclass"
+                        " AND attname = 'stored'")
+    assert table.run(storage, (name,)) == [("e",)]
+    table.run(table.sql("ALTER TABLE {t} ALTER COLUMN stored SET STORAGE EXTENDED"), ())
+    app.close()
+    url = pg_store.partition("?schema=")[0]
+    with psycopg.connect(url) as reader:  # a transaction left open on the table
+        reader.execute(f"SELECT count(*) FROM {name}")
+        with caplog.at_level(logging.WARNING, "interlock.snapshots"):
+            started = time.monotonic()
+            held = app_for(pg_store)
+            assert time.monotonic() - started < 5
+        held.close()
+        assert "not stored EXTERNAL yet" in caplog.text and "lock timeout" in caplog.text
+    again = app_for(pg_store)  # the next start, nobody in the way
+    try:
+        table = table_of(again, "interlock_sealed_snapshots")
+        assert table is not None and table.run(storage, (name,)) == [("e",)]
+    finally:
+        again.close()
+
+
+async def test_settled_calls_of_another_shape_are_checked_at_load_and_refused_if_bad(
+        store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot written before ToolCall changed: its settled calls, which a lazy decode
+    would only meet in some later command, are decoded at load, where a refusal reads the
+    log (the chat loads) instead of failing that command."""
+    app = app_for(store)
+    try:
+        chat_id = await long_chat(app, snap.EVERY + 20)
+        kept = kept_of(app, chat_id)
+        state = snap.state_of(kept, app.sealer.keys, None)
+        assert state is not None and not state.calls.decoded
+        split = Calls.split_json
+
+        def older(calls: Calls, turn: int) -> tuple[list[str], bytes, bytes]:
+            refs, held, live = split(calls, turn)
+            assert b'"status":"completed"' in held
+            return refs, held.replace(b'"status":"completed"', b'"status":"done"'), live
+        with monkeypatch.context() as patched:
+            patched.setattr(Calls, "split_json", older)
+            patched.setattr(snap, "CALLS_SHAPE", "an-older-shape")
+            replace(app, snap.take(chat_id, kept.version, state, app.sealer.keys, None))
+        app.chats.take(chat_id)
+        loaded = app.get_chat(chat_id)
+        assert loaded.snapshotted == 0  # refused at load: read from the log
+        assert loaded.state.model_dump() == from_log(app, chat_id).state.model_dump()
     finally:
         app.close()
