@@ -18,16 +18,21 @@ MANY = 500  # SQLite takes at most 999 parameters
 
 class Table:
     """A table of the app's store: `sql` formats a statement for it, `run` executes one
-    (atomic on its own), `create` its CREATE TABLE IF NOT EXISTS."""
+    (atomic on its own), `transact` several in one transaction, `create` its CREATE TABLE
+    IF NOT EXISTS."""
 
-    def __init__(self, run: Run, create: Callable[[Any], None], name: Any,
-                 transact: Callable[[list[Any]], None] | None = None) -> None:
-        self.run, self.name = run, name
-        self._create, self._transact = create, transact
+    def __init__(self, run: Run, transact: Callable[[list[Any]], None], name: Any) -> None:
+        self.run, self.transact, self.name = run, transact, name
         self._in: dict[tuple[str, int], Any] = {}
 
     def create(self, text: str) -> None:
-        self._create(self.sql(text))
+        statement = self.sql(text)
+        if isinstance(self.name, Identifier):  # CREATE races with itself across workers
+            lock = SQL("SELECT pg_advisory_xact_lock(hashtext({}))").format(
+                self.name.as_string(None))
+            self.transact([lock, statement])
+        else:
+            self.transact([statement])
 
     def run_in(self, text: str, keys: Sequence[Any], run: Run | None = None) -> list[Any]:
         """Run `text`, whose `IN (?)` takes `keys` (in chunks SQLite accepts); the rows."""
@@ -45,14 +50,14 @@ class Table:
         """On PostgreSQL, store `column`'s large values out of line and uncompressed (STORAGE
         EXTERNAL): an encrypted value does not compress, and such a value of 2 MB reads in
         about half the time (measured here). A no-op on SQLite."""
-        if self._transact is None or not isinstance(self.name, Identifier):
+        if not isinstance(self.name, Identifier):
             return
         rows = self.run(SQL("SELECT attstorage FROM pg_attribute WHERE attrelid = %s::regclass"
                             " AND attname = %s"), (self.name.as_string(None), column))
         if rows and rows[0][0] != "e":
             # The ALTER takes an ACCESS EXCLUSIVE lock: waiting behind a long reader would
             # hold every load of the table up, so it gives up (raises) after a second.
-            self._transact([SQL("SET LOCAL lock_timeout = '1s'"), SQL(
+            self.transact([SQL("SET LOCAL lock_timeout = '1s'"), SQL(
                 "ALTER TABLE {t} ALTER COLUMN {c} SET STORAGE EXTERNAL").format(
                 t=self.name, c=Identifier(column))])
 
@@ -78,12 +83,7 @@ def table_of(app: Interlock, name: str) -> Table | None:
             with datastore.transaction(commit=True) as curs:
                 for statement in statements:
                     curs.execute(statement)
-
-        def create_pg(statement: Any) -> None:
-            # CREATE TABLE IF NOT EXISTS races with itself across workers
-            transact_pg([SQL("SELECT pg_advisory_xact_lock(hashtext({}))").format(
-                f"{datastore.schema}.{name}"), statement])
-        return Table(run_pg, create_pg, Identifier(datastore.schema, name), transact_pg)
+        return Table(run_pg, transact_pg, Identifier(datastore.schema, name))
     if isinstance(recorder, SQLiteApplicationRecorder):
         lite = recorder.datastore
 
@@ -92,7 +92,9 @@ def table_of(app: Interlock, name: str) -> Table | None:
                 curs.execute(statement, params)
                 return list(curs.fetchall())
 
-        def create_lite(statement: Any) -> None:
-            run_lite(statement, ())
-        return Table(run_lite, create_lite, name)
+        def transact_lite(statements: list[Any]) -> None:
+            with lite.transaction(commit=True) as curs:
+                for statement in statements:
+                    curs.execute(statement)
+        return Table(run_lite, transact_lite, name)
     return None
