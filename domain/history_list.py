@@ -102,10 +102,15 @@ class Messages(Sequence[Message]):
     def __get_pydantic_core_schema__(
         cls, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        items = handler.generate_schema(list[Message])
-        from_list = core_schema.no_info_after_validator_function(cls, items)
-        return core_schema.union_schema(
-            [core_schema.is_instance_schema(cls), from_list],
-            serialization=core_schema.plain_serializer_function_ser_schema(
-                cls._all, return_schema=items),
-        )
+        return held_schema(cls, handler.generate_schema(list[Message]))
+
+
+def held_schema(cls: type[Any], items: core_schema.CoreSchema) -> core_schema.CoreSchema:
+    """The pydantic schema of a container a snapshot hands over undecoded (`Messages`,
+    `Calls`): taken as it is, or built from its items; serialised as all of them (`_all`)."""
+    return core_schema.union_schema(
+        [core_schema.is_instance_schema(cls),
+         core_schema.no_info_after_validator_function(cls, items)],
+        serialization=core_schema.plain_serializer_function_ser_schema(
+            cls._all, return_schema=items),
+    )

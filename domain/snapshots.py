@@ -18,6 +18,7 @@ docs/audit.md, "Snapshots".
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -40,10 +41,6 @@ from interlock.domain.state import Calls, ChatState, ToolCall
 EVERY = 100  # events between snapshots: a load replays fewer than this many
 FORMAT = "interlock-snapshot-2"
 _FORMAT_1 = "interlock-snapshot-1"  # still read: its calls are in the state line
-# The shape of a ToolCall the settled calls were written in: a body of another shape (the
-# model changed since) has them checked at load, where a refusal still reads the log.
-CALLS_SHAPE = hashlib.sha256(json.dumps(ToolCall.model_json_schema(), sort_keys=True)
-                             .encode()).hexdigest()[:16]
 _SEAL = re.compile(r"s1:([A-Za-z0-9_-]{1,32}):([0-9a-f]{64}):([0-9a-f]{64})")
 _ENCRYPTED = b"E1:"
 _warned: set[tuple[str, int]] = set()
@@ -134,20 +131,18 @@ def _state(snapshot: Snapshot, cipher: FieldCipher | None) -> ChatState | None:
     body = _opened(snapshot, cipher)
     if body is None:
         return None
-    head, _, rest = body.partition(b"\n")
+    head, *lines = body.split(b"\n")
     try:
         header = json.loads(head)
-        if header.get("format") == FORMAT:
-            fields, refs, held, live, messages = rest.split(b"\n")
-        elif header.get("format") == _FORMAT_1:
-            (fields, messages), refs = rest.split(b"\n"), b""
-        else:
+        if header.get("format") not in (FORMAT, _FORMAT_1):
             raise _refused(snapshot, f"unknown format {header.get('format')!r}")
+        fields, *calls, messages = lines  # format 1: no calls lines, its calls in the state
         state = ChatState.model_validate_json(fields)  # pydantic-core parses: no dict first
         state.messages = Messages.from_json(messages, int(header["messages"]))
-        if refs:  # the settled calls stay JSON until one is read
+        if header["format"] == FORMAT:  # the settled calls stay JSON until one is read
+            refs, held, live = calls
             state.calls = Calls.from_json(json.loads(refs), held, state.turn, live)
-            if header.get("calls") != CALLS_SHAPE:
+            if header.get("calls") != calls_shape():
                 state.calls.values()  # decoded now: a failure refuses the snapshot
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise _refused(snapshot, f"does not decode: {exc}") from None
@@ -187,6 +182,15 @@ def resume(kept: Snapshot, keys: Keyring, cipher: FieldCipher | None,
     return chat
 
 
+@functools.cache
+def calls_shape() -> str:
+    """The shape of a ToolCall the settled calls are written in: a body of another shape
+    (the model changed since) has them checked at load, where a refusal still reads the
+    log. Computed once, when first needed (its schema takes milliseconds)."""
+    schema = json.dumps(ToolCall.model_json_schema(), sort_keys=True)
+    return hashlib.sha256(schema.encode()).hexdigest()[:16]
+
+
 def warn_once(refused: SnapshotRefusedError) -> None:
     """Log a refused snapshot once per process (every load of its chat reads the log)."""
     key = (refused.details["chat_id"], refused.details["version"])
@@ -199,7 +203,7 @@ def _body(state: ChatState) -> bytes:
     fields = state.__pydantic_serializer__.to_json(state, exclude={"messages", "calls"})
     refs, held, live = state.calls.split_json(state.turn)
     header = (b'{"format":"' + FORMAT.encode() + b'","messages":'
-              + str(len(state.messages)).encode() + b',"calls":"' + CALLS_SHAPE.encode() + b'"}')
+              + str(len(state.messages)).encode() + b',"calls":"' + calls_shape().encode() + b'"}')
     return b"\n".join([header, fields, json.dumps(refs, separators=(",", ":")).encode(), held,
                        live, state.messages.to_json()])
 
@@ -210,9 +214,7 @@ def _opened(snapshot: Snapshot, cipher: FieldCipher | None) -> bytes | None:
         return stored
     if cipher is None:
         return None  # this process cannot read personal data: its log load says so
-    colon = stored.find(b":", len(_ENCRYPTED))
-    if colon < 0:
-        raise _refused(snapshot, "an encrypted body without its field")
+    colon = stored.find(b":", len(_ENCRYPTED))  # none: decryption refuses it below
     field, sealed = stored[len(_ENCRYPTED):colon], memoryview(stored)[colon + 1:]  # no copy
     try:
         body = cipher.decrypt_raw(snapshot.chat_id, snapshot.version, field.decode(), sealed)

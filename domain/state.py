@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, GetCoreSchemaHandler, TypeAdapter
 from pydantic_core import core_schema
 
 from interlock.domain.approvals import ApprovalState
-from interlock.domain.history_list import Messages
+from interlock.domain.history_list import Messages, held_schema
 from interlock.domain.messages import Message, Part, ToolResponse
 
 ChatStatus = Literal["idle", "running", "interrupted", "failed"]
@@ -175,13 +175,7 @@ class Calls(MutableMapping[str, ToolCall]):
     def __get_pydantic_core_schema__(
         cls, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        items = handler.generate_schema(dict[str, ToolCall])
-        from_dict = core_schema.no_info_after_validator_function(cls, items)
-        return core_schema.union_schema(
-            [core_schema.is_instance_schema(cls), from_dict],
-            serialization=core_schema.plain_serializer_function_ser_schema(
-                cls._all, return_schema=items),
-        )
+        return held_schema(cls, handler.generate_schema(dict[str, ToolCall]))
 
 
 _CALLS: TypeAdapter[dict[str, ToolCall]] = TypeAdapter(dict[str, ToolCall])

@@ -4,7 +4,7 @@ the log confirms is believed; the library's unsealed snapshots are never read.""
 from __future__ import annotations
 
 import logging
-import time
+import threading
 from uuid import UUID
 
 import psycopg
@@ -341,14 +341,19 @@ def test_a_long_reader_never_holds_up_a_start_that_moves_the_body_out_of_line(
     table.run(table.sql("ALTER TABLE {t} ALTER COLUMN stored SET STORAGE EXTENDED"), ())
     app.close()
     url = pg_store.partition("?schema=")[0]
+    started: list[Interlock] = []
     with psycopg.connect(url) as reader:  # a transaction left open on the table
         reader.execute(f"SELECT count(*) FROM {name}")
         with caplog.at_level(logging.WARNING, "interlock.snapshots"):
-            started = time.monotonic()
-            held = app_for(pg_store)
-            assert time.monotonic() - started < 5
-        held.close()
-        assert "not stored EXTERNAL yet" in caplog.text and "lock timeout" in caplog.text
+            start = threading.Thread(target=lambda: started.append(app_for(pg_store)))
+            start.start()
+            start.join(5)
+            stuck = start.is_alive()
+            reader.rollback()  # a start still waiting gets its lock now: fail, do not hang
+            start.join()
+        started[0].close()
+    assert not stuck, "the start waited behind the reader"
+    assert "not stored EXTERNAL yet" in caplog.text and "lock timeout" in caplog.text
     again = app_for(pg_store)  # the next start, nobody in the way
     try:
         table = table_of(again, "interlock_sealed_snapshots")
@@ -376,7 +381,7 @@ async def test_settled_calls_of_another_shape_are_checked_at_load_and_refused_if
             return refs, held.replace(b'"status":"completed"', b'"status":"done"'), live
         with monkeypatch.context() as patched:
             patched.setattr(Calls, "split_json", older)
-            patched.setattr(snap, "CALLS_SHAPE", "an-older-shape")
+            patched.setattr(snap, "calls_shape", lambda: "an-older-shape")
             replace(app, snap.take(chat_id, kept.version, state, app.sealer.keys, None))
         app.chats.take(chat_id)
         loaded = app.get_chat(chat_id)
