@@ -13,7 +13,9 @@ write (what a write-path read-your-writes would cost; the API waits on reads ins
 Mode `http floor` sends three `GET /healthz` a cycle through the same server: the cost of
 the framework and middleware alone, the part of a cycle no change to the service removes.
 `all cpu` is what every core of the machine spent per cycle (PostgreSQL, the server, the
-load generator), and `ceiling` the rate the machine's cores allow at that cost.
+load generator), and `ceiling` the rate the machine's cores allow at that cost. `srv cs` is
+the server's context switches a cycle (every thread, workers included): each is a wait or a
+GIL handoff between the event loop, the I/O threads, the group commit and the views.
 """
 
 from __future__ import annotations
@@ -104,6 +106,27 @@ def cpu_seconds(pid: int) -> float:
             continue
         if int(entry) == pid or int(fields[1]) == pid:  # fields[1]: the parent's pid
             total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def switches(pid: int) -> int:
+    """Context switches, voluntary and not, of every thread of a process and its children:
+    each is a GIL handoff or a wait, and they grow with the server's thread traffic."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            if int(entry) != pid and parent != pid:
+                continue
+            for tid in os.listdir(f"/proc/{entry}/task"):
+                with open(f"/proc/{entry}/task/{tid}/status") as f:
+                    total += sum(int(line.split()[1]) for line in f
+                                 if line.startswith(("voluntary_ctxt", "nonvoluntary_ctxt")))
+        except (OSError, ValueError):
+            continue  # a thread or process that ended meanwhile
     return total
 
 
@@ -295,12 +318,14 @@ def run_local(
 
 def row(label: str, clients: int, figures: Figures, elapsed: float, per_tx: float,
         server_cpu: float | None = None, client_cpu: float | None = None,
-        all_cpu: float | None = None) -> str:
+        all_cpu: float | None = None, server_switches: int | None = None) -> str:
     n = len(figures.resume)
     cpu = "" if server_cpu is None else f" {server_cpu / n * 1000:>8.2f}"
     cpu += "" if client_cpu is None else f" {client_cpu / n * 1000:>8.2f}"
     if all_cpu is not None:  # and the rate this machine's cores would allow at that cost
         cpu += f" {all_cpu / n * 1000:>8.2f} {(os.cpu_count() or 1) / (all_cpu / n):>8.1f}"
+    if server_switches is not None:
+        cpu += f" {server_switches / n:>7.0f}"
     return (f"{label:<18}{clients:>4} {n / elapsed:>9.1f} {pct(figures.send, .5):>9.2f} "
             f"{pct(figures.send, .99):>9.2f} {pct(figures.resume, .5):>9.2f} "
             f"{pct(figures.resume, .99):>9.2f} {per_tx:>7.2f}{cpu}")
@@ -328,7 +353,8 @@ def main() -> None:
         modes.insert(modes.index("http"), "http before")
     print(f"{'mode':<18}{'cli':>4} {'cycles/s':>9} {'send p50':>9} {'send p99':>9} "
           f"{'res p50':>9} {'res p99':>9} {'app/tx':>7} {'srv cpu':>8} {'gen cpu':>8}"
-          f" {'all cpu':>8} {'ceiling':>8}   (ms; ceiling: cycles/s at all cpu)")
+          f" {'all cpu':>8} {'ceiling':>8} {'srv cs':>7}"
+          "   (ms; ceiling: cycles/s at all cpu; srv cs: server context switches a cycle)")
     for clients in [int(c) for c in args.clients.split(",")]:
         cycles = max(args.cycles, clients * 8)
         for mode in modes:
@@ -345,11 +371,14 @@ def main() -> None:
                             cycle = floor_cycle if mode.endswith("floor") else wire_cycle
                             run_wire(url, clients, clients * 2, cycle)  # warm every worker
                             before, busy = cpu_seconds(pid), machine_busy()
+                            switched = switches(pid)
                             figures, elapsed, gen_cpu = run_wire(url, clients, cycles, cycle)
                             server_cpu = cpu_seconds(pid) - before
+                            switched = switches(pid) - switched
                             busy = machine_busy() - busy
                         print(row(label, clients, figures, elapsed,
-                                  appends_per_transaction(store), server_cpu, gen_cpu, busy),
+                                  appends_per_transaction(store), server_cpu, gen_cpu, busy,
+                                  switched),
                               flush=True)
                     else:
                         wait = mode.endswith("+wait")
