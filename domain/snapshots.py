@@ -94,7 +94,11 @@ def take(chat_id: UUID, version: int, state: ChatState, keys: Keyring,
         if sealed is None:
             return None
         stored = _ENCRYPTED + field.encode() + b":" + sealed
-    tip = state.chain_tip or ""
+    return seal(chat_id, version, state.chain_tip or "", stored, keys)
+
+
+def seal(chat_id: UUID, version: int, tip: str, stored: bytes, keys: Keyring) -> Snapshot:
+    """The snapshot row of `stored` (a body, or its encryption), sealed with the active key."""
     digest = _hash(chat_id, version, tip, stored)
     return Snapshot(chat_id, version, tip, stored, f"s1:{keys.active}:{digest}:"
                     f"{_mac(keys.secret(keys.active), digest)}")
@@ -143,7 +147,7 @@ def _state(snapshot: Snapshot, cipher: FieldCipher | None) -> ChatState | None:
             refs, held, live = calls
             state.calls = Calls.from_json(json.loads(refs), held, state.turn, live)
             if header.get("calls") != calls_shape():
-                state.calls.values()  # decoded now: a failure refuses the snapshot
+                state.calls.decode()  # now: a failure refuses the snapshot
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise _refused(snapshot, f"does not decode: {exc}") from None
     return state

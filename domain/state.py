@@ -125,17 +125,17 @@ class Calls(MutableMapping[str, ToolCall]):
 
     def __getitem__(self, ref: str) -> ToolCall:
         if ref in self._held:
-            self._decode()
+            self.decode()
         return self._items[ref]
 
     def __setitem__(self, ref: str, call: ToolCall) -> None:
         if ref in self._held:
-            self._decode()
+            self.decode()
         self._items[ref] = call
 
     def __delitem__(self, ref: str) -> None:
         if ref in self._held:
-            self._decode()
+            self.decode()
         del self._items[ref]
 
     def __contains__(self, ref: object) -> bool:
@@ -162,13 +162,14 @@ class Calls(MutableMapping[str, ToolCall]):
     def __repr__(self) -> str:
         return f"Calls({len(self)} calls, {len(self._held)} undecoded)"
 
-    def _decode(self) -> None:
+    def decode(self) -> None:
+        """Decode the settled calls now, not at their first read (a bad one raises here)."""
         if self._held:
             self._items = {**_CALLS.validate_json(self._held_json), **self._items}
             self._held, self._held_json, self._below = {}, b"{}", 0
 
     def _all(self) -> dict[str, ToolCall]:
-        self._decode()
+        self.decode()
         return self._items
 
     @classmethod

@@ -362,11 +362,13 @@ def test_a_long_reader_never_holds_up_a_start_that_moves_the_body_out_of_line(
         again.close()
 
 
+@pytest.mark.parametrize("still_valid", [True, False], ids=["still valid", "no longer valid"])
 async def test_settled_calls_of_another_shape_are_checked_at_load_and_refused_if_bad(
-        store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        store: str, monkeypatch: pytest.MonkeyPatch, still_valid: bool) -> None:
     """A snapshot written before ToolCall changed: its settled calls, which a lazy decode
     would only meet in some later command, are decoded at load, where a refusal reads the
-    log (the chat loads) instead of failing that command."""
+    log (the chat loads) instead of failing that command; calls that still validate keep
+    the snapshot."""
     app = app_for(store)
     try:
         chat_id = await long_chat(app, snap.EVERY + 20)
@@ -378,6 +380,8 @@ async def test_settled_calls_of_another_shape_are_checked_at_load_and_refused_if
         def older(calls: Calls, turn: int) -> tuple[list[str], bytes, bytes]:
             refs, held, live = split(calls, turn)
             assert b'"status":"completed"' in held
+            if still_valid:
+                return refs, held, live
             return refs, held.replace(b'"status":"completed"', b'"status":"done"'), live
         with monkeypatch.context() as patched:
             patched.setattr(Calls, "split_json", older)
@@ -385,7 +389,37 @@ async def test_settled_calls_of_another_shape_are_checked_at_load_and_refused_if
             replace(app, snap.take(chat_id, kept.version, state, app.sealer.keys, None))
         app.chats.take(chat_id)
         loaded = app.get_chat(chat_id)
-        assert loaded.snapshotted == 0  # refused at load: read from the log
+        if still_valid:  # from the snapshot, its calls checked (decoded) at load
+            assert loaded.snapshotted == kept.version and loaded.state.calls.decoded
+        else:  # refused at load: read from the log
+            assert loaded.snapshotted == 0
+        assert loaded.state.model_dump() == from_log(app, chat_id).state.model_dump()
+    finally:
+        app.close()
+
+
+async def test_an_encrypted_body_that_does_not_decrypt_is_refused(store: str) -> None:
+    """Sealed with our key, yet not what `take` writes: no field, no separator, a field
+    that is not text, a cut token. Each is refused, never half-read; the log is read."""
+    app = app_for(store)
+    keys = KeyStore.open(app)
+    app.protect_personal_data(keys)
+    try:
+        chat_id = await long_chat(app, snap.EVERY + 5)
+        kept = kept_of(app, chat_id)
+        assert kept.stored.startswith(b"E1:snapshot-")
+        assert snap.state_of(kept, app.sealer.keys, keys) is not None
+        field = kept.stored.split(b":")[1]
+        for stored in (b"E1:", b"E1:no-separator", b"E1:\xff:" + kept.stored[-40:],
+                       kept.stored[:-1], b"E1:" + field + b":" + b"short"):
+            forged = snap.seal(chat_id, kept.version, kept.tip, stored, app.sealer.keys)
+            with pytest.raises(snap.SnapshotRefusedError, match="does not decrypt"):
+                snap.state_of(forged, app.sealer.keys, keys)
+        replace(app, snap.seal(chat_id, kept.version, kept.tip, b"E1:no-separator",
+                               app.sealer.keys))
+        app.chats.take(chat_id)
+        loaded = app.get_chat(chat_id)
+        assert loaded.snapshotted == 0
         assert loaded.state.model_dump() == from_log(app, chat_id).state.model_dump()
     finally:
         app.close()
