@@ -93,9 +93,9 @@ def machine_busy() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its children (uvicorn's workers)."""
-    tick, total = os.sysconf("SC_CLK_TCK"), 0.0
+def family(pid: int) -> Iterator[tuple[int, list[str]]]:
+    """The process and its children (uvicorn's workers), each with its /proc stat fields
+    after the name."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -103,29 +103,28 @@ def cpu_seconds(pid: int) -> float:
             with open(f"/proc/{entry}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
-            continue
+            continue  # ended meanwhile
         if int(entry) == pid or int(fields[1]) == pid:  # fields[1]: the parent's pid
-            total += (int(fields[11]) + int(fields[12])) / tick
-    return total
+            yield int(entry), fields
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its children."""
+    tick = os.sysconf("SC_CLK_TCK")
+    return sum((int(f[11]) + int(f[12])) / tick for _, f in family(pid))
 
 
 def switches(pid: int) -> int:
     """Context switches, voluntary and not, of every thread of a process and its children:
     each is a GIL handoff or a wait, and they grow with the server's thread traffic."""
     total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for member, _ in family(pid):
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                parent = int(f.read().rsplit(")", 1)[1].split()[1])
-            if int(entry) != pid and parent != pid:
-                continue
-            for tid in os.listdir(f"/proc/{entry}/task"):
-                with open(f"/proc/{entry}/task/{tid}/status") as f:
+            for tid in os.listdir(f"/proc/{member}/task"):
+                with open(f"/proc/{member}/task/{tid}/status") as f:
                     total += sum(int(line.split()[1]) for line in f
                                  if line.startswith(("voluntary_ctxt", "nonvoluntary_ctxt")))
-        except (OSError, ValueError):
+        except OSError:
             continue  # a thread or process that ended meanwhile
     return total
 
