@@ -1,4 +1,5 @@
-"""HTTP API v1: `make_app` over a given service, `create_app` built from the settings."""
+"""HTTP API v1: `make_app` over a given service (the wiring, `interlock.bootstrap`, builds one
+from the settings)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from starlette.concurrency import run_in_threadpool
 from interlock.api import errors
 from interlock.api.auth import AuthConfig
 from interlock.api.limits import BodyLimit
-from interlock.api.observability.logs import configure_logging
 from interlock.api.observability.metrics import CONTENT_TYPE as METRICS_TYPE
 from interlock.api.observability.metrics import Metrics
 from interlock.api.observability.middleware import Observe, Observed
@@ -23,8 +23,8 @@ from interlock.api.streaming import KEEPALIVE, TurnStreams
 from interlock.api.ui import console
 from interlock.domain import Interlock
 from interlock.domain.errors import ConfigurationError
-from interlock.projections.interface import ReadModels
-from interlock.projections.webhooks import WebhooksView
+from interlock.projections.engine.interface import ReadModels
+from interlock.projections.views.webhooks import WebhooksView
 from interlock.webhooks import Deliverer, DeliveryPolicy
 
 log = logging.getLogger("interlock.api")
@@ -42,19 +42,6 @@ DESCRIPTION = """Chats with agents whose tools may pause for a human's decision.
 
 Errors answer `{"error": {"code", "message", "details"}}`; see docs/http.md for the table.
 `messages`, `resume` and `retry` stream Server-Sent Events with `Accept: text/event-stream`."""
-
-
-def create_app() -> FastAPI:
-    """The API as the INTERLOCK_* settings describe it (`uvicorn --factory` calls this)."""
-    from interlock.bootstrap import build_app  # bootstrap imports this module
-    from interlock.settings import load_settings
-
-    settings = load_settings()
-    configure_logging(settings.log_format)  # each worker process logs as the settings say
-    app = build_app(settings)
-    if settings.tracing:
-        enable_tracing(app, None)
-    return app
 
 
 def enable_tracing(app: FastAPI, tracer: Any) -> None:

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from interlock.domain.approvals import Decider, normalise_id
+from interlock.domain.chat.policies import Decider, normalise_id
 from interlock.domain.errors import ConfigurationError, ForbiddenError, UnauthenticatedError
 
 Role = Literal["requester", "approver", "auditor", "admin"]

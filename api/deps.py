@@ -13,7 +13,7 @@ from interlock.api.errors import ViewsBehindError
 from interlock.api.observability.context import note_principal
 from interlock.api.streaming import TurnStreams
 from interlock.domain import Interlock
-from interlock.projections.interface import ReadModels
+from interlock.projections.engine.interface import ReadModels
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`")
 

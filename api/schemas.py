@@ -20,9 +20,9 @@ from interlock.domain import (
     Tool,
     TurnResult,
 )
-from interlock.domain.events import ChatEvent
-from interlock.domain.history import history
-from interlock.projections.stuck import StuckView
+from interlock.domain.chat.events import ChatEvent
+from interlock.domain.chat.history import history
+from interlock.projections.engine.stuck import StuckView
 
 MAX_TEXT = 100_000
 MAX_ENTRIES = 100

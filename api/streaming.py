@@ -22,7 +22,7 @@ from fastapi.responses import StreamingResponse
 from interlock.api.errors import describe
 from interlock.domain import Chat, StreamEvent, TurnResult
 from interlock.domain.errors import InvalidRequestError
-from interlock.domain.turns import Emit
+from interlock.domain.runtime.turns import Emit
 
 log = logging.getLogger("interlock.api")
 Turn = Callable[[Emit | None], Coroutine[Any, Any, TurnResult]]

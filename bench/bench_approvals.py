@@ -33,7 +33,6 @@ from pydantic import BaseModel
 
 from bench.common import bulk_fill, scratch_schema
 from interlock import Agent, Approval, FunctionModel, ToolContext, tool
-from interlock.audit.erasure import KeyStore
 from interlock.bootstrap import build_service
 from interlock.domain import (
     ApproveEntry,
@@ -46,13 +45,14 @@ from interlock.domain import (
     Part,
     ToolRequest,
 )
-from interlock.domain.approval_rules import RejectEntry
+from interlock.domain.chat.rules import RejectEntry
 from interlock.process import tune_gc
 from interlock.projections import SqlReadModels, open_read_models
-from interlock.projections.decisions import DecisionsView
-from interlock.projections.inbox import InboxView
-from interlock.projections.postgres import PostgresViewStore
-from interlock.projections.sweeper import Sweeper
+from interlock.projections.backends.postgres import PostgresViewStore
+from interlock.projections.views.decisions import DecisionsView
+from interlock.projections.views.inbox import InboxView
+from interlock.stores.erasure_keys import KeyStore
+from interlock.sweeper import Sweeper
 from tests.projections.commits import counting
 
 HOUR = timedelta(hours=1)

@@ -14,10 +14,10 @@ import asyncio
 import time
 
 from bench.bench_cycle import _run, store_url
-from interlock.audit.erasure import KeyStore
 from interlock.bootstrap import build_service
 from interlock.domain import Interlock
 from interlock.examples.banking import AGENTS
+from interlock.stores.erasure_keys import KeyStore
 
 
 def service(url: str, protected: bool) -> Interlock:

@@ -27,12 +27,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from bench.common import scratch_schema
-from interlock.audit.erasure import KeyStore
 from interlock.bootstrap import build_service
 from interlock.domain import Chat, Interlock
-from interlock.domain.messages import Message, Part, ToolRequest, text_message
-from interlock.domain.snapshots import EVERY
+from interlock.domain.chat.messages import Message, Part, ToolRequest, text_message
+from interlock.domain.storage.snapshots import EVERY
 from interlock.process import DEFAULT_GC_THRESHOLD, tune_gc
+from interlock.stores.erasure_keys import KeyStore
 
 
 @contextmanager
@@ -83,7 +83,7 @@ def timed_loads(app: Interlock, chat: Chat, loads: int, how: str) -> list[float]
         if how == "log":
             app.snapshot_store = None
         t0 = time.perf_counter()
-        chat = app._checkout(chat.id, None) if how == "warm" else app.get_chat(chat.id)
+        chat = app.store.checkout(chat.id, None) if how == "warm" else app.get_chat(chat.id)
         times.append((time.perf_counter() - t0) * 1000)
         app.snapshot_store = store
     return sorted(times)

@@ -22,8 +22,8 @@ from interlock.bootstrap import build_service
 from interlock.domain import Chat, Interlock, Message, Part, RespondEntry, ToolRequest
 from interlock.examples.banking import banking
 from interlock.projections import SqlReadModels, open_views
-from interlock.projections.decisions import DecisionFilter, DecisionsView
-from interlock.projections.inbox import InboxFilter, InboxView
+from interlock.projections.views.decisions import DecisionFilter, DecisionsView
+from interlock.projections.views.inbox import InboxFilter, InboxView
 
 
 def _chat(i: int) -> Chat:

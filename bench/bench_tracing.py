@@ -35,7 +35,7 @@ from bench.bench_cycle import cycle, store_url
 from interlock.api.observability.tracing import OtelTracer
 from interlock.bootstrap import build_service
 from interlock.domain import Interlock
-from interlock.domain.tracing import Attr, Operation, Span, Tracer
+from interlock.domain.runtime.tracing import Attr, Operation, Span, Tracer
 from interlock.examples.banking import AGENTS
 
 MODES = ("off", "before", "on", "sampled")

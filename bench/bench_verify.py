@@ -22,11 +22,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench_projections import make_log, scratch_schema
 
 from interlock.audit import reading
+from interlock.audit.checkpoint_log import CheckpointLog, against_checkpoint, take_checkpoint
+from interlock.audit.checkpoints import check_sequence
+from interlock.audit.integrity import Verifier
 from interlock.audit.signing import Signer, public_key
 from interlock.bootstrap import build_service
-from interlock.domain.checkpoint_log import CheckpointLog, against_checkpoint, take_checkpoint
-from interlock.domain.checkpoints import check_sequence
-from interlock.domain.integrity import Verifier
 
 
 def _rate(label: str, kind: str, checked: int, took: float, broken: int) -> None:

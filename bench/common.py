@@ -12,8 +12,8 @@ import psycopg
 from psycopg import sql
 
 if TYPE_CHECKING:
-    from interlock.projections.readmodels import SqlReadModels
-    from interlock.projections.sql import SqlView
+    from interlock.projections.engine.readmodels import SqlReadModels
+    from interlock.projections.engine.sql import SqlView
 
 PG_URL = os.environ.get(
     "INTERLOCK_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/interlock_test"
@@ -37,7 +37,7 @@ def bulk_fill(models: SqlReadModels,
               fills: list[tuple[type[SqlView], str, str, dict[str, Any]]]) -> None:
     """Each (view, table, INSERT ... SELECT, params) in one transaction, then ANALYZE the
     tables: rows seeded past the projections, for queries over millions of them."""
-    from interlock.projections.postgres import PostgresViewStore
+    from interlock.projections.backends.postgres import PostgresViewStore
 
     stores = [cast(PostgresViewStore, models.view(view).store) for view, _, _, _ in fills]
     with stores[0].datastore.transaction(commit=True) as curs:

@@ -4,51 +4,51 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from datetime import timedelta
 from functools import partial, wraps
 from typing import Any, ClassVar, Literal, ParamSpec, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
-from eventsourcing.domain import OriginatorVersionError
+from eventsourcing.application import Application
 from eventsourcing.persistence import (
-    IntegrityError,
     Mapper,
-    PersistenceError,
-    Recording,
     Transcoder,
 )
 
-from interlock.domain import snapshots
-from interlock.domain.agent import Agent
-from interlock.domain.approval_rules import AWAITS_AGENT, VoteEntry, held_call
-from interlock.domain.approvals import Decider
-from interlock.domain.cache import ChatCache
-from interlock.domain.canonical import sha256_hex
-from interlock.domain.chat import Chat
-from interlock.domain.decisions import RespondEntry, RestartEntry, check_entries
-from interlock.domain.erasure import FieldCipher
+from interlock.domain.chat.aggregate import Chat
+from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.events import ChatEvent, TurnFinished, now
+from interlock.domain.chat.policies import Decider
+from interlock.domain.chat.rules import (
+    AWAITS_AGENT,
+    RespondEntry,
+    RestartEntry,
+    VoteEntry,
+    check_entries,
+    held_call,
+)
 from interlock.domain.errors import (
-    ChatNotFoundError,
     ConcurrencyError,
     ConfigurationError,
     IdempotencyKeyReusedError,
-    InterlockError,
     InvalidRequestError,
     TurnInProgressError,
     UnknownAgentError,
 )
-from interlock.domain.events import ChatEvent, ChatStarted, TurnFinished, now
-from interlock.domain.keys import Keyring
-from interlock.domain.models import Model
-from interlock.domain.persistence import PydanticMapper, Sealer
 from interlock.domain.results import TurnResult
-from interlock.domain.snapshots import SnapshotStore
-from interlock.domain.tracing import Tracer
-from interlock.domain.turns import Emit, TurnLoop
+from interlock.domain.runtime.agent import Agent
+from interlock.domain.runtime.models import Model
+from interlock.domain.runtime.tracing import Tracer
+from interlock.domain.runtime.turns import Emit, TurnLoop
+from interlock.domain.storage.cache import ChatCache
+from interlock.domain.storage.erasure import FieldCipher
+from interlock.domain.storage.keys import Keyring
+from interlock.domain.storage.mapper import PydanticMapper, Sealer
+from interlock.domain.storage.repository import ChatRepository, CommitListener
+from interlock.domain.storage.snapshots import SnapshotStore
 
 DEV_SECRET = b"interlock-dev-secret-change-me"
 IN_MEMORY = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
@@ -83,7 +83,6 @@ class Interlock(Application[UUID]):
     # request path; the mapper refuses to read one (docs/audit.md, "Snapshots").
     snapshotting_intervals: ClassVar[dict[Any, int]] = {}
     tracer: Tracer | None = None  # the edge sets one when tracing is configured
-    snapshot_store: SnapshotStore | None = None  # the edge attaches one (interlock/stores)
     mapper: PydanticMapper
 
     def __init__(
@@ -105,11 +104,11 @@ class Interlock(Application[UUID]):
         self.agents = {a.name: a for a in agents}
         self.sealer = Sealer(secret or DEV_SECRET)
         self.models = {a.name: _model(a, resolve_model) for a in agents}
-        self.commit_listeners: list[Callable[[list[Recording[UUID]]], None]] = []
         # Blocking store work of turns runs here; sized so that concurrent turns' commits
         # meet in one group commit instead of queueing for a thread.
         self._io = ThreadPoolExecutor(io_threads, thread_name_prefix="interlock-io")
-        self.chats = cache or ChatCache()
+        self.store = ChatRepository(self, self.mapper, self.sealer, cache)
+        self.chats = self.store.cache
         self._active = 0  # commands under way on this event loop (see off_loop)
         self._active_lock = threading.Lock()
 
@@ -140,8 +139,8 @@ class Interlock(Application[UUID]):
         """A new chat; with `chat_id` (a server-made id), ConcurrencyError if it exists."""
         self.agent(agent)
         chat = Chat.start(agent, actor=actor, tenant=tenant, metadata=metadata, chat_id=chat_id)
-        self.commit(chat)
-        self.chats.give(chat)  # its first message need not load what was just written
+        self.store.commit(chat)
+        self.store.checkin(chat)  # its first message need not load what was just written
         return chat
 
     @_counted
@@ -156,7 +155,7 @@ class Interlock(Application[UUID]):
         max_turns: int | None = None,
     ) -> TurnResult:
         """Send a user message and run the turn; `max_turns` overrides the agent's budget."""
-        chat = await self.off_loop(self._checkout, chat_id, tenant)
+        chat = await self.off_loop(self.store.checkout, chat_id, tenant)
         loop = self._loop(chat, max_turns)
         since = len(chat.state.messages)
         chat.send_message(text, actor=actor)
@@ -210,7 +209,7 @@ class Interlock(Application[UUID]):
         votes: Sequence[VoteEntry],
         decider: Decider | None,
     ) -> TurnResult:
-        chat = await self.off_loop(self._checkout, chat_id, tenant)
+        chat = await self.off_loop(self.store.checkout, chat_id, tenant)
         loop = self._loop(chat, max_turns)
         body_sha = None
         if idempotency_key is not None:
@@ -332,7 +331,7 @@ class Interlock(Application[UUID]):
         idempotency key. `decider_only`: the actor may retry only a turn their decision
         started (an approver without the requester role).
         """
-        chat = await self.off_loop(self._checkout, chat_id, tenant)
+        chat = await self.off_loop(self.store.checkout, chat_id, tenant)
         loop = self._loop(chat, max_turns)
         since = len(chat.state.messages)
         chat.retry(actor=actor, now=now(), stale_after=stale_after, decider_only=decider_only)
@@ -391,149 +390,40 @@ class Interlock(Application[UUID]):
         self, chat_id: UUID, *, version: int | None = None, tenant: str | None = None
     ) -> Chat:
         """The chat now, or as of event `version`; another tenant's chat does not exist."""
-        chat = self._from_snapshot(chat_id, version)
-        if chat is None:
-            try:
-                chat = self.repository.get(chat_id, version=version, projector_func=_replay)
-            except AggregateNotFoundError:
-                raise ChatNotFoundError(chat_id) from None
-        if tenant is not None and chat.state.tenant != tenant:
-            raise ChatNotFoundError(chat_id)
-        if version is not None and chat.version < version:
-            raise InvalidRequestError(
-                f"chat {chat_id} has {chat.version} events; there is no version {version}",
-                version=version,
-                latest=chat.version,
-            )
-        return chat
-
-    def _from_snapshot(self, chat_id: UUID, version: int | None,
-                       kept: snapshots.Snapshot | None = None) -> Chat | None:
-        """The chat from its sealed snapshot (`kept`, else read) and the events after it;
-        None: read the log."""
-        store = self.snapshot_store
-        if kept is None and store is not None:
-            kept = store.get(chat_id)
-        if store is None or kept is None or (version is not None and kept.version > version):
-            return None
-        try:
-            return snapshots.resume(kept, self.sealer.keys, self.mapper.personal,
-                                    self.events.get(chat_id, gt=kept.version - 1, lte=version))
-        except snapshots.SnapshotRefusedError as exc:
-            snapshots.warn_once(exc)  # the log is the truth: the chat still loads
-            with suppress(PersistenceError):
-                store.delete([chat_id])  # so that its next snapshot can take the place
-            return None
-
-    def _snapshot(self, chat: Chat) -> None:
-        """Keep the chat's state every EVERY events: later loads start there. Its events
-        are committed already, so a snapshot that cannot be taken is only logged."""
-        if self.snapshot_store is None or chat.version - chat.snapshotted < snapshots.EVERY:
-            return
-        chat.snapshotted = chat.version
-        try:
-            kept = snapshots.take(chat.id, chat.version, chat.state, self.sealer.keys,
-                                  self.mapper.personal)
-            if kept is not None:
-                self.snapshot_store.put(kept)
-        except (InterlockError, PersistenceError) as exc:  # erased meanwhile, a store error
-            snapshots.log.warning("no snapshot of %s#%d: %s", chat.id, chat.version, exc)
+        return self.store.get(chat_id, version=version, tenant=tenant)
 
     def get_chats(self, chat_ids: Sequence[UUID]) -> dict[UUID, Chat]:
-        """These chats as they are now, read together where the store can (one query on
-        PostgreSQL); an id with no chat, or one whose log does not load, is left out (its
-        own load, `get_chat`, then says why)."""
-        cipher = getattr(self.mapper, "personal", None)
-        if cipher is not None:
-            cipher.warm(chat_ids)
-        many = getattr(self.recorder, "select_events_of", None)
-        if many is None:
-            found = {}
-            for chat_id in chat_ids:
-                with suppress(InterlockError, OriginatorVersionError):
-                    found[chat_id] = self.get_chat(chat_id)
-            return found
-        found = self._from_snapshots(chat_ids)
-        to_event = self.mapper.to_domain_event
-        for chat_id, stored in many([c for c in chat_ids if c not in found]).items():
-            try:
-                chat = _replay(None, map(to_event, stored))
-            except (InterlockError, OriginatorVersionError):
-                continue  # a refused record sinks its own chat's load, not the page's
-            if chat is not None:
-                found[chat_id] = chat
-        return found
-
-    def _from_snapshots(self, chat_ids: Sequence[UUID]) -> dict[UUID, Chat]:
-        """Those of these chats that have a snapshot, loaded from it (one read for all)."""
-        found: dict[UUID, Chat] = {}
-        if self.snapshot_store is None:
-            return found
-        for chat_id, kept in self.snapshot_store.get_many(chat_ids).items():
-            with suppress(InterlockError, OriginatorVersionError):
-                if (chat := self._from_snapshot(chat_id, None, kept)) is not None:
-                    found[chat_id] = chat
-        return found
-
-    def _checkout(self, chat_id: UUID, tenant: str | None) -> Chat:
-        """The chat for a command: the cached one brought up to date, or loaded whole."""
-        chat = self.chats.take(chat_id)
-        if chat is None:
-            return self.get_chat(chat_id, tenant=tenant)
-        newer = self.events.get(chat_id, gt=chat.version)  # others' writes: one indexed read
-        chat = _replay(chat, newer) or chat
-        if tenant is not None and chat.state.tenant != tenant:
-            raise ChatNotFoundError(chat_id)
-        return chat
-
-    def _checkin(self, chat: Chat, result: TurnResult) -> TurnResult:
-        """The command is over and all it recorded committed: later commands may reuse it."""
-        self.chats.give(chat)
-        return result
+        """These chats as they are now, read together (an id that does not load is left out)."""
+        return self.store.get_many(chat_ids)
 
     def chat_events(
         self, chat_id: UUID, *, tenant: str | None = None, after: int = 0,
         limit: int | None = None,
     ) -> list[ChatEvent]:
-        """The chat's events after version `after` (at most `limit`), oldest first.
-
-        Whose chat it is comes from its first event alone, read before the rest: another
-        tenant's chat is refused in the same time whatever its size.
-        """
-        first = list(self.events.get(chat_id, lte=1))
-        started = first[0] if first else None
-        if not isinstance(started, ChatStarted) or tenant not in (None, started.tenant):
-            raise ChatNotFoundError(chat_id)
-        return list(self.events.get(chat_id, gt=after, limit=limit))  # type: ignore[arg-type]
-
-    # -- persistence -------------------------------------------------------------------------
-
-    def _notify(self, recordings: list[Recording[UUID]]) -> None:
-        """After each commit: in-process read models catch up here (read-your-writes)."""
-        for listener in self.commit_listeners:
-            listener(recordings)
+        """The chat's events after version `after` (at most `limit`), oldest first."""
+        return self.store.events_of(chat_id, tenant=tenant, after=after, limit=limit)
 
     def commit(self, chat: Chat) -> int | None:
         """Seal and append the chat's new events at the expected version; the position."""
-        if not chat.pending_events:
-            return None
-        tip = chat.state.chain_tip
-        chat.seal(self.sealer.sign)
-        events = chat.collect_events()
-        processing: ProcessingEvent[UUID] = ProcessingEvent()
-        processing.events.extend(events)  # the library's save() does costly
-        processing.aggregates[chat.id] = chat  # runtime Protocol checks; the steps are the same
-        try:
-            recordings = self._record(processing)
-        except IntegrityError:
-            raise ConcurrencyError(chat.id) from None
-        except BaseException:
-            # nothing was written: keep the events pending so the turn can still record its end
-            chat.pending_events, chat.state.chain_tip = events + chat.pending_events, tip
-            raise
-        self._notify(recordings)
-        self._snapshot(chat)
-        return recordings[-1].notification.id if recordings else None
+        return self.store.commit(chat)
+
+    @property
+    def snapshot_store(self) -> SnapshotStore | None:
+        return self.store.snapshots
+
+    @snapshot_store.setter
+    def snapshot_store(self, snapshots: SnapshotStore | None) -> None:
+        self.store.snapshots = snapshots
+
+    @property
+    def commit_listeners(self) -> list[CommitListener]:
+        """Called after each commit: in-process read models catch up there (read-your-writes)."""
+        return self.store.listeners
+
+    def _checkin(self, chat: Chat, result: TurnResult) -> TurnResult:
+        """The command is over and all it recorded committed: later commands may reuse it."""
+        self.store.checkin(chat)
+        return result
 
 
 def _body_sha256(
@@ -549,12 +439,6 @@ def _body_sha256(
     if metadata is not None or max_turns is not None:  # old keys keep their old hashes
         body.update(metadata=metadata, max_turns=max_turns)
     return sha256_hex(body)
-
-
-def _replay(chat: Chat | None, events: Iterable[Any]) -> Chat | None:
-    for event in events:
-        chat = event.mutate(chat)
-    return chat
 
 
 def _model(agent: Agent, resolve: ModelResolver | None) -> Model:

@@ -7,11 +7,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from interlock.domain.canonical import sha256_hex
-from interlock.domain.chat import Chat
-from interlock.domain.history import history
-from interlock.domain.messages import Message
-from interlock.domain.state import FinishReason, ToolCall
+from interlock.domain.chat.aggregate import Chat
+from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.history import history
+from interlock.domain.chat.messages import Message
+from interlock.domain.chat.state import FinishReason, ToolCall
 
 
 class Interrupt(BaseModel):

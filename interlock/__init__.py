@@ -3,13 +3,13 @@
 The authoring API lives here; the client is `interlock.client`, the service `interlock.domain`.
 """
 
-from interlock.domain.agent import Agent
-from interlock.domain.approvals import Approval
-from interlock.domain.messages import Message, Part
-from interlock.domain.models import FunctionModel, ModelRequest, ModelResponse
-from interlock.domain.subagents import agent_tool
-from interlock.domain.tool_middleware import ToolInvocation, ToolNext
-from interlock.domain.tools import ToolContext, tool
+from interlock.domain.chat.messages import Message, Part
+from interlock.domain.chat.policies import Approval
+from interlock.domain.runtime.agent import Agent
+from interlock.domain.runtime.middleware import ToolInvocation, ToolNext
+from interlock.domain.runtime.models import FunctionModel, ModelRequest, ModelResponse
+from interlock.domain.runtime.subagents import agent_tool
+from interlock.domain.runtime.tools import ToolContext, tool
 
 __all__ = [
     "Agent",

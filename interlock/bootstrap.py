@@ -3,24 +3,27 @@
 from __future__ import annotations
 
 import importlib
+import json
 import logging
+import sys
 from collections.abc import Callable, Sequence
 
 from fastapi import FastAPI
 
-from interlock.api.app import make_app
+from interlock.api.app import enable_tracing, make_app
 from interlock.api.auth import AuthConfig, is_loopback, load_auth
-from interlock.audit.erasure import KeyStore
+from interlock.api.observability.logs import configure_logging
 from interlock.domain import Agent, Interlock
 from interlock.domain.errors import ConfigurationError
-from interlock.domain.keys import Keyring
-from interlock.domain.models import Model
+from interlock.domain.runtime.models import Model
+from interlock.domain.storage.keys import Keyring
 from interlock.process import tune_gc
 from interlock.projections import open_read_models
-from interlock.projections.sweeper import Sweeper
-from interlock.settings import Settings
+from interlock.settings import Settings, load_settings
+from interlock.stores.erasure_keys import KeyStore
 from interlock.stores.snapshots import open_snapshots
 from interlock.stores.urls import store_env
+from interlock.sweeper import Sweeper
 
 log = logging.getLogger("interlock")
 
@@ -81,6 +84,27 @@ def build_app(settings: Settings) -> FastAPI:
     return app
 
 
+def create_app() -> FastAPI:
+    """The API as the INTERLOCK_* settings describe it (`uvicorn --factory` calls this)."""
+    settings = load_settings()
+    configure_logging(settings.log_format)  # each worker process logs as the settings say
+    app = build_app(settings)
+    if settings.tracing:
+        enable_tracing(app, None)
+    return app
+
+
+def openapi_document() -> str:
+    """The committed `openapi.json`: this app's schema, as the drift test renders it."""
+    service = build_service("memory://")
+    views = open_read_models(service)
+    try:
+        return json.dumps(make_app(service, views).openapi(), indent=2, ensure_ascii=False) + "\n"
+    finally:
+        views.close()
+        service.close()
+
+
 def check_serving(settings: Settings) -> None:
     """Refuse, before any process starts, what would make every worker fail or be unsafe."""
     store_env(settings.store)
@@ -138,3 +162,7 @@ def model_resolver() -> Callable[[str], Model] | None:
     except ImportError:
         return None
     return resolve_model
+
+
+if __name__ == "__main__":  # python -m interlock.bootstrap > openapi.json
+    sys.stdout.write(openapi_document())

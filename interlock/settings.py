@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from interlock.domain.application import DEV_SECRET
 from interlock.domain.errors import ConfigurationError
-from interlock.domain.keys import Keyring
+from interlock.domain.storage.keys import Keyring
 from interlock.process import DEFAULT_GC_THRESHOLD
 
 PREFIX = "INTERLOCK_"

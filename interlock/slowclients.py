@@ -16,6 +16,8 @@ from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from interlock.settings import load_settings
+
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 except ImportError:  # httptools is optional: h11 serves alone
@@ -40,8 +42,6 @@ def _no_delay(transport: asyncio.BaseTransport) -> None:
 @functools.cache
 def configured_read_timeout() -> float:
     """INTERLOCK_READ_TIMEOUT, read once per process (each worker reads its own)."""
-    from interlock.settings import load_settings
-
     return load_settings().read_timeout
 
 

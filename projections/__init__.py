@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from eventsourcing.postgres import PostgresFactory
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from eventsourcing.sqlite import SQLiteFactory
 
-from interlock.projections.interface import ReadModels
-from interlock.projections.readmodels import SqlReadModels
-from interlock.projections.registry import READ_MODELS
-from interlock.projections.sql import ReadModel
+from interlock.projections.backends.postgres import ViewLeader, postgres_views
+from interlock.projections.backends.sqlite import SQLiteDb, sqlite_views
+from interlock.projections.engine.interface import ReadModels
+from interlock.projections.engine.readmodels import SqlReadModels
+from interlock.projections.engine.sql import ReadModel
+from interlock.projections.views.registry import READ_MODELS
 
 if TYPE_CHECKING:
     from interlock.domain import Interlock
@@ -27,11 +29,11 @@ def open_views(app: Interlock, *, read_models: Iterable[ReadModel] = READ_MODELS
     SQLite views its file, and an in-memory app gets in-memory views.
     """
     if isinstance(app.factory, PostgresFactory):
-        from interlock.projections.postgres import postgres_views
-
-        return SqlReadModels(app, postgres_views(app.factory.datastore, app.name, read_models))
-    from interlock.projections.sqlite import SQLiteDb, sqlite_views
-
+        views = postgres_views(app.factory.datastore, app.name, read_models)
+        recorder = app.recorder
+        leader = (ViewLeader(recorder, app.name)
+                  if isinstance(recorder, PostgresApplicationRecorder) else None)
+        return SqlReadModels(app, views, leader=leader)
     path = ":memory:"
     if isinstance(app.factory, SQLiteFactory):
         path = app.factory.env.get(SQLiteFactory.SQLITE_DBNAME) or path

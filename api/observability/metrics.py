@@ -23,13 +23,13 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from interlock.domain import Interlock
-from interlock.domain.approval_events import (
+from interlock.domain.chat.approval_events import (
     ApprovalRequested,
     ApprovalVoted,
     InterruptExpired,
     InterruptWithdrawn,
 )
-from interlock.domain.events import (
+from interlock.domain.chat.events import (
     ChatStarted,
     Interrupted,
     ModelResponded,
@@ -39,7 +39,7 @@ from interlock.domain.events import (
     TurnRetried,
     UserMessageSent,
 )
-from interlock.projections.interface import InboxFilter, ReadModels
+from interlock.projections.engine.interface import InboxFilter, ReadModels
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BATCH = 1000

@@ -6,9 +6,7 @@ Routers stay as they are; `finish_routes` walks them once at app creation and
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 from collections.abc import Iterable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -114,23 +112,3 @@ def _enum_codes(schema: dict[str, Any]) -> None:
     detail = schema.get("components", {}).get("schemas", {}).get("ErrorDetail")
     if detail is not None:
         detail["properties"]["code"]["enum"] = error_codes()
-
-
-
-def document() -> str:
-    """The committed `openapi.json`: this app's schema, as the drift test renders it."""
-    from interlock.api.app import make_app
-    from interlock.bootstrap import build_service
-    from interlock.projections import open_read_models
-
-    service = build_service("memory://")
-    views = open_read_models(service)
-    try:
-        return json.dumps(make_app(service, views).openapi(), indent=2, ensure_ascii=False) + "\n"
-    finally:
-        views.close()
-        service.close()
-
-
-if __name__ == "__main__":  # python -m interlock.api.observability.openapi > openapi.json
-    sys.stdout.write(document())

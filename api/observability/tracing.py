@@ -15,7 +15,8 @@ from opentelemetry import context, propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.types import Scope
 
-from interlock.domain.tracing import Attr, Operation
+from interlock.api.observability.openapi import package_version
+from interlock.domain.runtime.tracing import Attr, Operation
 
 _KINDS = {"chat": SpanKind.CLIENT, "invoke_agent": SpanKind.INTERNAL,
           "execute_tool": SpanKind.INTERNAL}
@@ -100,8 +101,6 @@ def default_tracer() -> trace.Tracer:
     """Interlock's tracer from the global provider; an SDK one is installed if none is."""
     if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         _install_sdk_provider()
-    from interlock.api.observability.openapi import package_version
-
     return trace.get_tracer("interlock", package_version())
 
 

@@ -22,7 +22,7 @@ from interlock.api.schemas import (
     TurnPublic,
     WithdrawRequest,
 )
-from interlock.projections.interface import ChatFilter, ChatSummary, Page
+from interlock.projections.engine.interface import ChatFilter, ChatSummary, Page
 
 router = APIRouter(prefix="/v1/chats", tags=["chats"])
 ChatId = Annotated[UUID, "the chat's id"]

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from interlock.api.deps import ReadModelsDep, ServiceDep
 from interlock.api.schemas import Health
 from interlock.domain import Interlock
-from interlock.projections.interface import ReadModels
+from interlock.projections.engine.interface import ReadModels
 
 # Views a few events behind a busy writer are still serving (lists wait for them);
 # a server catching up a backlog, or whose views stopped, is not.

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Query
 from interlock.api.deps import CurrentViews, Reader
 from interlock.api.routers.common import errors
 from interlock.api.schemas import MAX_LIMIT, Instant
-from interlock.projections.inbox import Decidable
-from interlock.projections.interface import InboxFilter, InboxRow, Page
+from interlock.projections.engine.interface import InboxFilter, InboxRow, Page
+from interlock.projections.views.inbox import Decidable
 
 router = APIRouter(prefix="/v1/interrupts", tags=["interrupts"])
 

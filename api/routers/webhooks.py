@@ -11,7 +11,7 @@ from interlock.api.auth import Principal
 from interlock.api.deps import PrincipalDep
 from interlock.api.errors import RouteNotFoundError
 from interlock.api.routers.common import errors
-from interlock.projections.webhooks import (
+from interlock.projections.views.webhooks import (
     EVENT_TYPES,
     Delivery,
     DeliveryStatus,

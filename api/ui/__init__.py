@@ -14,7 +14,7 @@ from interlock.api.ui.router import router
 from interlock.api.ui.session import Sessions
 from interlock.domain import Interlock
 from interlock.domain.errors import InterlockError
-from interlock.projections.interface import ReadModels
+from interlock.projections.engine.interface import ReadModels
 
 
 def console(service: Interlock, read_models: ReadModels, auth: AuthConfig) -> FastAPI:

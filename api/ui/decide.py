@@ -22,8 +22,13 @@ from interlock.api.ui.render import checked_form, redirect, render
 from interlock.api.ui.router import Visitor
 from interlock.api.ui.views import InterruptPage, interrupt_page
 from interlock.domain import Interlock
-from interlock.domain.approval_rules import ApproveEntry, EditEntry, RejectEntry
-from interlock.domain.decisions import RespondEntry, RestartEntry
+from interlock.domain.chat.rules import (
+    ApproveEntry,
+    EditEntry,
+    RejectEntry,
+    RespondEntry,
+    RestartEntry,
+)
 from interlock.domain.errors import (
     AlreadyVotedError,
     ApprovalRequiredError,

@@ -1,6 +1,6 @@
 """What the console shows of an approval policy: who decides, quorum, deadline, votes so far.
 
-Every rule is the domain's: the page asks `domain.approval_rules` why a visitor may not vote
+Every rule is the domain's: the page asks `domain.chat.rules` why a visitor may not vote
 (the same checks the server runs on submit), and counts approvals with `ApprovalState`.
 """
 
@@ -11,12 +11,12 @@ from datetime import datetime
 from typing import Any
 
 from interlock.api.auth import Principal
-from interlock.domain.approval_rules import ApproveEntry, check_voter, held_call
-from interlock.domain.approvals import ApprovalState
-from interlock.domain.canonical import sha256_hex
+from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.policies import ApprovalState
+from interlock.domain.chat.rules import ApproveEntry, check_voter, held_call
+from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import AlreadyVotedError, ForbiddenError, InterruptExpiredError
-from interlock.domain.state import ToolCall
-from interlock.projections.interface import InboxRow
+from interlock.projections.engine.interface import InboxRow
 
 
 @dataclass(frozen=True)

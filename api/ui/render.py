@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from interlock.api.ui.policy import held_summary
 from interlock.api.ui.session import Sessions, keep_csrf
 from interlock.api.ui.views import pretty
-from interlock.domain.approval_rules import MAX_REASON
+from interlock.domain.chat.rules import MAX_REASON
 from interlock.domain.errors import InterlockError, InvalidRequestError, UnauthenticatedError
 
 HERE = Path(__file__).resolve().parent

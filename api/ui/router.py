@@ -25,8 +25,8 @@ from interlock.api.ui.views import chat_page
 from interlock.domain.errors import (
     UnauthenticatedError,
 )
-from interlock.projections.inbox import Decidable
-from interlock.projections.interface import DecisionFilter, InboxFilter, ReadModels
+from interlock.projections.engine.interface import DecisionFilter, InboxFilter, ReadModels
+from interlock.projections.views.inbox import Decidable
 
 router = APIRouter()
 PAGE = 50

@@ -12,13 +12,13 @@ from interlock.api.auth import Principal
 from interlock.api.schemas import EventPublic
 from interlock.api.ui.forms import SchemaForm, schema_form
 from interlock.api.ui.policy import PolicyView, policy_view, why_not_vote
+from interlock.audit.integrity import ChainBreak, Verifier
 from interlock.domain import Interlock
-from interlock.domain.canonical import sha256_hex
+from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.messages import Message
+from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import UnknownInterruptError
-from interlock.domain.integrity import ChainBreak, Verifier
-from interlock.domain.messages import Message
-from interlock.domain.state import ToolCall
-from interlock.projections.interface import DecisionFilter, DecisionRow, ReadModels
+from interlock.projections.engine.interface import DecisionFilter, DecisionRow, ReadModels
 
 
 def pretty(value: Any) -> str:

@@ -16,9 +16,9 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
+from interlock.audit.integrity import Row, Rows, Verifier
 from interlock.domain import Interlock
-from interlock.domain.integrity import Row, Rows, Verifier
-from interlock.domain.keys import Keyring
+from interlock.domain.storage.keys import Keyring
 
 
 def verifier(app: Interlock, keys: Keyring | None) -> Verifier:

@@ -13,17 +13,17 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
 from interlock.audit import reading
-from interlock.audit.signing import Signer
-from interlock.domain import Interlock
-from interlock.domain.checkpoint_log import (
+from interlock.audit.checkpoint_log import (
     ChainsBrokenError,
     CheckpointLog,
     RetentionLog,
     take_checkpoint,
 )
+from interlock.audit.integrity import Verifier, decoder
+from interlock.audit.retention_policy import Entry, Policy, Removal, make_entry
+from interlock.audit.signing import Signer
+from interlock.domain import Interlock
 from interlock.domain.errors import InvalidRequestError
-from interlock.domain.integrity import Verifier, decoder
-from interlock.domain.retention import Entry, Policy, Removal, make_entry
 
 
 def chat_facts(app: Interlock) -> dict[str, tuple[str, datetime]]:

@@ -6,11 +6,11 @@ from uuid import UUID
 
 from eventsourcing.domain import OriginatorVersionError
 
+from interlock.audit.integrity import ChainBreak
 from interlock.domain import Interlock
 from interlock.domain.errors import InterlockError
-from interlock.domain.integrity import ChainBreak
-from interlock.domain.keys import Keyring
-from interlock.domain.snapshots import against_log
+from interlock.domain.storage.keys import Keyring
+from interlock.domain.storage.snapshots import against_log
 
 
 def snapshot_breaks(app: Interlock, keys: Keyring | None,

@@ -15,24 +15,25 @@ from uuid import UUID
 
 from eventsourcing.postgres import PostgresApplicationRecorder
 
-from interlock.audit import erasure
 from interlock.bootstrap import service_from
 from interlock.cli import audit_export, audit_trail
 from interlock.domain import Interlock
-from interlock.domain.erasure import ERASED
+from interlock.domain.chat.events import ChatEvent
 from interlock.domain.errors import ChatNotFoundError
-from interlock.domain.events import ChatEvent
+from interlock.domain.storage.erasure import ERASED
 from interlock.process import tune_gc
 from interlock.projections import READ_MODELS, open_views
-from interlock.projections.interface import DecisionFilter
-from interlock.projections.readmodels import SqlReadModels
-from interlock.projections.sweeper import Sweeper
+from interlock.projections.backends.postgres import AppendWaker
+from interlock.projections.engine.interface import DecisionFilter
+from interlock.projections.engine.readmodels import SqlReadModels
 from interlock.settings import flag_help as _help
 from interlock.settings import load_settings
+from interlock.stores import erasure_keys as erasure
+from interlock.sweeper import Sweeper
 
 _HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp"})  # controls, format (bidi), line separators
 if TYPE_CHECKING:
-    from interlock.projections.postgres import AppendWaker
+    from interlock.projections.backends.postgres import AppendWaker
 
 VIEWS = tuple(m.name for m in READ_MODELS)
 _ESSENTIALS = ("text", "ref", "name", "input", "metadata", "output", "error", "reason",
@@ -177,8 +178,6 @@ def _append_waker(models: SqlReadModels) -> AppendWaker | None:
     recorder = models.app.recorder
     if not isinstance(recorder, PostgresApplicationRecorder):
         return None
-    from interlock.projections.postgres import AppendWaker
-
     return AppendWaker(recorder)
 
 

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from interlock.audit import reading
+from interlock.audit.checkpoint_log import take_checkpoint
+from interlock.audit.checkpoints import Checkpoint
+from interlock.audit.integrity import Verifier, decoder
 from interlock.audit.signing import Signer
 from interlock.cli.audit_trail import checkpoint_log, plain_app, retention_log
 from interlock.domain import Interlock
-from interlock.domain.canonical import jcs
-from interlock.domain.checkpoint_log import take_checkpoint
-from interlock.domain.checkpoints import Checkpoint
-from interlock.domain.integrity import Verifier, decoder
+from interlock.domain.chat.canonical import jcs
 
 MANIFEST = "interlock-export-manifest-1"
 

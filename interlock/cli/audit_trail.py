@@ -12,12 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from interlock.audit import reading, retention
-from interlock.audit.erasure import KeyStore
-from interlock.audit.signing import Signer, public_key
-from interlock.audit.snapshots import snapshot_breaks
-from interlock.bootstrap import service_from
-from interlock.domain import Interlock
-from interlock.domain.checkpoint_log import (
+from interlock.audit.checkpoint_log import (
     ChainsBrokenError,
     CheckpointLog,
     RetentionLog,
@@ -25,11 +20,16 @@ from interlock.domain.checkpoint_log import (
     removed_chats,
     take_checkpoint,
 )
-from interlock.domain.checkpoints import Checkpoint, check_sequence
+from interlock.audit.checkpoints import Checkpoint, check_sequence
+from interlock.audit.integrity import ChainBreak, Verifier
+from interlock.audit.retention_policy import Entry, Policy, check_entries
+from interlock.audit.signing import Signer, public_key
+from interlock.audit.snapshots import snapshot_breaks
+from interlock.bootstrap import service_from
+from interlock.domain import Interlock
 from interlock.domain.errors import InvalidRequestError
-from interlock.domain.integrity import ChainBreak, Verifier
-from interlock.domain.retention import Entry, Policy, check_entries
 from interlock.settings import load_settings
+from interlock.stores.erasure_keys import KeyStore
 
 PUBLIC_ENV, PRIVATE_ENV = "INTERLOCK_CHECKPOINT_PUBLIC_KEY", "INTERLOCK_CHECKPOINT_KEY"
 

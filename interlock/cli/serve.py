@@ -15,7 +15,7 @@ from interlock.settings import Settings, load_settings
 from interlock.settings import flag_help as _help
 from interlock.slowclients import protocol_class
 
-FACTORY = "interlock.api.app:create_app"
+FACTORY = "interlock.bootstrap:create_app"
 
 
 def register(subparsers: Any) -> None:

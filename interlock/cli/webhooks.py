@@ -9,7 +9,7 @@ from typing import Any
 from interlock.bootstrap import service_from
 from interlock.domain.errors import ConfigurationError
 from interlock.projections import open_views
-from interlock.projections.webhooks import WebhooksView
+from interlock.projections.views.webhooks import WebhooksView
 from interlock.settings import flag_help as _help
 from interlock.settings import load_settings
 

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 
 from interlock.domain.errors import ConfigurationError
-from interlock.domain.models import Model
+from interlock.domain.runtime.models import Model
 from interlock.providers.anthropic import AnthropicModel
 from interlock.providers.openai import OpenAIModel
 from interlock.providers.retry import RetryPolicy

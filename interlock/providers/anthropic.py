@@ -19,8 +19,8 @@ from anthropic.types import (
     ToolUseBlock,
 )
 
-from interlock.domain.messages import Message, Part
-from interlock.domain.models import ModelRequest, ModelResponse, Usage
+from interlock.domain.chat.messages import Message, Part
+from interlock.domain.runtime.models import ModelRequest, ModelResponse, Usage
 from interlock.providers.anthropic_wire import from_message, to_messages, to_tools, tool_part
 from interlock.providers.loops import PerLoop
 from interlock.providers.retry import Fault, RetryPolicy, status_fault

@@ -7,8 +7,8 @@ from typing import Any, cast
 from anthropic.types import Message as AnthropicMessage
 from anthropic.types import MessageParam, TextBlock, ToolParam, ToolUseBlock
 
-from interlock.domain.messages import Message, Part, ToolRequest
-from interlock.domain.models import ToolDefinition, Usage
+from interlock.domain.chat.messages import Message, Part, ToolRequest
+from interlock.domain.runtime.models import ToolDefinition, Usage
 from interlock.providers.wire import described, is_error, output_text, parse_arguments
 
 Block = dict[str, Any]

@@ -9,8 +9,8 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletionChunk
 
-from interlock.domain.messages import Message
-from interlock.domain.models import ModelRequest, ModelResponse, Usage
+from interlock.domain.chat.messages import Message
+from interlock.domain.runtime.models import ModelRequest, ModelResponse, Usage
 from interlock.providers.loops import PerLoop
 from interlock.providers.openai_wire import (
     from_completion,

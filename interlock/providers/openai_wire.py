@@ -12,8 +12,8 @@ from openai.types.chat import (
     ChatCompletionToolParam,
 )
 
-from interlock.domain.messages import Message, Part, ToolRequest
-from interlock.domain.models import ToolDefinition, Usage
+from interlock.domain.chat.messages import Message, Part, ToolRequest
+from interlock.domain.runtime.models import ToolDefinition, Usage
 from interlock.providers.wire import described, dump_json, output_text, parse_arguments
 
 

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from interlock.domain.models import ChunkSink, ModelRequest, ModelResponse
+from interlock.domain.runtime.models import ChunkSink, ModelRequest, ModelResponse
 from interlock.providers.loops import PerLoop
 from interlock.providers.retry import Fault, RetryPolicy, always, call_with_retries
 from interlock.providers.wire import ChunkTap, boxed_tools, from_provider, to_provider

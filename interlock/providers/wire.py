@@ -6,8 +6,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from interlock.domain.messages import Message, Part, ToolResponse
-from interlock.domain.models import (
+from interlock.domain.chat.messages import Message, Part, ToolResponse
+from interlock.domain.runtime.models import (
     ChunkSink,
     ModelChunk,
     ModelRequest,

@@ -13,7 +13,7 @@ import psycopg
 from eventsourcing.persistence import PersistenceError
 
 from interlock.domain import Interlock
-from interlock.domain.snapshots import Snapshot, SnapshotStore
+from interlock.domain.storage.snapshots import Snapshot, SnapshotStore
 from interlock.stores.tables import Table, table_of
 
 

@@ -13,7 +13,7 @@ import httpx
 import psycopg
 from eventsourcing.persistence import PersistenceError
 
-from interlock.projections.webhooks import Due, WebhooksView
+from interlock.projections.views.webhooks import Due, WebhooksView
 from interlock.webhooks.signing import sign
 
 log = logging.getLogger("interlock.webhooks")

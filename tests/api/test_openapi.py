@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from interlock.api.observability.openapi import document
+from interlock.bootstrap import openapi_document as document
 from tests.api.test_error_contract import error_classes
 
 COMMITTED = Path(__file__).resolve().parents[2] / "openapi.json"
-REGENERATE = "python -m interlock.api.observability.openapi > openapi.json"
+REGENERATE = "python -m interlock.bootstrap > openapi.json"
 
 
 @pytest.fixture(scope="module")

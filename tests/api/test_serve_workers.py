@@ -10,7 +10,7 @@ import pytest
 from interlock.client import Client
 from tests.api.server import ServeProcess
 
-UVICORN = (sys.executable, "-m", "uvicorn", "--factory", "interlock.api.app:create_app")
+UVICORN = (sys.executable, "-m", "uvicorn", "--factory", "interlock.bootstrap:create_app")
 NO_KEYS = {"INTERLOCK_API_KEYS": "", "INTERLOCK_API_KEYS_FILE": ""}
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from interlock.domain.checkpoint_log import LOG_ID
-from interlock.domain.checkpoints import Checkpoint
+from interlock.audit.checkpoint_log import LOG_ID
+from interlock.audit.checkpoints import Checkpoint
 from tests.projections.tamper import EventsTable
 
 

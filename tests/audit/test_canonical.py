@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from interlock.domain.canonical import canonical_json, jcs, sha256_hex, sha256_hex_v1
+from interlock.domain.chat.canonical import canonical_json, jcs, sha256_hex, sha256_hex_v1
 
 # RFC 8785 appendix B: IEEE-754 bit patterns and their canonical text.
 SAMPLES = {

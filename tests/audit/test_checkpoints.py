@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from interlock.audit.checkpoints import Checkpoint, merkle_root
 from interlock.cli.main import main
 from interlock.domain import Interlock
-from interlock.domain.checkpoints import Checkpoint, merkle_root
 from tests.audit.rows import CheckpointRows
 from tests.projections.flows import banking_flows, ops_flow
 from tests.projections.tamper import EventsTable

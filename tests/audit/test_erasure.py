@@ -10,13 +10,14 @@ from uuid import UUID
 
 import pytest
 
-from interlock.audit.erasure import KeyStore
 from interlock.bootstrap import build_service
 from interlock.cli.main import main
-from interlock.domain import Interlock, RespondEntry, snapshots
-from interlock.domain.erasure import ERASED, PERSONAL
-from interlock.domain.events import ChatEvent
+from interlock.domain import Interlock, RespondEntry
+from interlock.domain.chat.events import ChatEvent
+from interlock.domain.storage import snapshots
+from interlock.domain.storage.erasure import ERASED, PERSONAL
 from interlock.projections import open_views
+from interlock.stores.erasure_keys import KeyStore
 from tests.audit.test_checkpoints import keys  # noqa: F401 - the fixture
 from tests.audit.test_export import standalone
 from tests.projections.flows import AGENTS

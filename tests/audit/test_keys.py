@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from interlock.audit.integrity import Verifier
 from interlock.bootstrap import build_service
 from interlock.cli.main import main
 from interlock.domain import Interlock, RespondEntry
-from interlock.domain.integrity import Verifier
-from interlock.domain.keys import Keyring, key_id
+from interlock.domain.storage.keys import Keyring, key_id
 from tests.projections.flows import AGENTS
 from tests.projections.tamper import EventsTable
 

@@ -9,8 +9,8 @@ import pytest
 
 from interlock.cli.main import main
 from interlock.domain import Chat, Interlock
-from interlock.domain.events import Responded
-from interlock.domain.persistence import TamperedEventError
+from interlock.domain.chat.events import Responded
+from interlock.domain.storage.mapper import TamperedEventError
 from tests.projections.flows import app_for, banking_flows
 from tests.projections.tamper import EventsTable
 

@@ -10,15 +10,15 @@ from uuid import UUID
 import pytest
 
 from interlock.audit import reading
+from interlock.audit.checkpoint_log import RETENTION_ID, RetentionLog
 from interlock.audit.retention import delete_chats
+from interlock.audit.retention_policy import Entry, Policy, Removal, Rule, make_entry, months_before
 from interlock.audit.signing import Signer
 from interlock.cli.main import main
 from interlock.domain import Interlock
-from interlock.domain import events as ev
-from interlock.domain.checkpoint_log import RETENTION_ID, RetentionLog
+from interlock.domain.chat import events as ev
 from interlock.domain.errors import ChatNotFoundError
-from interlock.domain.retention import Entry, Policy, Removal, Rule, make_entry, months_before
-from interlock.domain.snapshots import EVERY
+from interlock.domain.storage.snapshots import EVERY
 from tests.audit.test_checkpoints import keys  # noqa: F401 - the fixture
 from tests.audit.test_snapshots import long_chat
 from tests.projections.tamper import EventsTable

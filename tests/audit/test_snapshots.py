@@ -11,18 +11,18 @@ import psycopg
 import pytest
 from eventsourcing.persistence import PersistenceError
 
-from interlock.audit.erasure import KeyStore
 from interlock.bootstrap import build_service
 from interlock.cli.main import main
 from interlock.domain import Interlock, RespondEntry
-from interlock.domain import snapshots as snap
-from interlock.domain.chat import Chat
+from interlock.domain.chat.aggregate import Chat
+from interlock.domain.chat.events import ChatSnapshot, TurnFinished
+from interlock.domain.chat.state import Calls, ChatState
 from interlock.domain.errors import ChatNotFoundError
-from interlock.domain.events import ChatSnapshot, TurnFinished
-from interlock.domain.keys import Keyring
-from interlock.domain.persistence import TamperedEventError
 from interlock.domain.results import TurnResult
-from interlock.domain.state import Calls, ChatState
+from interlock.domain.storage import snapshots as snap
+from interlock.domain.storage.keys import Keyring
+from interlock.domain.storage.mapper import TamperedEventError
+from interlock.stores.erasure_keys import KeyStore
 from interlock.stores.tables import table_of
 from interlock.stores.urls import store_env
 from tests.projections.flows import AGENTS, app_for, banking_flows

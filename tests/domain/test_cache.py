@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from interlock.domain import Chat
-from interlock.domain.cache import ChatCache
+from interlock.domain.storage.cache import ChatCache
 
 
 def committed(tenant: str = "t") -> Chat:

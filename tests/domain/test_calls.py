@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from interlock.domain.state import Calls, ChatState, ToolCall
+from interlock.domain.chat.state import Calls, ChatState, ToolCall
 
 AT = datetime(2026, 12, 1, tzinfo=UTC)
 

@@ -8,9 +8,9 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import resolve_topic
 
 from interlock.domain import Chat, Message, Part, RespondEntry, RestartEntry, ToolRequest
-from interlock.domain import events as ev
-from interlock.domain.canonical import canonical_json, sha256_hex
-from interlock.domain.persistence import PydanticMapper
+from interlock.domain.chat import events as ev
+from interlock.domain.chat.canonical import canonical_json, sha256_hex
+from interlock.domain.storage.mapper import PydanticMapper
 from tests.kit import Effects, make_tools
 
 TOOLS = {t.name: t for t in make_tools(Effects())}

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from interlock.domain.history_list import Messages
-from interlock.domain.messages import Message, text_message
-from interlock.domain.state import ChatState
+from interlock.domain.chat.history_list import Messages
+from interlock.domain.chat.messages import Message, text_message
+from interlock.domain.chat.state import ChatState
 
 SOME = [text_message("user" if i % 2 else "model", f"message {i}") for i in range(6)]
 

@@ -43,7 +43,7 @@ def test_the_check_sees_an_offending_import(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
     sample.write_text(
         "import os\nfrom psycopg import sql\nimport fastapi.routing\n"
-        "from interlock.projections import x\nfrom interlock.domain.chat import Chat\n"
+        "from interlock.projections import x\nfrom interlock.domain.chat.aggregate import Chat\n"
         "from interlock import api\n"
     )
     assert outer(imported_modules(sample)) == {

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from interlock.domain import Chat, Message, Part, RespondEntry, RestartEntry, ToolRequest
-from interlock.domain import events as ev
+from interlock.domain.chat import events as ev
+from interlock.domain.chat.jsonsafe import UnsafeJsonError
 from interlock.domain.errors import (
     DuplicateRefError,
     EmptyResumeError,
@@ -24,7 +25,6 @@ from interlock.domain.errors import (
     TurnInProgressError,
     UnknownInterruptError,
 )
-from interlock.domain.jsonsafe import UnsafeJsonError
 from tests.kit import Effects, make_tools
 
 TOOLS = {t.name: t for t in make_tools(Effects())}
@@ -177,7 +177,7 @@ def test_decisions_stored_before_resume_metadata_still_load(event_class: type) -
     """v1 decision events (no `resume_metadata`) are upcast to v2 when read."""
     from eventsourcing.persistence import StoredEvent
 
-    from interlock.domain.persistence import PydanticMapper
+    from interlock.domain.storage.mapper import PydanticMapper
 
     chat = paused(("approve", {"action": "x"}))
     v1 = (b'{"originator_id":"%s","originator_version":6,"timestamp":"2026-01-01T00:00:00Z",'

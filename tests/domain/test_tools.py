@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from interlock.api.schemas import ToolPublic
 from interlock.domain import ToolContext, interrupt, tool
-from interlock.domain.tools import SchemaError, ToolInterrupt
+from interlock.domain.runtime.tools import SchemaError, ToolInterrupt
 
 
 class Ask(BaseModel):

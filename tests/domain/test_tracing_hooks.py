@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from interlock.domain import ModelResponse, Usage
-from interlock.domain.tracing import Attr, Operation, Span
+from interlock.domain.runtime.tracing import Attr, Operation, Span
 from tests.kit import make_app, run, say
 
 

@@ -17,7 +17,7 @@ from interlock.api.observability.logs import handler
 from interlock.bootstrap import build_service
 from interlock.domain import Interlock
 from interlock.projections import open_read_models
-from interlock.projections.interface import ReadModels
+from interlock.projections.engine.interface import ReadModels
 from tests.api.conftest import KEYS
 from tests.observability.agents import AGENTS
 

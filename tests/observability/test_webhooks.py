@@ -17,8 +17,8 @@ from interlock.bootstrap import build_service
 from interlock.cli.main import main as cli
 from interlock.domain import Interlock
 from interlock.projections import open_read_models
-from interlock.projections.readmodels import SqlReadModels
-from interlock.projections.sweeper import Sweeper
+from interlock.projections.engine.readmodels import SqlReadModels
+from interlock.sweeper import Sweeper
 from interlock.webhooks import DeliveryPolicy
 from tests.api.conftest import KEYS
 from tests.api.server import ThreadServer
@@ -278,7 +278,7 @@ class _OneDue:
     """One claimed delivery to `url`, and how its attempts were settled."""
 
     def __init__(self, url: str) -> None:
-        from interlock.projections.webhooks import Due
+        from interlock.projections.views.webhooks import Due
 
         self.due = [Due("msg_1_sub", 1, '{"type":"turn.finished"}', url, "whsec_" + "A" * 32)]
         self.settled: list[tuple[str, str, str | None]] = []

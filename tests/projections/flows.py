@@ -22,9 +22,9 @@ from interlock.domain import (
     ToolRequest,
     tool,
 )
-from interlock.domain.events import Responded, Restarted
+from interlock.domain.chat.events import Responded, Restarted
 from interlock.examples.banking import banking
-from interlock.projections.interface import ChatSummary, DecisionRow, InboxRow
+from interlock.projections.engine.interface import ChatSummary, DecisionRow, InboxRow
 
 
 class DeployInput(BaseModel):

@@ -13,8 +13,8 @@ from uuid import UUID
 import psycopg
 from psycopg import sql
 
-from interlock.domain.chain import Record, chain_v2, link_value, with_chain
-from interlock.domain.keys import Keyring
+from interlock.domain.storage.chain import Record, chain_v2, link_value, with_chain
+from interlock.domain.storage.keys import Keyring
 from tests.conftest import PG_URL
 
 

@@ -14,9 +14,9 @@ from interlock import Agent, Approval, FunctionModel, ToolContext, tool
 from interlock.bootstrap import build_service
 from interlock.domain import ApproveEntry, Decider, Interlock, ModelRequest, ModelResponse
 from interlock.domain import application as service_module
-from interlock.domain.approval_rules import RejectEntry
+from interlock.domain.chat.rules import RejectEntry
 from interlock.projections import SqlReadModels
-from interlock.projections.sweeper import Sweeper
+from interlock.sweeper import Sweeper
 from tests.kit import call, run, say
 from tests.projections.commits import counting
 

@@ -12,11 +12,11 @@ from pydantic import BaseModel
 from interlock import Agent, Approval, FunctionModel, ToolContext, tool
 from interlock.bootstrap import build_service
 from interlock.domain import ApproveEntry, Decider, Interlock
-from interlock.domain.approval_rules import EditEntry, check_voter, held_call
+from interlock.domain.chat.events import now
+from interlock.domain.chat.rules import EditEntry, check_voter, held_call
 from interlock.domain.errors import InterlockError
-from interlock.domain.events import now
 from interlock.projections import SqlReadModels
-from interlock.projections.inbox import Decidable, InboxFilter, InboxView
+from interlock.projections.views.inbox import Decidable, InboxFilter, InboxView
 from tests.kit import call, run, say
 
 

@@ -7,7 +7,7 @@ import pytest
 from interlock.domain import Interlock, RespondEntry
 from interlock.domain.errors import InvalidRequestError
 from interlock.projections import open_read_models, open_views
-from interlock.projections.interface import DecisionFilter, InboxFilter
+from interlock.projections.engine.interface import DecisionFilter, InboxFilter
 from tests.kit import call, make_app, run, say
 
 

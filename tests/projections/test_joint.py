@@ -8,8 +8,8 @@ import pytest
 
 from interlock.domain import Interlock
 from interlock.projections import SqlReadModels
-from interlock.projections.inbox import InboxView
-from interlock.projections.webhooks import WebhooksView
+from interlock.projections.views.inbox import InboxView
+from interlock.projections.views.webhooks import WebhooksView
 from tests.projections.conftest import dumps
 from tests.projections.flows import banking_flows
 

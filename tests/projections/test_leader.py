@@ -9,8 +9,8 @@ import pytest
 
 from interlock.domain import Interlock
 from interlock.projections import SqlReadModels, open_read_models
-from interlock.projections.chats import ChatsView
-from interlock.projections.live import LiveRunner
+from interlock.projections.engine.live import LiveRunner
+from interlock.projections.views.chats import ChatsView
 from tests.projections.flows import app_for, seed
 
 pytestmark = pytest.mark.anyio
@@ -93,7 +93,7 @@ async def test_a_leader_whose_connection_dies_is_elected_again_and_the_views_go_
     and takes part in the next election, and new writes still reach the views."""
     import psycopg
 
-    from interlock.projections.postgres import ViewLeader
+    from interlock.projections.backends.postgres import ViewLeader
 
     app = app_for(pg_store)
     models = open_read_models(app)

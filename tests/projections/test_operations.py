@@ -20,19 +20,19 @@ from fastapi.testclient import TestClient
 
 from interlock.api.app import make_app
 from interlock.domain import Interlock
+from interlock.domain.chat.events import UserMessageSent
 from interlock.domain.errors import InvalidRequestError
-from interlock.domain.events import UserMessageSent
 from interlock.projections import (
     READ_MODELS,
     ReadModel,
     SqlReadModels,
-    cursors,
     open_read_models,
     open_views,
 )
-from interlock.projections.chats import ChatsView
-from interlock.projections.interface import ChatFilter, InboxFilter
-from interlock.projections.sql import SqlView
+from interlock.projections.engine import cursors
+from interlock.projections.engine.interface import ChatFilter, InboxFilter
+from interlock.projections.engine.sql import SqlView
+from interlock.projections.views.chats import ChatsView
 from tests.projections.conftest import dumps, rebuilt
 from tests.projections.flows import app_for, seed
 

@@ -8,8 +8,14 @@ import pytest
 
 from interlock.domain import Interlock
 from interlock.domain.errors import InvalidRequestError
-from interlock.projections import SqlReadModels, export
-from interlock.projections.interface import ChatFilter, DecisionFilter, DecisionRow, InboxFilter
+from interlock.projections import SqlReadModels
+from interlock.projections.engine.interface import (
+    ChatFilter,
+    DecisionFilter,
+    DecisionRow,
+    InboxFilter,
+)
+from interlock.projections.views import export
 from tests.projections.flows import seed
 
 pytestmark = pytest.mark.anyio

@@ -11,9 +11,9 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
 from interlock.domain import Interlock
-from interlock.domain.events import ToolRequested
+from interlock.domain.chat.events import ToolRequested
 from interlock.projections import READ_MODELS, open_views
-from interlock.projections.sql import ReadModel, SqlView
+from interlock.projections.engine.sql import ReadModel, SqlView
 from tests.projections.flows import seed
 
 pytestmark = pytest.mark.anyio

@@ -11,8 +11,8 @@ import pytest
 
 from interlock.domain import Interlock
 from interlock.projections import SqlReadModels, open_views
-from interlock.projections.inbox import InboxView
-from interlock.projections.sql import PositionConflictError
+from interlock.projections.engine.sql import PositionConflictError
+from interlock.projections.views.inbox import InboxView
 from tests.projections.conftest import dumps, rebuilt
 from tests.projections.flows import banking_flows, seed
 

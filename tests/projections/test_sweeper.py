@@ -18,11 +18,11 @@ from interlock import Agent, Approval, FunctionModel, ToolContext, tool
 from interlock.bootstrap import build_service
 from interlock.domain import ApproveEntry, Decider, Interlock, ModelRequest, ModelResponse
 from interlock.domain import application as service_module
-from interlock.domain.approval_rules import AWAITS_AGENT
+from interlock.domain.chat.rules import AWAITS_AGENT
 from interlock.domain.errors import InterlockError
 from interlock.projections import SqlReadModels, open_views
-from interlock.projections.inbox import InboxView
-from interlock.projections.sweeper import Sweeper
+from interlock.projections.views.inbox import InboxView
+from interlock.sweeper import Sweeper
 from tests.kit import call, run, say
 from tests.projections.tamper import EventsTable
 

@@ -6,7 +6,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from interlock.domain import Interlock, StreamEvent
-from interlock.domain.events import ChatEvent
+from interlock.domain.chat.events import ChatEvent
 
 E = TypeVar("E", bound=ChatEvent)
 

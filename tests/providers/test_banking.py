@@ -7,7 +7,7 @@ import json
 import pytest
 
 from interlock.domain import RespondEntry
-from interlock.domain.events import ModelResponded
+from interlock.domain.chat.events import ModelResponded
 from interlock.examples.banking import LEDGER, TransferInput, UserApprovalInput, banking
 from tests.providers.conftest import Wire
 from tests.providers.fakes import Call, Reply

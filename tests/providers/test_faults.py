@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from interlock.domain import StreamEvent
+from interlock.domain.chat.events import ModelResponded
+from interlock.domain.chat.messages import text_message
 from interlock.domain.errors import ModelError
-from interlock.domain.events import ModelResponded
-from interlock.domain.messages import text_message
-from interlock.domain.models import ChunkSink, ModelChunk, ModelRequest
+from interlock.domain.runtime.models import ChunkSink, ModelChunk, ModelRequest
 from interlock.examples.banking import LEDGER, banking
 from interlock.providers import RetryPolicy
 from tests.providers.conftest import Wire, make_model

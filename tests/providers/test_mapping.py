@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from interlock.domain.messages import Message, Part, ToolRequest, ToolResponse, text_message
-from interlock.domain.models import ToolDefinition
+from interlock.domain.chat.messages import Message, Part, ToolRequest, ToolResponse, text_message
+from interlock.domain.runtime.models import ToolDefinition
 from interlock.providers import anthropic_wire, openai_wire
 from interlock.providers.wire import INVALID_JSON, parse_arguments, split_system
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from interlock.domain import Agent, Interlock
-from interlock.domain.models import Model
+from interlock.domain.runtime.models import Model
 from interlock.examples.banking import banking
 from interlock.providers import (
     OLLAMA_BASE_URL,

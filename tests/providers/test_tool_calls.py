@@ -7,7 +7,7 @@ import json
 import pytest
 
 from interlock.domain import RestartEntry
-from interlock.domain.events import ToolFailed, ToolRequested
+from interlock.domain.chat.events import ToolFailed, ToolRequested
 from interlock.examples.banking import LEDGER, banking
 from interlock.providers.wire import INVALID_JSON
 from tests.providers.conftest import Wire, make_model

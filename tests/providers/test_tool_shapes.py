@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from interlock.domain import Agent, Interlock, ToolContext, tool
-from interlock.domain.events import ToolRequested
+from interlock.domain.chat.events import ToolRequested
 from tests.kit import LookupInput
 from tests.providers.conftest import Wire
 from tests.providers.fakes import Call, Reply

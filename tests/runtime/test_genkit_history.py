@@ -17,8 +17,8 @@ from interlock.domain import (
     ToolContext,
     tool,
 )
-from interlock.domain.history import history
-from interlock.domain.messages import Message
+from interlock.domain.chat.history import history
+from interlock.domain.chat.messages import Message
 from tests.kit import LookupInput, call, run, say
 from tests.runtime.test_genkit import app_with
 

@@ -10,8 +10,9 @@ import pytest
 from pydantic import BaseModel
 
 from interlock.bootstrap import build_service
-from interlock.domain import Agent, FunctionModel, Interlock, RespondEntry, ToolContext, tool, turns
+from interlock.domain import Agent, FunctionModel, Interlock, RespondEntry, ToolContext, tool
 from interlock.domain.errors import ForbiddenError, NothingToRetryError
+from interlock.domain.runtime import turns
 from tests.kit import Script, call, make_app, run, say
 
 LEASE = timedelta(seconds=0.4)

@@ -8,7 +8,7 @@ import pytest
 from eventsourcing.application import Repository
 
 from interlock.domain import Chat, Interlock, RespondEntry, RestartEntry
-from interlock.domain.chat import Chat as ChatClass
+from interlock.domain.chat.aggregate import Chat as ChatClass
 from tests.kit import call, make_app, run, say
 
 VOLATILE = {"chain_tip"}

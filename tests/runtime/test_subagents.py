@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from interlock.audit.integrity import Verifier
 from interlock.bootstrap import build_service
 from interlock.domain import (
     Agent,
@@ -22,10 +23,9 @@ from interlock.domain import (
     agent_tool,
     tool,
 )
-from interlock.domain.events import Responded
-from interlock.domain.integrity import Verifier
+from interlock.domain.chat.events import Responded
 from interlock.projections import open_read_models
-from interlock.projections.interface import InboxFilter
+from interlock.projections.engine.interface import InboxFilter
 from tests.kit import LookupInput, Script, call, run, say
 
 
@@ -124,8 +124,8 @@ def test_a_retried_call_carries_on_with_the_sub_agent_chat_it_started(store: str
     """The parent's turn died after the sub-agent's chat was started (a crash, then a retry
     of the same call): the call runs again with the same idempotency key and finds that chat
     instead of starting a second one."""
-    from interlock.domain.subagents import SubAgentInput
-    from interlock.domain.tools import ToolInterrupt
+    from interlock.domain.runtime.subagents import SubAgentInput
+    from interlock.domain.runtime.tools import ToolInterrupt
 
     app, _, _ = services(store)
     parent = app.start_chat("lead", actor="alice")

@@ -28,9 +28,9 @@ from interlock.domain import (
     ToolNext,
     tool,
 )
-from interlock.domain.canonical import sha256_hex
-from interlock.domain.events import ToolCompleted, ToolFailed, ToolRequested
-from interlock.domain.tools import ToolInterrupt
+from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.events import ToolCompleted, ToolFailed, ToolRequested
+from interlock.domain.runtime.tools import ToolInterrupt
 from tests.kit import LookupInput, Script, call, run, say
 
 ran: list[Any] = []

@@ -15,8 +15,8 @@ import pytest
 
 from interlock.bootstrap import build_service
 from interlock.domain import Chat, Interlock, StreamEvent
-from interlock.domain.models import ChunkSink, ModelRequest, ModelResponse
-from interlock.domain.turns import TurnLoop
+from interlock.domain.runtime.models import ChunkSink, ModelRequest, ModelResponse
+from interlock.domain.runtime.turns import TurnLoop
 from tests.kit import Message, Part, ToolRequest, make_app, run, say
 
 

@@ -8,10 +8,10 @@ import pytest
 
 from interlock.api.auth import Principal
 from interlock.api.ui.policy import deciders, held_summary, policy_view, time_left, why_not_vote
-from interlock.domain.approvals import ApprovalState, ApprovalTerms, Vote
-from interlock.domain.canonical import sha256_hex
-from interlock.domain.state import ToolCall
-from interlock.projections.interface import InboxRow
+from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.policies import ApprovalState, ApprovalTerms, Vote
+from interlock.domain.chat.state import ToolCall
+from interlock.projections.engine.interface import InboxRow
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 OLD, NEW = {"amount": 5000}, {"amount": 900}

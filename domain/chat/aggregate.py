@@ -1,0 +1,337 @@
+"""The Chat aggregate: state, and the commands that check invariants before recording."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+from eventsourcing.utils import register_topic
+
+from interlock.domain.chat import events as ev
+from interlock.domain.chat.approval_events import (
+    AgentFingerprinted,
+    ApprovalEscalated,
+    ApprovalRequested,
+    InterruptExpired,
+    InterruptWithdrawn,
+)
+from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.jsonsafe import check_json
+from interlock.domain.chat.messages import Message, Part
+from interlock.domain.chat.policies import ApprovalTerms, Decider
+from interlock.domain.chat.rules import (
+    Decision,
+    Entry,
+    RespondEntry,
+    RestartEntry,
+    VoteEntry,
+    check_batch,
+    check_entries,
+    check_voter,
+    check_withdrawer,
+    held_call,
+    pending_call,
+    respond_decision,
+    restart_decision,
+    vote_decision,
+)
+from interlock.domain.chat.state import RUNNABLE, ChatState, ChatStatus, ToolCall
+from interlock.domain.errors import (
+    ForbiddenError,
+    InterruptNotPendingError,
+    InvalidRequestError,
+    NothingToRetryError,
+    PendingInterruptsError,
+    TurnInProgressError,
+    UnknownInterruptError,
+)
+from interlock.domain.runtime.tools import Tool
+
+_PLAIN_REF = re.compile(r"[\w.:\-]{1,80}")
+Signer = Callable[[str | None, ev.ChatEvent], str]
+
+
+class Chat:
+    """One conversation between a client and an agent, as a stream of events."""
+
+    Snapshot = ev.ChatSnapshot
+
+    def __init__(self, chat_id: UUID, version: int, state: ChatState) -> None:
+        self.id = chat_id
+        self.version = version
+        self.state = state
+        self.pending_events: list[ev.ChatEvent] = []
+        self.snapshotted = 0  # the version of its latest snapshot, as far as this process knows
+
+    # -- the eventsourcing aggregate protocol -------------------------------------------------
+
+    def collect_events(self) -> list[ev.ChatEvent]:
+        collected, self.pending_events = self.pending_events, []
+        return collected
+
+    def _trigger(self, event_class: type[ev.ChatEvent], **data: Any) -> None:
+        event = event_class(
+            originator_id=self.id,
+            originator_version=self.version + 1,
+            timestamp=ev.now(),
+            **data,
+        )
+        event.mutate(self)
+        self.pending_events.append(event)
+
+    def seal(self, sign: Signer) -> None:
+        """Chain each pending event to the one before it (tamper evidence)."""
+        tip = self.state.chain_tip
+        sealed = []
+        for event in self.pending_events:
+            tip = sign(tip, event)
+            sealed.append(event.model_copy(update={"chain": tip}))
+        self.pending_events = sealed
+        self.state.chain_tip = tip
+
+    # -- commands -------------------------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls, agent: str, *, actor: str, tenant: str, metadata: dict[str, Any] | None = None,
+        chat_id: UUID | None = None,
+    ) -> Chat:
+        check_json(metadata, "metadata")
+        started = ev.ChatStarted(
+            originator_id=chat_id or uuid4(),
+            originator_version=1,
+            timestamp=ev.now(),
+            agent=agent,
+            tenant=tenant,
+            actor=actor,
+            metadata=metadata or {},
+        )
+        chat = started.mutate(None)
+        chat.pending_events.append(started)
+        return chat
+
+    def send_message(self, text: str, *, actor: str) -> None:
+        if not text.strip():
+            raise InvalidRequestError("message text is empty")
+        check_json(text, "text")
+        self._check_accepts_message()
+        self._trigger(ev.UserMessageSent, text=text, actor=actor)
+
+    def retry(
+        self, *, actor: str, now: datetime, stale_after: timedelta, decider_only: bool = False
+    ) -> None:
+        """Continue a failed turn, or a running one whose lease expired (a crashed process).
+
+        A running turn's lease is its last event plus `stale_after`; the process running
+        it renews it with heartbeats while tools run. With `decider_only` (an approver who
+        is not a requester) only a turn the actor's own decision started may be retried.
+        """
+        expired = self.state.status == "running" and now - self.state.updated_at >= stale_after
+        if self.state.status != "failed" and not expired:
+            raise NothingToRetryError(self.state.status)
+        if decider_only and self.turn_decider() != actor:
+            raise ForbiddenError(f"{actor} may only retry a turn their own decision started",
+                                 principal=actor)
+        self._trigger(ev.TurnRetried, actor=actor)
+
+    def turn_decider(self) -> str | None:
+        """Who made the latest decision of the current turn (it started what runs now)."""
+        decided = [c for c in self.state.calls.of_turn(self.state.turn)
+                   if c.decided_at is not None]
+        latest = max(decided, key=lambda c: c.decided_at or self.state.created_at, default=None)
+        return latest.decided_by if latest else None
+
+    def heartbeat(self) -> None:
+        """Renew a running turn's lease (its tools are still running)."""
+        self._trigger(ev.TurnHeartbeat)
+
+    def record_model_reply(self, message: Message, usage: dict[str, int] | None = None) -> None:
+        """Record the model's reply with unique refs, and one ToolRequested per request."""
+        message = self._with_unique_refs(message)
+        self._trigger(ev.ModelResponded, message=message, usage=usage)
+        for request in message.tool_requests:
+            assert request.ref is not None
+            self._trigger(ev.ToolRequested, ref=request.ref, name=request.name, input=request.input)
+
+    def record_completed(self, ref: str, output: Any) -> None:
+        self._trigger(ev.ToolCompleted, ref=ref, output=output)
+
+    def record_failed(self, ref: str, error: str) -> None:
+        self._trigger(ev.ToolFailed, ref=ref, error=error)
+
+    def record_interrupted(self, ref: str, metadata: Any) -> None:
+        self._trigger(ev.Interrupted, ref=ref, metadata=metadata)
+
+    def finish_turn(self, reason: ev.FinishReason, error: str | None = None) -> None:
+        self._trigger(ev.TurnFinished, reason=reason, error=error)
+
+    def resume(
+        self,
+        respond: Sequence[RespondEntry],
+        restart: Sequence[RestartEntry],
+        *,
+        actor: str,
+        tools: Mapping[str, Tool],
+        request_key: str | None = None,
+        request_sha256: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        votes: Sequence[VoteEntry] = (),
+        decider: Decider | None = None,
+        now: datetime | None = None,
+    ) -> None:
+        """Validate the whole batch, then record one decision event per entry.
+
+        `metadata` belongs to the resume as a whole (Genkit's `resume.metadata`): it is
+        recorded on each decision event and given to restarted tools. `votes` decide
+        calls held for approval, by `decider` (an in-process caller is trusted).
+        """
+        check_entries(respond, restart, metadata)
+        check_json([dict(v) for v in votes], "votes")
+        if self.state.status == "running":
+            raise TurnInProgressError()  # a restarted tool may be running: it must not run twice
+        check_batch([e.ref for e in (*respond, *restart, *votes)])
+        decider = decider or Decider.trusted(actor)
+        if (respond or restart) and not decider.may_decide({"approver"}, set()):
+            raise ForbiddenError(f"{decider.id} lacks the approver role", principal=decider.id,
+                                 role="approver")
+        decisions = [*self._vote_decisions(votes, decider, tools, now or ev.now()),
+            *(
+                respond_decision(e, self._pending(e, actor, tools), tools.get(e.name))
+                for e in respond
+            ),
+            *(
+                restart_decision(e, self._pending(e, actor, tools), tools.get(e.name))
+                for e in restart
+            ),
+        ]
+        keyed = {
+            "request_key": request_key,
+            "request_sha256": request_sha256,
+            "resume_metadata": metadata,
+        }
+        for event_class, data in decisions:
+            self._trigger(event_class, actor=actor, **keyed, **data)
+
+    def _vote_decisions(
+        self, votes: Sequence[VoteEntry], decider: Decider, tools: Mapping[str, Tool],
+        now: datetime,
+    ) -> list[Decision]:
+        decisions = []
+        for entry in votes:
+            call = held_call(self.state.calls, entry, now)
+            check_voter(call, decider)
+            decisions.append(vote_decision(entry, call, tools.get(entry.name)))
+        return decisions
+
+    def hold_for_approval(self, ref: str, terms: ApprovalTerms) -> None:
+        """Hold a requested call before it runs: its policy needs a yes."""
+        call = self.state.calls[ref]
+        self._trigger(ApprovalRequested, ref=ref, terms=terms, input_sha256=sha256_hex(call.input))
+
+    def expire(self, ref: str, now: datetime) -> bool:
+        """Fail a held call closed once its deadline passed; False when nothing is due."""
+        call = self.state.calls.get(ref)
+        expires_at = call.approval.terms.expires_at if call and call.approval else None
+        if call is None or not call.awaiting_approval or expires_at is None or now < expires_at:
+            return False
+        self._trigger(InterruptExpired, ref=ref, expires_at=expires_at,
+                      input_sha256=sha256_hex(call.input))
+        return True
+
+    def escalate(self, ref: str, now: datetime) -> bool:
+        """Widen who may decide once `escalate_after` passed; False when nothing is due."""
+        call = self.state.calls.get(ref)
+        approval = call.approval if call is not None else None
+        if call is None or approval is None or not call.awaiting_approval or approval.escalated:
+            return False
+        if approval.terms.escalate_at is None or now < approval.terms.escalate_at:
+            return False
+        self._trigger(ApprovalEscalated, ref=ref)
+        return True
+
+    def withdraw(self, refs: Sequence[str], *, decider: Decider, reason: str) -> None:
+        """Take pending requests back (all or nothing); the model is told why."""
+        if not reason.strip():
+            raise InvalidRequestError("a withdrawal needs a reason")
+        check_json(reason, "reason")
+        check_json(list(refs), "refs")  # an unknown ref is named in the error: it must encode
+        if self.state.status == "running":
+            raise TurnInProgressError()
+        check_batch(list(refs))
+        for ref in refs:
+            call = self.state.calls.get(ref)
+            if call is None:
+                raise UnknownInterruptError(ref)
+            if call.status != "interrupted":
+                raise InterruptNotPendingError(ref, call.decided_by, call.decided_at, call.decision)
+            check_withdrawer(call, decider)
+        for ref in refs:
+            self._trigger(InterruptWithdrawn, ref=ref, actor=decider.id, reason=reason,
+                          input_sha256=sha256_hex(self.state.calls[ref].input))
+
+    def record_fingerprint(self, fingerprint: str) -> None:
+        """Record the agent's fingerprint when it differs from the one last recorded."""
+        if self.state.fingerprint != fingerprint:
+            self._trigger(AgentFingerprinted, fingerprint=fingerprint)
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    @property
+    def status(self) -> ChatStatus:
+        return self.state.status
+
+    def pending_interrupts(self) -> list[ToolCall]:
+        return [c for c in self.batch_calls() if c.status == "interrupted"]
+
+    def batch_calls(self) -> list[ToolCall]:
+        return [self.state.calls[ref] for ref in self.state.batch]
+
+    def runnable_calls(self) -> list[ToolCall]:
+        """Calls of the current reply that must run now (new requests and restarts)."""
+        return [c for c in self.batch_calls() if c.status in RUNNABLE]
+
+    def needs_model(self) -> bool:
+        return bool(self.state.messages) and self.state.messages[-1].role in ("user", "tool")
+
+    # -- checks -----------------------------------------------------------------------------------
+
+    def _check_accepts_message(self) -> None:
+        if self.state.status == "running":
+            raise TurnInProgressError()
+        if self.state.status == "interrupted":
+            raise PendingInterruptsError([c.ref for c in self.pending_interrupts()])
+
+    def _pending(self, entry: Entry, actor: str, tools: Mapping[str, Tool]) -> ToolCall:
+        return pending_call(self.state.calls, entry, actor, tools)
+
+    def _with_unique_refs(self, message: Message) -> Message:
+        """Keep the model's refs when new, unique and plain; otherwise assign `name-N`."""
+        used = set(self.state.calls)
+        parts: list[Part] = []
+        for part in message.content:
+            request = part.tool_request
+            if request is not None and (request.ref in used or not _usable_ref(request.ref)):
+                request = request.model_copy(update={"ref": self._fresh_ref(request.name, used)})
+                part = part.model_copy(update={"tool_request": request})
+            if request is not None:
+                used.add(request.ref or "")
+            parts.append(part)
+        return message.model_copy(update={"content": parts})
+
+    @staticmethod
+    def _fresh_ref(name: str, used: set[str]) -> str:
+        stem = re.sub(r"[^\w.:\-]", "_", name)[:40] or "call"
+        n = len(used) + 1
+        while f"{stem}-{n}" in used:
+            n += 1
+        return f"{stem}-{n}"
+
+
+def _usable_ref(ref: str | None) -> bool:
+    return ref is not None and _PLAIN_REF.fullmatch(ref) is not None
+
+
+register_topic("interlock:Chat", Chat)

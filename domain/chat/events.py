@@ -1,0 +1,281 @@
+"""The Chat aggregate's events: past-tense facts whose `apply` only assigns.
+
+Every event class is stored under the stable topic `interlock:<ClassName>`, so moving
+this module does not orphan stored events. A renamed class must register its old
+topic (`eventsourcing.utils.register_topic`); a changed payload bumps `class_version`
+and adds an `upcast_vN_vN+1(state)` static method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+from uuid import UUID
+
+from eventsourcing.domain import OriginatorVersionError
+from eventsourcing.utils import register_topic, resolve_topic
+from pydantic import BaseModel, ConfigDict
+
+from interlock.domain.chat.messages import Message, text_message
+from interlock.domain.chat.state import ChatState, ChatStatus, FinishReason, ToolCall
+
+if TYPE_CHECKING:
+    from interlock.domain.chat.aggregate import Chat
+
+__all__ = ["STATUS_AFTER", "FinishReason"]  # FinishReason was defined here before state.py
+# The chat's status once a turn finishes for each reason; the read side applies it too.
+STATUS_AFTER: Final[Mapping[FinishReason, ChatStatus]] = {
+    "stop": "idle",
+    "max_turns": "idle",
+    "interrupted": "interrupted",
+    "failed": "failed",
+}
+
+
+def _aggregate() -> type[Chat]:
+    """The Chat class, by its stable topic: the aggregate's module imports this one."""
+    return resolve_topic("interlock:Chat")  # type: ignore[no-any-return]
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ChatEvent(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    TOPIC: ClassVar[str] = ""
+    class_version: ClassVar[int] = 1
+
+    originator_id: UUID
+    originator_version: int
+    timestamp: datetime
+    chain: str | None = None
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls.TOPIC = f"interlock:{cls.__name__}"
+        register_topic(cls.TOPIC, cls)
+
+    def mutate(self, chat: Chat | None) -> Chat:
+        assert chat is not None, "only ChatStarted may begin a chat"
+        if self.originator_version != chat.version + 1:
+            raise OriginatorVersionError(self.originator_version, chat.version + 1)
+        self.apply(chat.state)
+        chat.version = self.originator_version
+        chat.state.updated_at = self.timestamp
+        if self.chain is not None:
+            chat.state.chain_tip = self.chain
+        return chat
+
+    def apply(self, state: ChatState) -> None:
+        """Change the state; deterministic, runs again on every replay."""
+
+
+class ChatStarted(ChatEvent):
+    agent: str
+    tenant: str
+    actor: str
+    metadata: dict[str, Any] = {}
+
+    def mutate(self, chat: Chat | None) -> Chat:
+        state = ChatState(
+            agent=self.agent,
+            tenant=self.tenant,
+            started_by=self.actor,
+            metadata=self.metadata,
+            created_at=self.timestamp,
+            updated_at=self.timestamp,
+            chain_tip=self.chain,
+        )
+        return _aggregate()(self.originator_id, self.originator_version, state)
+
+
+class UserMessageSent(ChatEvent):
+    text: str
+    actor: str
+
+    def apply(self, state: ChatState) -> None:
+        state.messages.append(text_message("user", self.text))
+        state.status = "running"
+        state.turn += 1
+        state.turn_by = self.actor
+        state.finish_reason = None
+        state.error = None
+
+
+class TurnRetried(ChatEvent):
+    actor: str
+
+    def apply(self, state: ChatState) -> None:
+        state.status = "running"
+        state.error = None
+
+
+class TurnHeartbeat(ChatEvent):
+    """The process running the turn is alive: renews the turn's lease (its updated_at)."""
+
+
+class ModelResponded(ChatEvent):
+    message: Message
+    usage: dict[str, int] | None = None
+
+    def apply(self, state: ChatState) -> None:
+        state.messages.append(self.message)
+        state.batch = []
+        state.batch_closed = False
+
+
+class ToolRequested(ChatEvent):
+    ref: str
+    name: str
+    input: Any = None
+
+    def apply(self, state: ChatState) -> None:
+        state.calls[self.ref] = ToolCall(
+            ref=self.ref,
+            name=self.name,
+            input=self.input,
+            turn=state.turn,
+            requested_at=self.timestamp,
+            requested_by=state.turn_by,
+        )
+        state.batch.append(self.ref)
+
+
+class ToolCompleted(ChatEvent):
+    ref: str
+    output: Any = None
+
+    def apply(self, state: ChatState) -> None:
+        call = state.calls[self.ref]
+        call.status, call.output = "completed", self.output
+        state.close_batch_if_resolved()
+
+
+class ToolFailed(ChatEvent):
+    ref: str
+    error: str
+
+    def apply(self, state: ChatState) -> None:
+        call = state.calls[self.ref]
+        call.status, call.error = "failed", self.error
+        state.close_batch_if_resolved()
+
+
+class Interrupted(ChatEvent):
+    """`metadata` is the interrupt's payload: any JSON value (an object before, so still v1)."""
+
+    ref: str
+    metadata: Any = None
+
+    def apply(self, state: ChatState) -> None:
+        call = state.calls[self.ref]
+        call.status, call.interrupt, call.interrupted_at = (
+            "interrupted",
+            self.metadata,
+            self.timestamp,
+        )
+
+
+class Responded(ChatEvent):
+    """v2 adds `resume_metadata`, the metadata of the whole resume this entry came in."""
+
+    class_version: ClassVar[int] = 2
+
+    ref: str
+    name: str
+    output: Any = None
+    metadata: dict[str, Any] | None = None
+    resume_metadata: dict[str, Any] | None = None
+    actor: str
+    input_sha256: str
+    request_key: str | None = None
+    request_sha256: str | None = None
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["resume_metadata"] = None
+
+    def apply(self, state: ChatState) -> None:
+        state.remember_key(self.request_key, self.request_sha256, self.originator_version)
+        call = state.calls[self.ref]
+        call.status, call.output = "responded", self.output
+        call.resume_metadata = self.resume_metadata  # read back as the tool message's `resumed`
+        call.decision, call.decided_by, call.decided_at = "respond", self.actor, self.timestamp
+        state.status = "running"
+        state.close_batch_if_resolved()
+
+
+class Restarted(ChatEvent):
+    """v2 adds `resume_metadata`, the metadata of the whole resume this entry came in."""
+
+    class_version: ClassVar[int] = 2
+
+    ref: str
+    name: str
+    resumed_metadata: dict[str, Any] | None = None
+    resume_metadata: dict[str, Any] | None = None
+    original_input: Any = None
+    replace_input: Any = None
+    actor: str
+    input_sha256: str
+    replaced_input_sha256: str | None = None
+    request_key: str | None = None
+    request_sha256: str | None = None
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["resume_metadata"] = None
+
+    def apply(self, state: ChatState) -> None:
+        state.remember_key(self.request_key, self.request_sha256, self.originator_version)
+        call = state.calls[self.ref]
+        call.status, call.attempt = "restarted", call.attempt + 1
+        call.resumed, call.resume_metadata = self.resumed_metadata or {}, self.resume_metadata
+        call.decision, call.decided_by, call.decided_at = "restart", self.actor, self.timestamp
+        if self.replaced_input_sha256 is not None:
+            call.original_input, call.input = self.original_input, self.replace_input
+            call.input_by = self.actor  # the four-eyes rule now counts them as the requester
+        state.status = "running"
+
+
+class TurnFinished(ChatEvent):
+    reason: FinishReason
+    error: str | None = None
+
+    def apply(self, state: ChatState) -> None:
+        state.status = STATUS_AFTER[self.reason]
+        state.finish_reason = self.reason
+        state.error = self.error
+
+
+class ChatSnapshot(BaseModel):
+    """The whole state at a version; loading starts here instead of at event 1."""
+
+    model_config = ConfigDict(frozen=True)
+    TOPIC: ClassVar[str] = "interlock:ChatSnapshot"
+    class_version: ClassVar[int] = 1
+
+    originator_id: UUID
+    originator_version: int
+    timestamp: datetime
+    topic: str = "interlock:Chat"
+    state: ChatState
+
+    @classmethod
+    def take(cls, chat: Chat) -> ChatSnapshot:
+        return cls(
+            originator_id=chat.id,
+            originator_version=chat.version,
+            timestamp=now(),
+            state=chat.state,
+        )
+
+    def mutate(self, _: Chat | None) -> Chat:
+        return _aggregate()(self.originator_id, self.originator_version, self.state)
+
+
+register_topic(ChatSnapshot.TOPIC, ChatSnapshot)

@@ -1,0 +1,305 @@
+"""The checks a decision passes before it becomes an event: respond and restart entries,
+votes on held calls, expiry and withdrawal. A new approval rule goes here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from interlock.domain.chat import events as ev
+from interlock.domain.chat.approval_events import ApprovalVoted
+from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.jsonsafe import check_json
+from interlock.domain.chat.policies import ApprovalState, Decider, Outcome, VoteKind, normalise_id
+from interlock.domain.chat.state import ToolCall
+from interlock.domain.errors import (
+    AlreadyVotedError,
+    ApprovalRequiredError,
+    DuplicateRefError,
+    EmptyResumeError,
+    ForbiddenError,
+    InterruptExpiredError,
+    InterruptNameMismatchError,
+    InterruptNotPendingError,
+    InvalidToolInputError,
+    InvalidToolOutputError,
+    NotAnApprovalError,
+    StaleInterruptError,
+    UnknownInterruptError,
+)
+from interlock.domain.runtime.tools import SchemaError, Tool
+
+SHA256_HEX = r"^[0-9a-f]{64}$"
+Decision = tuple[type[ev.ChatEvent], dict[str, Any]]
+
+
+class RespondEntry(BaseModel):
+    """The client supplies the tool's output; the tool is not run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ref: str
+    name: str
+    output: Any = None
+    metadata: dict[str, Any] | None = None
+    input_sha256: str | None = Field(default=None, pattern=SHA256_HEX)
+
+
+class RestartEntry(BaseModel):
+    """The server runs the tool again, with its original or a replaced input."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ref: str
+    name: str
+    resumed_metadata: dict[str, Any] | None = None
+    replace_input: Any = None
+    input_sha256: str | None = Field(default=None, pattern=SHA256_HEX)
+
+
+Entry = RespondEntry | RestartEntry
+
+
+def check_entries(
+    respond: Sequence[RespondEntry],
+    restart: Sequence[RestartEntry],
+    metadata: dict[str, Any] | None = None,
+) -> None:
+    """Every value of a resume must be recordable as given (see domain.jsonsafe)."""
+    for kind, entries in (("respond", respond), ("restart", restart)):
+        for i, entry in enumerate(entries):
+            check_json(dict(entry), f"{kind}[{i}]")
+    check_json(metadata, "metadata")
+
+
+def check_batch(refs: list[str]) -> None:
+    """A resume is one batch: at least one entry, no ref twice."""
+    if not refs:
+        raise EmptyResumeError()
+    seen: set[str] = set()
+    for ref in refs:
+        if ref in seen:
+            raise DuplicateRefError(ref)
+        seen.add(ref)
+
+
+def pending_call(
+    calls: Mapping[str, ToolCall], entry: Entry, actor: str, tools: Mapping[str, Tool]
+) -> ToolCall:
+    """The interrupted call an entry decides, checked against what the entry claims."""
+    call = calls.get(entry.ref)
+    if call is None:
+        raise UnknownInterruptError(entry.ref)
+    if call.status != "interrupted":
+        raise InterruptNotPendingError(entry.ref, call.decided_by, call.decided_at, call.decision)
+    if call.name != entry.name:
+        raise InterruptNameMismatchError(entry.ref, call.name, entry.name)
+    if call.awaiting_approval:
+        raise ApprovalRequiredError(entry.ref)  # a respond must not bypass the policy
+    _check_seen(entry, call)
+    _check_approver(tools.get(entry.name), call, actor)
+    return call
+
+
+def respond_decision(entry: RespondEntry, call: ToolCall, tool: Tool | None) -> Decision:
+    output = entry.output
+    if tool is not None:
+        try:
+            output = tool.validate_output(entry.output, strict=True)
+        except SchemaError as exc:
+            raise InvalidToolOutputError(entry.ref, entry.name, exc.errors) from None
+    return ev.Responded, {
+        "ref": entry.ref,
+        "name": entry.name,
+        "output": output,
+        "metadata": entry.metadata,
+        "input_sha256": sha256_hex(call.input),
+    }
+
+
+def restart_decision(entry: RestartEntry, call: ToolCall, tool: Tool | None) -> Decision:
+    data: dict[str, Any] = {
+        "ref": entry.ref,
+        "name": entry.name,
+        "resumed_metadata": entry.resumed_metadata,
+        "original_input": call.input,
+        "input_sha256": sha256_hex(call.input),
+    }
+    if "replace_input" in entry.model_fields_set:
+        data["replace_input"] = _replaced_input(entry, tool)
+        data["replaced_input_sha256"] = sha256_hex(data["replace_input"])
+    return ev.Restarted, data
+
+
+def _replaced_input(entry: RestartEntry, tool: Tool | None) -> Any:
+    if tool is None:
+        return entry.replace_input
+    try:
+        return tool.input_json(entry.replace_input, strict=True)
+    except SchemaError as exc:
+        raise InvalidToolInputError(entry.ref, entry.name, exc.errors) from None
+
+
+def _check_seen(entry: Entry, call: ToolCall) -> None:
+    """A decision made on another input than the pending one is stale."""
+    if entry.input_sha256 is not None and entry.input_sha256 != sha256_hex(call.input):
+        raise StaleInterruptError(entry.ref, entry.input_sha256, sha256_hex(call.input))
+
+
+def _check_approver(tool: Tool | None, call: ToolCall, actor: str) -> None:
+    """Four eyes: not who sent the turn, nor whoever last replaced the input (ids normalised)."""
+    if tool is None or not tool.distinct_approver:
+        return
+    if normalise_id(actor) == normalise_id(call.requester):
+        asked = "last replaced its input" if call.input_by else "sent the turn"
+        raise ForbiddenError(
+            f"{call.name} needs an approver other than {actor}, who {asked}",
+            ref=call.ref,
+            actor=actor,
+            reason="requester",
+        )
+
+# -- votes on held calls, expiry and withdrawal
+
+MAX_REASON = 2000
+# The error of a turn a service without the chat's agent ended after an expiry or a
+# withdrawal: the process that has the agent continues it (or any client's retry does).
+AWAITS_AGENT = "a pending request ended; retry to continue"
+
+
+class ApproveEntry(BaseModel):
+    """A yes to a held call, on the input shown (echo its `input_sha256` to be sure)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ref: str
+    name: str
+    input_sha256: str | None = Field(default=None, pattern=SHA256_HEX)
+
+
+class EditEntry(BaseModel):
+    """A changed input for a held call: validated, both kept; others must approve it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ref: str
+    name: str
+    input: Any
+    input_sha256: str | None = Field(default=None, pattern=SHA256_HEX)
+
+
+class RejectEntry(BaseModel):
+    """A no, with a reason the model is given."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ref: str
+    name: str
+    reason: str = Field(min_length=1, max_length=MAX_REASON)
+    input_sha256: str | None = Field(default=None, pattern=SHA256_HEX)
+
+
+VoteEntry = ApproveEntry | EditEntry | RejectEntry
+KIND: Mapping[type[BaseModel], VoteKind] = {
+    ApproveEntry: "approve", EditEntry: "edit", RejectEntry: "reject"}
+
+
+def held_call(calls: Mapping[str, ToolCall], entry: VoteEntry, now: datetime) -> ToolCall:
+    """The call awaiting approval that a vote names, still open at `now`."""
+    call = calls.get(entry.ref)
+    if call is None:
+        raise UnknownInterruptError(entry.ref)
+    if call.status == "expired" and call.decided_at is not None:
+        raise InterruptExpiredError(entry.ref, _expiry(call) or call.decided_at)
+    if call.status != "interrupted":
+        raise InterruptNotPendingError(entry.ref, call.decided_by, call.decided_at, call.decision)
+    if call.name != entry.name:
+        raise InterruptNameMismatchError(entry.ref, call.name, entry.name)
+    if not call.awaiting_approval:
+        raise NotAnApprovalError(entry.ref)
+    expires_at = _expiry(call)
+    if expires_at is not None and now >= expires_at:
+        raise InterruptExpiredError(entry.ref, expires_at)  # fails closed before the sweeper
+    current = sha256_hex(call.input)
+    if entry.input_sha256 is not None and entry.input_sha256 != current:
+        raise StaleInterruptError(entry.ref, entry.input_sha256, current)
+    return call
+
+
+def _expiry(call: ToolCall) -> datetime | None:
+    return None if call.approval is None else call.approval.terms.expires_at
+
+
+def check_voter(call: ToolCall, decider: Decider) -> None:
+    """Routing, four-eyes and one vote per person: each refusal says why, nothing is written."""
+    assert call.approval is not None
+    roles, groups = call.approval.deciders()
+    if not decider.may_decide(roles, groups):
+        raise ForbiddenError(
+            f"{decider.id} may not decide {call.name} {call.ref}: it needs one of the roles"
+            f" {sorted(roles)} or groups {sorted(groups)}",
+            ref=call.ref, actor=decider.id, reason="not_a_decider",
+            roles=sorted(roles), groups=sorted(groups))
+    if normalise_id(decider.id) == normalise_id(call.requester):
+        raise ForbiddenError(
+            f"{decider.id} asked for this input of {call.ref}; someone else must decide it",
+            ref=call.ref, actor=decider.id, reason="requester")
+    earlier = call.approval.vote_of(decider.id, sha256_hex(call.input))
+    if earlier is not None:
+        raise AlreadyVotedError(call.ref, earlier.actor, earlier.kind, earlier.at)
+
+
+def vote_decision(entry: VoteEntry, call: ToolCall, tool: Tool | None) -> Decision:
+    """The ApprovalVoted event's data, with the outcome this vote brings."""
+    assert call.approval is not None
+    kind = KIND[type(entry)]
+    data: dict[str, Any] = {"ref": entry.ref, "name": entry.name, "vote": kind,
+                            "input_sha256": sha256_hex(call.input)}
+    if isinstance(entry, EditEntry):
+        data["edited_input"] = _edited(entry, tool)
+        data["edited_input_sha256"] = sha256_hex(data["edited_input"])
+    if isinstance(entry, RejectEntry):
+        data["reason"] = entry.reason
+    data["outcome"] = _outcome(kind, call)
+    return ApprovalVoted, data
+
+
+def _outcome(kind: VoteKind, call: ToolCall) -> Outcome:
+    """An edit never resolves: its author became the requester of the new input."""
+    assert call.approval is not None
+    if kind == "reject":
+        return "rejected" if call.approval.terms.reject_rejects else "pending"
+    if kind == "edit":
+        return "pending"
+    count = len(call.approval.approvers(sha256_hex(call.input), call.requester)) + 1
+    return "approved" if count >= call.approval.terms.quorum else "pending"
+
+
+def _edited(entry: EditEntry, tool: Tool | None) -> Any:
+    if tool is None:
+        return entry.input
+    try:
+        return tool.input_json(entry.input, strict=True)
+    except SchemaError as exc:
+        raise InvalidToolInputError(entry.ref, entry.name, exc.errors) from None
+
+
+def barred_voters(state: ApprovalState, requester: str | None) -> set[str]:
+    """Who may not vote on a held call's current input (normalised): who asked for it, and
+    who voted on it already. The inbox's `decidable` filter lists by this, `check_voter`
+    refuses by the same rule (votes on an input an edit replaced no longer bar anyone)."""
+    current = next((v.input_sha256 for v in reversed(state.votes) if v.kind == "edit"), None)
+    voted = {v.actor for v in state.votes if current is None or v.input_sha256 == current}
+    return {normalise_id(i) for i in (*voted, requester)}
+
+
+def check_withdrawer(call: ToolCall, decider: Decider) -> None:
+    """Only who asked (who sent the turn or last changed the input) or an admin withdraws."""
+    asked = {normalise_id(call.requested_by), normalise_id(call.input_by)}
+    if not decider.admin and normalise_id(decider.id) not in asked:
+        raise ForbiddenError(
+            f"{decider.id} did not ask for {call.ref}; only its requester or an admin withdraws",
+            ref=call.ref, actor=decider.id, reason="not_the_requester")

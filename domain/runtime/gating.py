@@ -1,0 +1,37 @@
+"""Holding calls for approval before they run, as their policies say."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from interlock.domain.chat.aggregate import Chat
+from interlock.domain.chat.policies import Approval
+from interlock.domain.chat.state import ToolCall
+from interlock.domain.runtime.agent import Agent
+from interlock.domain.runtime.tools import SchemaError, Tool
+
+
+def hold_for_approval(chat: Chat, agent: Agent, calls: list[ToolCall], now: datetime
+                      ) -> list[ToolCall]:
+    """Hold each new call whose policy applies; the calls that may run now."""
+    runnable = []
+    for call in calls:
+        policy = agent.policy(call.name) if call.status == "requested" else None
+        tool = agent.tool(call.name)
+        if policy is None or tool is None or not _applies(policy, tool, call):
+            runnable.append(call)
+            continue
+        chat.hold_for_approval(call.ref, policy.terms(now, call.requester))
+    return runnable
+
+
+def _applies(policy: Approval, tool: Tool, call: ToolCall) -> bool:
+    """`when` of the validated input; an invalid input is left to fail when it runs."""
+    try:
+        value = tool.validate_input(call.input)
+    except SchemaError:
+        return False
+    try:
+        return policy.applies(value)
+    except Exception:  # noqa: BLE001 - the author's `when` failed: fail closed, hold the call
+        return True

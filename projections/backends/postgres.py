@@ -1,0 +1,373 @@
+"""The PostgreSQL backend: tracked recorders whose rows and position commit in one transaction."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from eventsourcing.persistence import PersistenceError
+from eventsourcing.postgres import (
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+    PostgresTrackingRecorder,
+)
+from psycopg import Cursor, sql
+from psycopg.rows import DictRow
+from psycopg.types.json import Json
+
+from interlock.domain.errors import InvalidRequestError
+from interlock.projections.engine.live import LeaderLostError
+from interlock.projections.engine.sql import (
+    JointBatchError,
+    PositionConflictError,
+    ReadModel,
+    Row,
+    SqlView,
+    ViewStore,
+)
+from interlock.projections.views.registry import READ_MODELS
+from interlock.stores.postgres import schema_lock
+
+# `json`, not `jsonb`: jsonb refuses "\u0000", and a view must accept every recorded event.
+_TYPES = {"json": sql.SQL("json"), "ts": sql.SQL("timestamptz")}
+# Rows and position commit together, so a crash that loses a view's commit only rewinds
+# it to an earlier exact state: its transactions need not wait for the WAL flush.
+_LOCK = (
+    "SELECT set_config('synchronous_commit', 'off', true), notification_id FROM {tracking}"
+    " WHERE application_name = %(app)s FOR UPDATE"
+)
+# Compare-and-set: the position moves from `start` to `upto`, or nothing is written.
+_ADVANCE = (
+    "INSERT INTO {tracking} AS t VALUES (%(app)s, %(upto)s) ON CONFLICT (application_name)"
+    " DO UPDATE SET notification_id = EXCLUDED.notification_id"
+    " WHERE t.notification_id = %(start)s RETURNING notification_id"
+)
+
+# The joint batch's compare-and-set, which has not locked the row first: from a position
+# the row must exist and hold it (a view reset meanwhile has no row, which an upsert would
+# take for a first batch); from 0 the upsert above (a concurrent first batch conflicts).
+_ADVANCE_FROM = (
+    "UPDATE {tracking} SET notification_id = %(upto)s WHERE application_name = %(app)s"
+    " AND notification_id = %(start)s RETURNING notification_id"
+)
+
+_MARK = "INSERT INTO {tracking} VALUES (%(marker)s, 1) ON CONFLICT DO NOTHING"
+
+
+class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
+    """One view in PostgreSQL; tables are `<prefix>_<name>` in the store's schema."""
+
+    dialect = "postgresql"
+
+    def __init__(
+        self, datastore: PostgresDatastore, view: type[SqlView], *, prefix: str = "interlock",
+        application_name: str = "Interlock",
+    ) -> None:
+        self.view_name, self.tables, self.ddl = view.view_name, view.tables, view.ddl
+        super().__init__(datastore, tracking_table_name=f"{prefix}_{self.view_name}_tracking")
+        self.application_name = application_name
+        schema = datastore.schema
+        self._names: dict[str, sql.Composable] = {
+            name: sql.Identifier(f"{prefix}_{name}") if name.endswith("_idx")
+            else sql.Identifier(schema, f"{prefix}_{name}")
+            for name in self.tables
+        }
+        self._names["tracking"] = sql.Identifier(schema, self.tracking_table_name)
+        self._composed: dict[str, bytes] = {}
+        self._local = _InBatch()
+        self.sql_create_statements.extend(
+            sql.SQL(t).format(**self._names, **_TYPES) for t in self.ddl)
+
+    def _q(self, template: str) -> bytes:
+        """The statement as bytes, rendered once: psycopg re-renders a Composed per call."""
+        query = self._composed.get(template)
+        if query is None:
+            query = sql.SQL(template).format(**self._names, **_TYPES).as_bytes(None)
+            self._composed[template] = query
+        return query
+
+    def setup(self) -> None:
+        with schema_lock(self.datastore):
+            self._mark_migrated()
+            self.create_table()
+
+    def _mark_migrated(self) -> None:
+        """Give a tracking table that lacks the library's migration marker its marker.
+
+        Every tracking table of a view is single-row (ours, and the CAS needs it); without
+        the marker the library takes one for a legacy table and renames it to `bkup1_...`,
+        which collides the second time. Tables recreated by earlier rebuilds lacked it.
+        """
+        self.tracking_table_exists = False
+        self.tracking_migration_previous = self.tracking_migration_current = None
+        with self.datastore.transaction(commit=True) as curs:
+            found = curs.execute("SELECT to_regclass(%s) AS t", (self._qualified(),)).fetchone()
+            if found and found["t"] is not None:
+                curs.execute(self._q(_MARK), {"marker": self.table_migration_identifier})
+
+    def _qualified(self) -> str:
+        return sql.Identifier(self.datastore.schema, self.tracking_table_name).as_string(None)
+
+    def position(self) -> int:
+        return self.max_tracking_id(self.application_name) or 0
+
+    @contextmanager
+    def batch(self, start: int, upto: int) -> Iterator[None]:
+        joint = self._local.joint
+        if joint is not None:
+            with joint.batch(self, start, upto):
+                yield
+            return
+        with self.datastore.transaction(commit=True) as curs:
+            found = self._locked_position(curs)
+            if found != start:
+                raise PositionConflictError(self.view_name, start, found)
+            self._local.cursor = curs
+            try:
+                with curs.connection.pipeline():
+                    yield
+                # Outside the pipeline: its result must be read, not the last queued one's.
+                self._advance(curs, start, upto)
+            finally:
+                self._local.cursor = None
+
+    def _locked_position(self, curs: Cursor[DictRow]) -> int:
+        row = curs.execute(self._q(_LOCK), {"app": self.application_name}).fetchone()
+        return int(row["notification_id"]) if row else 0
+
+    def _advance(self, curs: Cursor[DictRow], start: int, upto: int) -> None:
+        params = {"app": self.application_name, "start": start, "upto": upto}
+        if curs.execute(self._q(_ADVANCE), params).fetchone() is None:
+            raise PositionConflictError(self.view_name, start, None)
+
+    def joint(self, others: Sequence[ViewStore]) -> AbstractContextManager[None] | None:
+        stores = [self, *others]
+        if not all(isinstance(o, PostgresViewStore) and o.datastore is self.datastore
+                   for o in others):
+            return None
+        return _joint(self.datastore, stores)  # type: ignore[arg-type]
+
+    def advance_later(self, curs: Cursor[DictRow], start: int, upto: int) -> Cursor[DictRow]:
+        """Queue the compare-and-set of the position; its cursor has a row if it moved."""
+        params = {"app": self.application_name, "start": start, "upto": upto}
+        advance = curs.connection.cursor()
+        advance.execute(self._q(_ADVANCE_FROM if start else _ADVANCE), params)
+        return advance
+
+    def drop(self) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            self._drop(curs)
+
+    def reset(self) -> None:
+        with schema_lock(self.datastore), self.datastore.transaction(commit=True) as curs:
+            self._drop(curs)
+            # A table created now is new: the library inserts its migration marker.
+            self.tracking_table_exists = False
+            self.tracking_migration_previous = self.tracking_migration_current = None
+            self._create_table(curs)
+
+    def _drop(self, curs: Cursor[DictRow]) -> None:
+        for name in (*self.tables, "tracking"):
+            if not name.endswith("_idx"):
+                curs.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._names[name]))
+
+    def run(self, template: str, params: Mapping[str, Any]) -> None:
+        curs = self._local.cursor
+        assert curs is not None, "writes happen inside batch()"
+        curs.execute(self._q(template), _storable(params))
+
+    def run_many(self, template: str, params: Sequence[Mapping[str, Any]]) -> None:
+        curs = self._local.cursor
+        assert curs is not None, "writes happen inside batch()"
+        if params:
+            curs.executemany(self._q(template), [_storable(p) for p in params])
+
+    def fetch(self, template: str, params: Mapping[str, Any]) -> list[Row]:
+        for name, value in params.items():
+            if isinstance(value, str) and "\x00" in value:
+                raise InvalidRequestError(f"{name} contains a NUL character", parameter=name)
+        with self.datastore.get_connection() as conn:
+            return list(conn.execute(self._q(template), params).fetchall())
+
+    def encode_json(self, value: Any) -> Any:
+        return Json(value)
+
+    def encode_ts(self, value: datetime) -> Any:
+        return value
+
+    def load_json(self, value: Any) -> Any:
+        return value
+
+    def load_ts(self, value: Any) -> datetime:
+        assert isinstance(value, datetime)
+        return value
+
+
+class _InBatch(threading.local):
+    """The batch this thread is writing in: the views' thread and a request or the webhook
+    deliverer may each be inside a batch of the same view at once, in transactions of their
+    own; sharing one cursor slot, one would write into (or close) the other's."""
+
+    cursor: Cursor[DictRow] | None = None
+    joint: _Joint | None = None
+
+
+class _Joint:
+    """The views' batches of one pass in one pipelined transaction: one commit for all.
+
+    Each view's rows and position compare-and-set are queued; the positions are checked
+    once the pipeline has synced, and any that moved rolls the whole transaction back.
+    """
+
+    def __init__(self, curs: Cursor[DictRow]) -> None:
+        self.curs = curs
+        self.advances: list[tuple[str, int, Cursor[DictRow]]] = []
+
+    @contextmanager
+    def batch(self, store: PostgresViewStore, start: int, upto: int) -> Iterator[None]:
+        store._local.cursor = self.curs
+        try:
+            yield
+            self.advances.append((store.view_name, start, store.advance_later(self.curs, start,
+                                                                                upto)))
+        finally:
+            store._local.cursor = None
+
+    def check(self) -> None:
+        for view, start, advance in self.advances:
+            if advance.fetchone() is None:
+                raise PositionConflictError(view, start, None)
+
+
+@contextmanager
+def _joint(datastore: PostgresDatastore, stores: list[PostgresViewStore]) -> Iterator[None]:
+    try:
+        with datastore.transaction(commit=True) as curs:
+            joint = _Joint(curs)
+            curs.execute("SELECT set_config('synchronous_commit', 'off', true)")
+            for store in stores:
+                store._local.joint = joint
+            try:
+                with curs.connection.pipeline():
+                    yield
+            finally:
+                for store in stores:
+                    store._local.joint = None
+            joint.check()  # raising here rolls every view's rows back
+    except (PositionConflictError, psycopg.Error, PersistenceError) as exc:
+        raise JointBatchError(str(exc)) from exc
+
+
+def _storable(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """PostgreSQL text cannot hold NUL; a model may still send one (shown as U+FFFD)."""
+    if not any(isinstance(v, str) and "\x00" in v for v in params.values()):
+        return params
+    return {k: v.replace("\x00", "\ufffd") if isinstance(v, str) else v for k, v in params.items()}
+
+
+def postgres_views(
+    datastore: PostgresDatastore, application_name: str = "Interlock",
+    read_models: Iterable[ReadModel] = READ_MODELS,
+) -> list[SqlView]:
+    """The views of `read_models` (the registry's by default) in the store, created if missing."""
+    prefix = application_name.lower()
+    return [m.open(PostgresViewStore(datastore, m.view, prefix=prefix,
+                                     application_name=application_name))
+            for m in read_models]
+
+
+class AppendWaker:
+    """Blocks until the event recorder NOTIFYs an append, or a timeout passes.
+
+    LISTEN starts before the first catch-up, so an append committed between a pass and
+    the next wait is still queued on the connection and wakes it at once.
+    """
+
+    def __init__(self, recorder: PostgresApplicationRecorder) -> None:
+        self._stack = ExitStack()
+        self._conn = self._stack.enter_context(recorder.datastore.get_connection())
+        self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(recorder.channel_name)))
+        self._conn.commit()  # a LISTEN takes effect when its transaction commits
+
+    @property
+    def connection(self) -> Any:
+        return self._conn
+
+    def wait(self, timeout: float) -> None:
+        """Return on the next append (those already queued included) or after `timeout`."""
+        for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+            pass
+        for _ in self._conn.notifies(timeout=0):  # appends since then: one pass for all
+            pass
+
+    def close(self) -> None:
+        """Stop listening and give the connection back, even a broken one (the pool drops it)."""
+        try:
+            self._conn.execute("UNLISTEN *")
+            self._conn.commit()
+        finally:
+            self._stack.close()
+
+
+class ViewLeader:
+    """One process at a time applies a schema's views; the others read them.
+
+    The leader holds a session advisory lock on the connection that LISTENs for appends,
+    so it wakes on every process's commits; if it dies, its session ends, the lock is
+    free and another process takes over on its next try. Several servers (or
+    `--workers N`) then apply each event once instead of racing for every batch.
+    """
+
+    def __init__(self, recorder: PostgresApplicationRecorder, name: str) -> None:
+        self._recorder = recorder
+        self._key = f"interlock-views:{recorder.datastore.schema}:{name}"
+        self._waker: AppendWaker | None = None
+        self.leading = False
+
+    def try_lead(self) -> bool:
+        """True if this process leads (now or already); store errors propagate."""
+        if self.leading:
+            return True
+        try:
+            if self._waker is None:
+                self._waker = AppendWaker(self._recorder)
+            conn = self._waker.connection
+            row = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s)) AS leading",
+                               (self._key,)).fetchone()
+            conn.commit()  # notifications arrive between transactions
+        except (psycopg.Error, PersistenceError) as exc:
+            raise LeaderLostError(str(exc)) from exc
+        self.leading = bool(row and row["leading"])
+        return self.leading
+
+    def wait(self, timeout: float) -> None:
+        """Until the next append of any process (or `timeout`)."""
+        assert self._waker is not None, "lead first"
+        try:
+            self._waker.wait(timeout)
+        except (psycopg.Error, PersistenceError) as exc:
+            raise LeaderLostError(str(exc)) from exc
+
+    def interrupt(self) -> None:
+        """Wake the leader's wait now (a NOTIFY like an append's)."""
+        channel = sql.Identifier(self._recorder.channel_name)
+        with suppress(psycopg.Error, PersistenceError), \
+                self._recorder.datastore.get_connection() as conn:
+            conn.execute(sql.SQL("NOTIFY {}").format(channel))
+            conn.commit()
+
+    def close(self) -> None:
+        """Give up leadership (closing the session releases the lock)."""
+        waker, self._waker, self.leading = self._waker, None, False
+        if waker is None:
+            return
+        with suppress(psycopg.Error, PersistenceError):
+            # the connection goes back to the pool: its session must not keep the lock
+            waker.connection.execute("SELECT pg_advisory_unlock_all()")
+            waker.connection.commit()
+        with suppress(psycopg.Error, PersistenceError):
+            waker.close()  # returns the connection, broken or not

@@ -1,0 +1,181 @@
+"""The in-process runner: catches the views up after each commit and every poll interval."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from eventsourcing.persistence import Recording
+
+if TYPE_CHECKING:
+    from interlock.projections.engine.readmodels import SqlReadModels
+
+log = logging.getLogger(__name__)
+COALESCE_SECONDS = 0.025
+FIRST_RETRY, LAST_RETRY = 0.5, 30.0  # seconds between passes while the store fails
+FOLLOW_RETRY = 1.0  # seconds between a follower's tries to take over from the leader
+
+
+class LeaderLostError(Exception):
+    """The store connection behind the leader election failed: elect again later."""
+
+
+class Leader(Protocol):
+    """Who applies the views when several processes share a store (see ViewLeader)."""
+
+    leading: bool
+
+    def try_lead(self) -> bool: ...
+
+    def wait(self, timeout: float) -> None: ...
+
+    def interrupt(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LiveRunner:
+    """A thread that catches the views up after each commit and every `poll_interval`.
+
+    Each pass applies everything committed since the last one, in shared batches.
+    A pass that fails (store unreachable, tables being replaced) is logged and retried
+    with backoff; the views never stop for good. A view stuck on one event is the read
+    models' business (StuckViews): the others go on.
+    """
+
+    def __init__(
+        self, models: SqlReadModels, poll_interval: float, leader: Leader | None = None
+    ) -> None:
+        self.models = models
+        self.poll_interval = poll_interval
+        self.leader = leader  # None: this process alone applies the views
+        self._wake = threading.Event()
+        self._hurry = threading.Event()  # a reader is waiting: no coalescing delay
+        self._stopping = threading.Event()
+        self._changed = threading.Condition()
+        self._seen = 0
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name="interlock-views", daemon=True)
+
+    def start(self) -> None:
+        listeners = getattr(self.models.app, "commit_listeners", None)
+        if listeners is not None:
+            listeners.append(self._on_commit)
+        self._thread.start()
+
+    def _on_commit(self, recordings: Sequence[Recording[Any]]) -> None:
+        if self.leader is None or self.leader.leading:  # a follower's passes apply nothing
+            self.models.committed(recordings)
+        self._wake.set()
+
+    def _loop(self) -> None:
+        delay = FIRST_RETRY
+        while not self._stopping.is_set():
+            self._wake.clear()
+            self._hurry.clear()
+            if not self._lead():
+                self._stopping.wait(FOLLOW_RETRY)  # another process applies the views
+                continue
+            if not self._pass():
+                self._stopping.wait(delay)
+                delay = min(LAST_RETRY, delay * 2)
+                continue
+            delay = FIRST_RETRY
+            if self.leader is not None:
+                if self._wait_appends():  # any process's append wakes the leader
+                    self._hurry.wait(COALESCE_SECONDS)
+            elif self._wake.wait(self.poll_interval):
+                # Woken by a commit: let its writer answer first and gather the commits
+                # that follow, unless a reader is waiting for the views.
+                self._hurry.wait(COALESCE_SECONDS)
+
+    def _lead(self) -> bool:
+        """True if this process applies the views (alone, or as the elected leader)."""
+        if self.leader is None:
+            return True
+        try:
+            leading = self.leader.try_lead()
+        except LeaderLostError as exc:
+            self._fail(exc)
+            log.warning("views: cannot take part in the leader election: %s", exc)
+            self.leader.close()
+            return False
+        if not leading:
+            with self._changed:
+                self._error = None  # following is a healthy state: readers poll the views
+        return leading
+
+    def _wait_appends(self) -> bool:
+        assert self.leader is not None
+        try:
+            self.leader.wait(self.poll_interval)
+        except LeaderLostError as exc:
+            log.warning("views: lost the append notifications: %s", exc)
+            self.leader.close()
+            return False
+        return True
+
+    @property
+    def following(self) -> bool:
+        """True while another process applies the views: this one only reads them."""
+        return self.leader is not None and not self.leader.leading and self._error is None
+
+    def _pass(self) -> bool:
+        try:
+            if self._error is not None:
+                self.models.setup()  # re-attach: recreate tables dropped under us
+            seen = self.models.catch_up()
+        except Exception as exc:  # broad on purpose: whatever failed, the views must go on
+            if self._error is None:
+                log.exception("read models could not catch up; retrying with backoff")
+            self._fail(exc)
+            return False
+        self._publish(seen)
+        return True
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error of the last pass, while passes keep failing."""
+        return self._error
+
+    def _publish(self, seen: int) -> None:
+        with self._changed:
+            if self._error is not None:
+                log.info("read models catch up again")
+            self._seen, self._error = seen, None
+            self._changed.notify_all()
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._changed:
+            self._error = exc
+            self._changed.notify_all()
+
+    def wait(self, position: int, timeout: float) -> None:
+        """Block until the views reach `position`; TimeoutError if they cannot in time."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._seen < position:
+                self.models.check_not_stuck(position)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    failing = f" (failing: {self._error})" if self._error is not None else ""
+                    raise TimeoutError(f"views have not reached position {position}{failing}")
+                self._hurry.set()
+                self._wake.set()
+                self._changed.wait(remaining)
+
+    def stop(self) -> None:
+        listeners = getattr(self.models.app, "commit_listeners", None)
+        if listeners is not None and self._on_commit in listeners:
+            listeners.remove(self._on_commit)
+        self._stopping.set()
+        self._hurry.set()
+        self._wake.set()
+        if self.leader is not None and self.leader.leading:
+            self.leader.interrupt()  # it may be waiting for an append
+        self._thread.join()
+        if self.leader is not None:
+            self.leader.close()

@@ -1,0 +1,265 @@
+"""The read side as one object: keeps its views current and answers the queries."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal, TypeVar
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import Notification, Recording
+
+from interlock.projections.engine.live import Leader, LiveRunner
+from interlock.projections.engine.pages import Page
+from interlock.projections.engine.runner import (
+    BatchFailedError,
+    BatchRunner,
+    Noted,
+    Progress,
+    ViewStuckError,
+)
+from interlock.projections.engine.sql import JointBatchError, PositionConflictError, SqlView
+from interlock.projections.engine.stuck import StuckView, StuckViews
+from interlock.projections.views import export
+from interlock.projections.views.chats import ChatFilter, ChatSummary, ChatsView
+from interlock.projections.views.decisions import (
+    DecisionFilter,
+    DecisionRow,
+    DecisionStats,
+    DecisionsView,
+)
+from interlock.projections.views.inbox import InboxFilter, InboxRow, InboxView
+
+V = TypeVar("V", bound=SqlView)
+FRESH_KEPT = 10_000  # committed events kept for the next pass, at most
+POLL = 0.01  # seconds between reads of the views' positions while another process applies them
+
+
+class SqlReadModels:
+    """Queries over the views (the `ReadModels` contract) and, if asked, their runner."""
+
+    def __init__(
+        self,
+        app: Application[Any],
+        views: Sequence[SqlView],
+        *,
+        on_close: Callable[[], None] | None = None,
+        batch_size: int = 1000,
+        leader: Leader | None = None,
+    ) -> None:
+        """`leader`: how processes sharing a store elect the one that applies the views
+        (None: this process applies them)."""
+        self.app = app
+        self._leader = leader
+        self.runners = [BatchRunner(app, v.read_model.projection(v), batch_size) for v in views]
+        wanted = [r.projection.topics for r in self.runners]
+        self._topics = () if not all(wanted) else sorted({t for ts in wanted for t in ts})
+        self._on_close = on_close
+        self._live: LiveRunner | None = None
+        self.stuck_views = StuckViews()
+        self._known: dict[str, int] | None = None  # positions the last joint pass committed
+        # Events this process committed, by notification id, until a pass applies them:
+        # the pass need not decode again what it reads of them (see `committed`).
+        self._fresh: dict[int, Any] = {}
+        self._fresh_lock = threading.Lock()
+
+    def view(self, kind: type[V]) -> V:
+        """The view of read model `kind` (a `SqlView` subclass) in this store."""
+        for runner in self.runners:
+            if isinstance(runner.view, kind):
+                return runner.view
+        raise LookupError(f"no {kind.__name__} among the read models")
+
+    def runner(self, name: str) -> BatchRunner:
+        """The runner of the view called `name`."""
+        for runner in self.runners:
+            if runner.name == name:
+                return runner
+        raise LookupError(f"no read model named {name!r}")
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def chats(self, f: ChatFilter, limit: int = 50, cursor: str | None = None) -> Page[ChatSummary]:
+        return self.view(ChatsView).page(f, limit, cursor)
+
+    def inbox(self, f: InboxFilter, limit: int = 50, cursor: str | None = None) -> Page[InboxRow]:
+        return self.view(InboxView).page(f, limit, cursor)
+
+    def decisions(
+        self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
+    ) -> Page[DecisionRow]:
+        return self.view(DecisionsView).page(f, limit, cursor)
+
+    def decision_stats(self, f: DecisionFilter) -> DecisionStats:
+        return self.view(DecisionsView).stats(f)
+
+    def export_decisions(self, f: DecisionFilter, fmt: Literal["csv", "jsonl"]) -> Iterator[str]:
+        rows = export.rows_of(lambda cursor: self.decisions(f, 1000, cursor))
+        return export.export(rows, fmt)
+
+    # -- freshness ---------------------------------------------------------------------------
+
+    def positions(self) -> dict[str, int]:
+        return {r.name: r.view.position() for r in self.runners}
+
+    def catch_up(self, progress: Progress | None = None) -> int:
+        """Bring every view up to the log's head now, in this thread; the lowest position.
+
+        The views share each read of the log and each decoded event, and commit together
+        when they can (one transaction); a view stuck on an event stays where it is
+        (retried after its backoff) while the others go on.
+
+        When there is new work, the positions the last pass committed jointly are reused
+        instead of read again: a position moved meanwhile (a rebuild) fails the joint
+        compare-and-set, and the one-by-one path that follows rereads it. With nothing new
+        they are read, so a view reset under an idle log is caught up all the same.
+        """
+        head = self.app.recorder.max_notification_id() or 0
+        known, self._known = self._known, None
+        if not known or head <= min(known.values()):
+            known = {r.name: r.view.position() for r in self.runners}
+        positions = known
+        active = [r for r in self.runners if self.stuck_views.due(r.name)]
+        joint = True
+        while active and min(positions[r.name] for r in active) < head:
+            active, together = self._shared_step(active, positions, head, progress)
+            joint = joint and together
+        if joint and len(active) == len(self.runners):
+            self._known = positions
+        return min(positions.values())
+
+    def _shared_step(self, active: list[BatchRunner], positions: dict[str, int], head: int,
+                     progress: Progress | None) -> tuple[list[BatchRunner], bool]:
+        """One read of the log applied to the active views; those still active, and whether
+        they committed together (one joint transaction)."""
+        start, size = min(positions[r.name] for r in active), self.runners[0].batch_size
+        notes = self.app.recorder.select_notifications(
+            start, size, stop=head, topics=self._topics, inclusive_of_start=False)
+        upto = notes[-1].id if len(notes) == size else head
+        events = self._decoded(notes, upto)
+        if self._joint_step(active, positions, events, upto):
+            if progress is not None:
+                for runner in active:
+                    progress(runner.name, upto, head)
+            return active, True
+        still = []
+        for runner in active:
+            try:
+                positions[runner.name] = runner.apply(events, positions[runner.name], upto)
+            except ViewStuckError as exc:
+                self.stuck_views.failed(exc)
+                positions[runner.name] = runner.view.position()
+                continue
+            self.stuck_views.passed(runner.name)
+            still.append(runner)
+            if progress is not None:
+                progress(runner.name, positions[runner.name], head)
+        return still, False
+
+    def committed(self, recordings: Sequence[Recording[Any]]) -> None:
+        """Keep the events a commit of this process just wrote for the pass that applies
+        them. What the pass reads from the log is still the log: a kept event only stands
+        in for decoding the record with the same notification id, and only while decoding
+        it would give the same event (`reads_as_committed`: not once its chat is erased)."""
+        with self._fresh_lock:
+            if len(self._fresh) > FRESH_KEPT:  # no pass has run for a while (failing)
+                self._fresh.clear()
+            for recording in recordings:
+                self._fresh[recording.notification.id] = recording.domain_event
+
+    def _decoded(self, notes: Sequence[Notification], upto: int) -> list[Noted]:
+        """The notes' events: those a commit handed over as they are, the others decoded.
+
+        Kept events the log has now been read past (up to `upto`) are let go: one a view
+        stuck on it, or a rebuild, reads again is decoded from the log.
+        """
+        with self._fresh_lock:
+            kept = [self._fresh.pop(n.id, None) for n in notes]
+            for nid in [nid for nid in self._fresh if nid <= upto]:
+                del self._fresh[nid]
+        mapper = self.app.mapper
+        reads_as = getattr(mapper, "reads_as_committed", None)
+        return [(n.id, n.topic, e if e is not None and reads_as is not None and reads_as(e)
+                 else mapper.to_domain_event(n)) for n, e in zip(notes, kept, strict=True)]
+
+    def _joint_step(self, active: list[BatchRunner], positions: dict[str, int],
+                    events: list[Noted], upto: int) -> bool:
+        """Every active view's batch in one transaction, when the backend can; True if done.
+
+        The common case (every view healthy, nobody racing) costs one commit instead of one
+        per view. Anything else (a view failing on an event, a position moved by another
+        runner, a store error) rolls it all back and returns False: the views are then
+        applied one by one, where failures are isolated and named.
+        """
+        if len(active) < 2:
+            return False
+        joint = active[0].view.store.joint([r.view.store for r in active[1:]])
+        if joint is None:
+            return False
+        try:
+            with joint:
+                for runner in active:
+                    start = positions[runner.name]
+                    if start < upto:
+                        runner.write(runner.wanted(events, start, upto), start, upto)
+        except (JointBatchError, BatchFailedError, PositionConflictError):
+            return False
+        for runner in active:
+            positions[runner.name] = max(positions[runner.name], upto)
+            self.stuck_views.passed(runner.name)
+        return True
+
+    def setup(self) -> None:
+        """Create every view's tables that are missing (they may have been dropped)."""
+        for runner in self.runners:
+            runner.view.setup()
+
+    def stuck(self) -> list[StuckView]:
+        """The views stopped on an event they cannot apply (retried with backoff)."""
+        return self.stuck_views.report()
+
+    def is_current(self) -> bool:
+        return self.lag() == 0
+
+    def lag(self) -> int:
+        head = self.app.recorder.max_notification_id() or 0
+        return max(0, head - min(self.positions().values()))
+
+    def stopped(self) -> bool:
+        """True while a view is stuck on an event or the runner keeps failing."""
+        failing = self._live is not None and self._live.error is not None
+        return failing or bool(self.stuck())
+
+    def wait(self, position: int | None, timeout: float = 5.0) -> None:
+        if position is None:
+            return
+        self.check_not_stuck(position)
+        if self._live is not None and not self._live.following:
+            self._live.wait(position, timeout)
+            return
+        deadline = time.monotonic() + timeout
+        while min(self.positions().values()) < position:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"views have not reached position {position} "
+                                   "(applied by another process)")
+            time.sleep(POLL)  # another process applies the views: poll their positions
+
+    def check_not_stuck(self, position: int) -> None:
+        """Raise TimeoutError at once if a stuck view cannot reach `position`."""
+        for runner in self.runners:
+            error = self.stuck_views.blocking(runner.name, position)
+            if error is not None:
+                raise TimeoutError(str(error))
+
+    def start(self, poll_interval: float = 0.5) -> None:
+        """Keep the views current from a thread of this process (the embedded default)."""
+        self._live = LiveRunner(self, poll_interval, self._leader)
+        self._live.start()
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        if self._on_close is not None:
+            self._on_close()

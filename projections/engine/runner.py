@@ -1,0 +1,141 @@
+"""Batch catch-up: many notifications per transaction, the last position as tracking."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection
+
+from interlock.projections.engine.sql import PositionConflictError, SqlView
+
+Progress = Callable[[str, int, int], None]  # view name, position, head
+Noted = tuple[int, str, Any]  # notification id, topic, decoded event
+
+
+class ViewStuckError(Exception):
+    """A view cannot apply one event: it stays at the position just before it."""
+
+    def __init__(self, view: str, notification_id: int, topic: str, cause: BaseException) -> None:
+        super().__init__(f"view {view} cannot apply event {notification_id} ({topic}): "
+                         f"{type(cause).__name__}: {cause}")
+        self.view, self.notification_id, self.topic = view, notification_id, topic
+        self.cause = cause
+
+
+class BatchFailedError(Exception):
+    """An error raised once a batch began: caused by one of its events."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class BatchRunner:
+    """Applies the application's notification log to one view, `batch_size` at a time.
+
+    Each batch is one transaction covering the positions (start, upto]; a runner that
+    lost a race to another one is refused (compare-and-set on the position) and rereads.
+    A batch that fails otherwise is retried one event per transaction, so the event the
+    view cannot apply is named (ViewStuckError) and the events before it are kept.
+    """
+
+    def __init__(
+        self, app: Application[Any], projection: Projection[Any], batch_size: int = 1000
+    ) -> None:
+        self.app = app
+        self.projection = projection
+        self.view: SqlView = projection.view
+        self.batch_size = batch_size
+
+    @property
+    def name(self) -> str:
+        return self.view.view_name
+
+    def apply(self, events: Sequence[Noted], start: int, upto: int) -> int:
+        """Apply already-decoded events in (start, upto] as one batch; the new position.
+
+        Lets several views share one read of the log (SqlReadModels.catch_up). Raises
+        ViewStuckError naming the event the view cannot apply.
+        """
+        if upto <= start:
+            return start
+        wanted = self.wanted(events, start, upto)
+        try:
+            self._write(wanted, start, upto)
+        except PositionConflictError:
+            return self.view.position()  # another runner (or a rebuild) moved it: reread
+        except BatchFailedError:
+            return self._one_by_one(wanted, start, upto)
+        return upto
+
+    def wanted(self, events: Sequence[Noted], start: int, upto: int) -> list[Noted]:
+        """The events in (start, upto] that this view's projection takes."""
+        topics = set(self.projection.topics)  # empty: every event
+        return [e for e in events if start < e[0] <= upto and (not topics or e[1] in topics)]
+
+    def write(self, events: Sequence[Noted], start: int, upto: int) -> None:
+        """Apply `events` as the batch (start, upto]; raises whatever stops it (no retry)."""
+        self._write(events, start, upto)
+
+    def _write(self, events: Sequence[Noted], start: int, upto: int) -> None:
+        began = False
+        try:
+            with self.view.batch(start, upto):
+                began = True
+                for note_id, _, event in events:
+                    self.projection.process_event(event, Tracking(self.app.name, note_id))
+        except PositionConflictError:
+            raise
+        except Exception as exc:  # broad on purpose: any handler error names its event
+            if not began:
+                raise  # the store itself failed (unreachable, say): no event to blame
+            raise BatchFailedError(exc) from exc
+
+    def _one_by_one(self, events: Sequence[Noted], start: int, upto: int) -> int:
+        position = start
+        for note in events:
+            try:
+                self._write([note], position, note[0])
+            except PositionConflictError:
+                return self.view.position()
+            except BatchFailedError as failed:
+                raise ViewStuckError(self.name, note[0], note[1], failed.cause) from failed.cause
+            position = note[0]
+        if position < upto:
+            self._write([], position, upto)
+        return upto
+
+    def step(self, head: int | None = None, start: int | None = None) -> int:
+        """Apply one batch; the new position (unchanged when already current)."""
+        if start is None:
+            start = self.view.position()
+        if head is None:
+            head = self.app.recorder.max_notification_id() or 0
+        if head <= start:
+            return start
+        notes = self.app.recorder.select_notifications(
+            start, self.batch_size, stop=head, topics=self.projection.topics,
+            inclusive_of_start=False,
+        )
+        upto = notes[-1].id if len(notes) == self.batch_size else head
+        events = [(n.id, n.topic, self.app.mapper.to_domain_event(n)) for n in notes]
+        return self.apply(events, start, upto)
+
+    def catch_up(self, progress: Progress | None = None, head: int | None = None) -> int:
+        """Apply batches until the view has seen the head read at the start; the position."""
+        if head is None:
+            head = self.app.recorder.max_notification_id() or 0
+        position = self.view.position()
+        while position < head:
+            position = self.step(head, position)
+            if progress is not None:
+                progress(self.name, position, head)
+        return position
+
+    def rebuild(self, progress: Progress | None = None) -> int:
+        """Empty the view (one transaction) and replay the whole log into it; the position."""
+        self.view.reset()
+        return self.catch_up(progress)

@@ -1,0 +1,377 @@
+"""The approvers' inbox: interrupts awaiting a decision, across all chats."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from eventsourcing.dispatch import singledispatchmethod
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection
+from pydantic import BaseModel, ConfigDict
+
+from interlock.domain.chat.approval_events import (
+    ApprovalEscalated,
+    ApprovalRequested,
+    ApprovalVoted,
+    InterruptExpired,
+    InterruptWithdrawn,
+)
+from interlock.domain.chat.events import (
+    ChatStarted,
+    Interrupted,
+    Responded,
+    Restarted,
+    ToolRequested,
+    TurnFinished,
+    TurnRetried,
+    UserMessageSent,
+)
+from interlock.domain.chat.policies import ApprovalState, Vote, normalise_id
+from interlock.domain.chat.rules import AWAITS_AGENT, barred_voters
+from interlock.projections.engine import cursors
+from interlock.projections.engine.pages import Page, paginate
+from interlock.projections.engine.sql import Key, ReadModel, Row, SqlView, ViewStore, equal_filters
+
+
+class InboxRow(BaseModel):
+    """A pending interrupt awaiting a decision."""
+
+    model_config = ConfigDict(frozen=True)
+
+    chat_id: str
+    tenant: str
+    agent: str
+    ref: str
+    tool: str
+    input: Any = None
+    metadata: Any = None  # the interrupt payload: any JSON value
+    requested_at: datetime
+    requested_by: str | None = None
+    approval: dict[str, Any] | None = None  # a held call: terms, votes so far, escalated
+    expires_at: datetime | None = None
+
+
+class InboxFilter(BaseModel):
+    """Which pending interrupts to list."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: str | None = None
+    agent: str | None = None
+    tool: str | None = None
+    chat_id: str | None = None
+    older_than: datetime | None = None
+    newest_first: bool = False
+    decidable_by: Decidable | None = None  # only what this principal may decide now
+
+
+@dataclass(frozen=True)
+class Decidable:
+    """A principal as the inbox filters for it: normalised id, roles and groups."""
+
+    id: str
+    roles: frozenset[str]
+    groups: frozenset[str]
+
+
+_COLUMNS = ("chat_id, tenant, agent, ref, tool, input, metadata, requested_at, requested_by,"
+            " approval, expires_at")
+# `deciders` lists ",role:x,group:y," and `voters` ",id," (normalised) so LIKE can filter.
+
+
+class InboxView(SqlView):
+    """Pending interrupts, plus the chats and calls they are joined from."""
+
+    view_name = "inbox"
+    tables = ("inbox", "inbox_chats", "inbox_calls", "inbox_time_idx", "inbox_tenant_idx",
+              "inbox_agent_idx", "inbox_tool_idx", "inbox_due_idx", "inbox_awaiting")
+    ddl = (
+        "CREATE TABLE IF NOT EXISTS {inbox_chats} (chat_id text PRIMARY KEY, tenant text NOT NULL,"
+        " agent text NOT NULL, turn_by text)",
+        "CREATE TABLE IF NOT EXISTS {inbox_calls} (chat_id text NOT NULL, ref text NOT NULL,"
+        " name text NOT NULL, input {json}, requested_by text, PRIMARY KEY (chat_id, ref))",
+        "CREATE TABLE IF NOT EXISTS {inbox} (chat_id text NOT NULL, ref text NOT NULL,"
+        " tenant text NOT NULL, agent text NOT NULL, tool text NOT NULL, input {json},"
+        " metadata {json}, requested_at {ts} NOT NULL, requested_by text,"
+        " approval {json}, expires_at {ts}, due_at {ts}, deciders text NOT NULL DEFAULT '',"
+        " voters text NOT NULL DEFAULT ',', PRIMARY KEY (chat_id, ref))",
+        "CREATE INDEX IF NOT EXISTS {inbox_time_idx} ON {inbox} (requested_at, chat_id, ref)",
+        "CREATE INDEX IF NOT EXISTS {inbox_tenant_idx} ON {inbox}"
+        " (tenant, requested_at, chat_id, ref)",
+        "CREATE INDEX IF NOT EXISTS {inbox_agent_idx} ON {inbox}"
+        " (agent, requested_at, chat_id, ref)",
+        "CREATE INDEX IF NOT EXISTS {inbox_tool_idx} ON {inbox} (tool, requested_at, chat_id, ref)",
+        # The sweeper's query: what is due (expiry or escalation) soonest first.
+        "CREATE INDEX IF NOT EXISTS {inbox_due_idx} ON {inbox} (due_at, chat_id, ref)"
+        " WHERE due_at IS NOT NULL",
+        # Chats whose turn a sweeper without their agent ended: a process with it continues.
+        "CREATE TABLE IF NOT EXISTS {inbox_awaiting} (chat_id text PRIMARY KEY,"
+        " agent text NOT NULL, since {ts} NOT NULL)",
+    )
+    dump_sql = f"SELECT {_COLUMNS} FROM {{inbox}} ORDER BY chat_id, ref"
+
+    def chat_started(self, chat_id: str, tenant: str, agent: str) -> None:
+        self._run("INSERT INTO {inbox_chats} VALUES (%(c)s, %(t)s, %(a)s, NULL)",
+                  {"c": chat_id, "t": tenant, "a": agent})
+
+    def message_sent(self, chat_id: str, actor: str) -> None:
+        self._run("UPDATE {inbox_chats} SET turn_by = %(a)s WHERE chat_id = %(c)s",
+                  {"c": chat_id, "a": actor})
+
+    def awaits_agent(self, chat_id: str, at: datetime) -> None:
+        """The chat's turn ended for want of its agent after an expiry or a withdrawal."""
+        self._run("INSERT INTO {inbox_awaiting} SELECT chat_id, agent, %(at)s FROM {inbox_chats}"
+                  " WHERE chat_id = %(c)s ON CONFLICT (chat_id) DO NOTHING",
+                  {"c": chat_id, "at": self._ts(at)})
+
+    def turn_moved_on(self, chat_id: str) -> None:
+        self._run("DELETE FROM {inbox_awaiting} WHERE chat_id = %(c)s", {"c": chat_id})
+
+    def awaiting(self, agents: list[str], limit: int) -> list[str]:
+        """Chats of these agents whose turn waits to go on after an expiry, oldest first."""
+        if not agents:
+            return []
+        names = {f"a{i}": a for i, a in enumerate(agents)}
+        rows = self._fetch(
+            "SELECT chat_id FROM {inbox_awaiting} WHERE agent IN ("
+            + ", ".join(f"%({k})s" for k in names) + ") ORDER BY since, chat_id LIMIT %(limit)s",
+            {**names, "limit": limit})
+        return [r["chat_id"] for r in rows]
+
+    def tool_requested(self, chat_id: str, ref: str, name: str, input: Any) -> None:
+        self._run("INSERT INTO {inbox_calls} SELECT chat_id, %(r)s, %(n)s, %(i)s, turn_by"
+                  " FROM {inbox_chats} WHERE chat_id = %(c)s",
+                  {"c": chat_id, "r": ref, "n": name, "i": self._json(input)})
+
+    def interrupted(
+        self, chat_id: str, ref: str, metadata: Any, at: datetime
+    ) -> None:
+        self._run(
+            "INSERT INTO {inbox} (chat_id, ref, tenant, agent, tool, input, metadata,"
+            " requested_at, requested_by, deciders) SELECT c.chat_id, c.ref, h.tenant, h.agent,"
+            " c.name, c.input, %(m)s, %(at)s, c.requested_by, ',role:approver,'"
+            " FROM {inbox_calls} c JOIN {inbox_chats} h"
+            " ON h.chat_id = c.chat_id WHERE c.chat_id = %(c)s AND c.ref = %(r)s",
+            {"c": chat_id, "r": ref, "m": self._json(metadata), "at": self._ts(at)})
+
+    def held(self, chat_id: str, ref: str, state: ApprovalState, at: datetime) -> None:
+        """A call held for approval enters the inbox with its terms."""
+        self.interrupted(chat_id, ref, {"approval": state.terms.model_dump(mode="json")}, at)
+        self.approval_changed(chat_id, ref, state, None)
+
+    def __init__(self, store: ViewStore, read_model: ReadModel) -> None:
+        super().__init__(store, read_model)
+        # States written in this batch: a read on another connection would not see them yet.
+        self._states: dict[tuple[str, str], ApprovalState | None] = {}
+
+    def _begin_batch(self) -> None:
+        self._states = {}
+
+    def approval_changed(self, chat_id: str, ref: str, state: ApprovalState, input: Any) -> None:
+        """Votes, an edit or an escalation: the row shows them and who may decide now."""
+        self._states[chat_id, ref] = state
+        terms, (roles, groups) = state.terms, state.deciders()
+        due = [t for t in (terms.expires_at, None if state.escalated else terms.escalate_at) if t]
+        self._run(
+            "UPDATE {inbox} SET approval = %(ap)s, expires_at = %(ex)s, due_at = %(due)s,"
+            " deciders = %(d)s, voters = %(v)s, input = COALESCE(%(i)s, input)"
+            " WHERE chat_id = %(c)s AND ref = %(r)s",
+            {"c": chat_id, "r": ref, "ap": self._json(state.model_dump(mode="json")),
+             "ex": self._ts(terms.expires_at) if terms.expires_at else None,
+             "due": self._ts(min(due)) if due else None,
+             "d": _tags(roles, groups), "v": _voters(state, terms.requested_by),
+             "i": None if input is None else self._json(input)})
+
+    def approval(self, chat_id: str, ref: str) -> ApprovalState | None:
+        """The held call's state: as this batch left it, else as committed."""
+        if (chat_id, ref) in self._states:
+            return self._states[chat_id, ref]
+        rows = self._fetch("SELECT approval FROM {inbox} WHERE chat_id = %(c)s AND ref = %(r)s",
+                           {"c": chat_id, "r": ref})
+        raw = self._load_json(rows[0]["approval"]) if rows else None
+        return None if raw is None else ApprovalState.model_validate(raw)
+
+    def due(self, now: datetime, limit: int, after: Key | None = None) -> list[Key]:
+        """Held calls whose expiry or escalation is due at `now`, soonest first (indexed):
+        (due_at, chat_id, ref) keys, after the key `after` if given."""
+        params: dict[str, Any] = {"now": self._ts(now), "limit": limit}
+        beyond = ""
+        if after is not None:
+            beyond = " AND (due_at, chat_id, ref) > (%(k0)s, %(k1)s, %(k2)s)"
+            params.update(k0=self._ts(after[0]), k1=after[1], k2=after[2])
+        rows = self._fetch("SELECT due_at, chat_id, ref FROM {inbox} WHERE due_at <= %(now)s"
+                           f"{beyond} ORDER BY due_at, chat_id, ref LIMIT %(limit)s", params)
+        return [(self._load_ts(r["due_at"]), r["chat_id"], r["ref"]) for r in rows]
+
+    def input_replaced(self, chat_id: str, ref: str, input: Any) -> None:
+        self._run("UPDATE {inbox_calls} SET input = %(i)s WHERE chat_id = %(c)s AND ref = %(r)s",
+                  {"c": chat_id, "r": ref, "i": self._json(input)})
+
+    def gone(self, chat_id: str, ref: str) -> None:
+        self.decided(chat_id, ref)
+
+    def decided(self, chat_id: str, ref: str) -> None:
+        self._states[chat_id, ref] = None
+        self._run("DELETE FROM {inbox} WHERE chat_id = %(c)s AND ref = %(r)s",
+                  {"c": chat_id, "r": ref})
+
+    def page(self, f: InboxFilter, limit: int, cursor: str | None) -> Page[InboxRow]:
+        """Oldest request first, unless `f.newest_first`."""
+        rows = self.query(f, limit + 1, cursors.decode(cursor, str, str))
+        return paginate(rows, limit, lambda r: (r.requested_at, r.chat_id, r.ref))
+
+    def query(self, f: InboxFilter, limit: int, after: Key | None) -> list[InboxRow]:
+        """Up to `limit` rows after the keyset `after`."""
+        conds, params = equal_filters(f.model_dump(), ("tenant", "agent", "tool", "chat_id"))
+        if f.older_than is not None:
+            conds.append("requested_at < %(older)s")
+            params["older"] = self._ts(f.older_than)
+        if f.decidable_by is not None:
+            _decidable(f.decidable_by, self._ts(datetime.now(UTC)), conds, params)
+        if after is not None:
+            beyond = "<" if f.newest_first else ">"
+            conds.append(f"(requested_at, chat_id, ref) {beyond} (%(k0)s, %(k1)s, %(k2)s)")
+            params.update(k0=self._ts(after[0]), k1=after[1], k2=after[2])
+        order = ("requested_at DESC, chat_id DESC, ref DESC" if f.newest_first
+                 else "requested_at, chat_id, ref")
+        rows = self._select(f"SELECT {_COLUMNS} FROM {{inbox}}", conds, order, params, limit)
+        return [self._row(r) for r in rows]
+
+    def _row(self, r: Row) -> InboxRow:
+        expires = r["expires_at"]
+        return InboxRow(**{**r, "input": self._load_json(r["input"]),
+                           "metadata": self._load_json(r["metadata"]),
+                           "approval": self._load_json(r["approval"]),
+                           "expires_at": None if expires is None else self._load_ts(expires),
+                           "requested_at": self._load_ts(r["requested_at"])})
+
+
+def _token(name: str) -> str:
+    """A name as a list item: its commas and percent signs encoded, so items never run on."""
+    return name.replace("%", "%25").replace(",", "%2C")
+
+
+def _listed(names: Iterable[str]) -> str:
+    return "," + "".join(f"{_token(n)}," for n in sorted(set(names)))
+
+
+def _item(name: str) -> str:
+    """A LIKE pattern matching the list item `name` exactly (wildcards escaped)."""
+    escaped = _token(name).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%,{escaped},%"
+
+
+def _tags(roles: set[str], groups: set[str]) -> str:
+    return _listed([f"role:{r}" for r in roles] + [f"group:{g}" for g in groups])
+
+
+def _voters(state: ApprovalState, requester: str | None) -> str:
+    """Who may not vote now, as the domain rules say (see `barred_voters`)."""
+    return _listed(barred_voters(state, requester))
+
+
+def _decidable(who: Decidable, now: Any, conds: list[str], params: dict[str, Any]) -> None:
+    """What `who` may vote on now, by the domain's rules: their role or group is among the
+    deciders (any, for an admin), they are not barred (requester, voted on this input),
+    and the deadline has not passed (a held call fails closed before the sweeper runs)."""
+    if "admin" not in who.roles:
+        tags = [f"role:{r}" for r in sorted(who.roles)] + [f"group:{g}" for g in sorted(who.groups)]
+        ors = [f"deciders LIKE %(tag{i})s ESCAPE '\\'" for i in range(len(tags))] or ["1 = 0"]
+        params.update({f"tag{i}": _item(t) for i, t in enumerate(tags)})
+        conds.append("(" + " OR ".join(ors) + ")")
+    conds.append("voters NOT LIKE %(me)s ESCAPE '\\'")
+    params["me"] = _item(normalise_id(who.id))
+    conds.append("(expires_at IS NULL OR expires_at > %(now)s)")
+    params["now"] = now
+
+
+class InboxProjection(Projection[InboxView]):
+    """Writes the inbox: an interrupt enters it, a decision removes it."""
+
+    name = "inbox"
+    topics = tuple(c.TOPIC for c in (ChatStarted, UserMessageSent, ToolRequested, Interrupted,
+                                     Responded, Restarted, ApprovalRequested, ApprovalVoted,
+                                     ApprovalEscalated, InterruptExpired, InterruptWithdrawn,
+                                     TurnFinished, TurnRetried))
+
+    @singledispatchmethod
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        """Other events do not change the inbox."""
+
+    @process_event.register
+    def _started(self, e: ChatStarted, tracking: Tracking) -> None:
+        self.view.chat_started(str(e.originator_id), e.tenant, e.agent)
+
+    @process_event.register
+    def _message(self, e: UserMessageSent, tracking: Tracking) -> None:
+        self.view.message_sent(str(e.originator_id), e.actor)
+        self.view.turn_moved_on(str(e.originator_id))
+
+    @process_event.register
+    def _finished(self, e: TurnFinished, tracking: Tracking) -> None:
+        if e.reason == "failed" and e.error == AWAITS_AGENT:
+            self.view.awaits_agent(str(e.originator_id), e.timestamp)
+
+    @process_event.register
+    def _retried(self, e: TurnRetried, tracking: Tracking) -> None:
+        self.view.turn_moved_on(str(e.originator_id))
+
+    @process_event.register
+    def _requested(self, e: ToolRequested, tracking: Tracking) -> None:
+        self.view.tool_requested(str(e.originator_id), e.ref, e.name, e.input)
+
+    @process_event.register
+    def _interrupted(self, e: Interrupted, tracking: Tracking) -> None:
+        self.view.interrupted(str(e.originator_id), e.ref, e.metadata, e.timestamp)
+
+    @process_event.register
+    def _responded(self, e: Responded, tracking: Tracking) -> None:
+        self.view.decided(str(e.originator_id), e.ref)
+
+    @process_event.register
+    def _restarted(self, e: Restarted, tracking: Tracking) -> None:
+        self.view.decided(str(e.originator_id), e.ref)
+        if e.replaced_input_sha256 is not None:
+            self.view.input_replaced(str(e.originator_id), e.ref, e.replace_input)
+
+    @process_event.register
+    def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:
+        self.view.held(str(e.originator_id), e.ref, ApprovalState(terms=e.terms), e.timestamp)
+
+    @process_event.register
+    def _voted(self, e: ApprovalVoted, tracking: Tracking) -> None:
+        chat_id = str(e.originator_id)
+        if e.outcome != "pending":
+            self.view.decided(chat_id, e.ref)
+            return
+        state = self.view.approval(chat_id, e.ref)
+        if state is None:
+            return
+        vote = Vote(actor=e.actor, kind=e.vote, at=e.timestamp, reason=e.reason,
+                    input_sha256=e.edited_input_sha256 or e.input_sha256)
+        terms = state.terms
+        if e.edited_input_sha256 is not None:  # the editor now asks for the new input
+            terms = terms.model_copy(update={"requested_by": e.actor})
+        state = state.model_copy(update={"votes": [*state.votes, vote], "terms": terms})
+        self.view.approval_changed(chat_id, e.ref, state, e.edited_input)
+
+    @process_event.register
+    def _escalated(self, e: ApprovalEscalated, tracking: Tracking) -> None:
+        state = self.view.approval(str(e.originator_id), e.ref)
+        if state is not None:
+            state = state.model_copy(update={"escalated": True})
+            self.view.approval_changed(str(e.originator_id), e.ref, state, None)
+
+    @process_event.register
+    def _expired(self, e: InterruptExpired, tracking: Tracking) -> None:
+        self.view.decided(str(e.originator_id), e.ref)
+
+    @process_event.register
+    def _withdrawn(self, e: InterruptWithdrawn, tracking: Tracking) -> None:
+        self.view.decided(str(e.originator_id), e.ref)
+
+
+READ_MODEL = ReadModel(InboxView, InboxProjection)
