@@ -1,0 +1,181 @@
+"""What a recorded chat holds for a replay: its inputs (steps), its model answers keyed by the
+request each was sent, and its tool outcomes keyed by tool and input.
+
+The log records each model reply but not the request it answered. The turn loop builds that
+request deterministically from the chat's state and its agent (`TurnLoop._request`: the system
+prompt, the messages so far, the tools' definitions), so it is rebuilt here from the state just
+before each `ModelResponded`, with the agent whose fingerprint the chat recorded (a baseline).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from interlock.domain.chat import approval_events as ae
+from interlock.domain.chat import events as ev
+from interlock.domain.chat.aggregate import Chat
+from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.messages import Message, text_message
+from interlock.domain.chat.state import ChatState
+from interlock.domain.runtime.agent import Agent
+
+StepKind = Literal["start", "send", "resume", "retry", "withdraw", "escalate", "expire"]
+Outcome = tuple[Literal["completed", "failed", "interrupted"], Any]
+DECISIONS = (ev.Responded, ev.Restarted, ae.ApprovalVoted)
+_KINDS: Mapping[type[ev.ChatEvent], StepKind] = {
+    ev.ChatStarted: "start", ev.UserMessageSent: "send", ev.TurnRetried: "retry",
+    ev.Responded: "resume", ev.Restarted: "resume", ae.ApprovalVoted: "resume",
+    ae.InterruptWithdrawn: "withdraw", ae.ApprovalEscalated: "escalate",
+    ae.InterruptExpired: "expire",
+}
+# Facts of the run, not of the conversation: never compared.
+UNCOMPARED = (ev.TurnHeartbeat, ae.AgentFingerprinted)
+
+
+def model_name(agent: Agent) -> str:
+    return agent.model if isinstance(agent.model, str) else agent.model.name
+
+
+def request_body(agent: Agent | None, messages: Iterable[Message]) -> dict[str, Any]:
+    """What the turn loop sends the model, as JSON; without an agent, the messages only."""
+    wired = [m.wire() for m in messages]
+    if agent is None:
+        return {"messages": wired}
+    system = [text_message("system", agent.system).wire()] if agent.system else []
+    return {"model": model_name(agent), "messages": [*system, *wired],
+            "tools": [d.model_dump(mode="json") for d in agent.definitions]}
+
+
+def tool_key(name: str, input: Any, resumed: Any) -> str:
+    """A tool run is told apart by its tool, its input and a restart's metadata."""
+    return sha256_hex({"name": name, "input": input, "resumed": resumed})
+
+
+@dataclass
+class Step:
+    """One input of the recorded chat (a message, a resume...) and the events it recorded."""
+
+    kind: StepKind
+    inputs: list[ev.ChatEvent]
+    events: list[ev.ChatEvent] = field(default_factory=list)  # inputs included
+    seen: dict[str, Any] = field(default_factory=dict)  # ref -> the input a decision was on
+
+    @property
+    def version(self) -> int:
+        return self.inputs[0].originator_version
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One recorded model call: the request rebuilt, its key, the reply recorded."""
+
+    version: int
+    key: str
+    request: dict[str, Any]
+    reply: Message
+    known_agent: bool
+
+
+@dataclass
+class ChatRecording:
+    chat_id: Any
+    agent: str
+    tenant: str
+    steps: list[Step]
+    calls: list[ModelCall]
+    tools: dict[str, list[Outcome]]
+    fingerprints: list[str]
+    unknown_agent: bool  # a model call's agent was not among the baselines
+
+    def answers(self) -> dict[str, deque[Message]]:
+        """The recorded replies by request key, in the order they were given."""
+        found: dict[str, deque[Message]] = {}
+        for call in self.calls:
+            found.setdefault(call.key, deque()).append(call.reply)
+        return found
+
+    def outcomes(self) -> dict[str, deque[Outcome]]:
+        return {key: deque(runs) for key, runs in self.tools.items()}
+
+
+class _Reader:
+    """Reads a chat's events once, building its recording as the state unfolds."""
+
+    def __init__(self, baselines: Mapping[str, Agent]) -> None:
+        self.baselines = baselines
+        self.chat: Chat | None = None
+        self.steps: list[Step] = []
+        self.calls: list[ModelCall] = []
+        self.tools: dict[str, list[Outcome]] = {}
+        self.unknown = False
+
+    def read(self, event: ev.ChatEvent) -> None:
+        if self.chat is not None:
+            self._observe(self.chat.state, event)
+        self._step(event)
+        self.chat = event.mutate(self.chat)
+
+    def _step(self, event: ev.ChatEvent) -> None:
+        kind = _KINDS.get(type(event))
+        last = self.steps[-1] if self.steps else None
+        if kind is not None and not (last is not None and _joins(last, kind, event)):
+            last = Step(kind, [])
+            self.steps.append(last)
+        if last is None:
+            return
+        if kind is not None:
+            last.inputs.append(event)
+        if isinstance(event, DECISIONS) and self.chat is not None:
+            last.seen[event.ref] = self.chat.state.calls[event.ref].input
+        last.events.append(event)
+
+    def _observe(self, state: ChatState, event: ev.ChatEvent) -> None:
+        if isinstance(event, ev.ModelResponded):
+            self._model_call(state, event)
+        elif isinstance(event, ev.ToolCompleted | ev.ToolFailed | ev.Interrupted):
+            call = state.calls[event.ref]
+            key = tool_key(call.name, call.input, call.resumed)
+            self.tools.setdefault(key, []).append(_outcome(event))
+
+    def _model_call(self, state: ChatState, event: ev.ModelResponded) -> None:
+        agent = self.baselines.get(state.fingerprint or "")
+        self.unknown |= agent is None
+        body = request_body(agent, state.messages)
+        self.calls.append(ModelCall(event.originator_version, sha256_hex(body), body,
+                                    event.message, agent is not None))
+
+
+def _joins(step: Step, kind: StepKind, event: ev.ChatEvent) -> bool:
+    """Decisions (or withdrawals) in a row by one actor were one resume (one withdrawal)."""
+    if kind != step.kind or kind not in ("resume", "withdraw") or step.events != step.inputs:
+        return False
+    first = step.inputs[0]
+    same = getattr(first, "actor", None) == getattr(event, "actor", None)
+    return same and getattr(first, "reason", None) == getattr(event, "reason", None)
+
+
+def _outcome(event: ev.ChatEvent) -> Outcome:
+    if isinstance(event, ev.ToolCompleted):
+        return "completed", event.output
+    if isinstance(event, ev.ToolFailed):
+        return "failed", event.error
+    assert isinstance(event, ev.Interrupted)
+    return "interrupted", event.metadata
+
+
+def read_recording(events: Iterable[ev.ChatEvent], baselines: Mapping[str, Agent]
+                   ) -> ChatRecording | None:
+    """The recording of one chat's events (oldest first); None for an empty log."""
+    reader = _Reader(baselines)
+    for event in events:
+        reader.read(event)
+    chat = reader.chat
+    if chat is None:
+        return None
+    prints = [e.fingerprint for s in reader.steps for e in s.events
+              if isinstance(e, ae.AgentFingerprinted)]
+    return ChatRecording(chat.id, chat.state.agent, chat.state.tenant, reader.steps,
+                         reader.calls, reader.tools, prints, reader.unknown)

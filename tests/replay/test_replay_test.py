@@ -1,0 +1,110 @@
+"""Replay as a test on the banking agents: each kind of change is named where it departs."""
+
+from __future__ import annotations
+
+from interlock.examples.banking import AGENTS, LEDGER, banking
+from interlock.replay import ReplayOptions, Report, Selection, replay_test
+from tests.replay import variants
+from tests.replay.conftest import Recorded
+
+# The corpus (tests/replay/corpus.py), in order: small transfer, large transfer (override),
+# declined, treasury (held, two votes), treasury small (not held).
+SMALL, LARGE, DECLINED, TREASURY, TREASURY_SMALL = range(5)
+
+
+def _kinds(report: Report) -> list[str | None]:
+    return [c.difference.kind if c.difference else None for c in report.chats]
+
+
+def test_an_unchanged_agent_replays_every_chat_identical_and_writes_nothing(
+        recorded: Recorded) -> None:
+    before, transfers = recorded.dump(), LEDGER.transfers
+    report = replay_test(recorded.url, ReplayOptions(agents=AGENTS))
+    assert report.passed and report.identical == 5, report.to_json()
+    assert [c.chat_id for c in report.chats] == [str(c) for c in recorded.chats]
+    # 10 tool runs (5 userApproval, 5 transferMoney) were answered from the recording...
+    assert sum(c.tool_runs for c in report.chats) == 10
+    assert LEDGER.transfers == transfers  # ...none ran: no transfer was made
+    assert recorded.dump() == before  # the store is byte for byte as it was
+
+
+def test_a_changed_system_prompt_drifts_at_the_first_model_call(recorded: Recorded) -> None:
+    report = replay_test(recorded.url, ReplayOptions(agents=variants.prompt_changed(),
+                                                     baselines=AGENTS))
+    assert _kinds(report) == ["prompt_drift"] * 3 + [None, None]  # the treasury agent is as was
+    drift = report.chats[SMALL].difference
+    assert drift is not None and drift.event == "ModelResponded"
+    assert drift.version == 4  # ChatStarted, UserMessageSent, AgentFingerprinted, the reply
+    assert drift.detail.startswith("model call 1")
+    assert drift.diff is not None
+    removed = [line for line in drift.diff.splitlines() if line.startswith("-  ")]
+    added = [line for line in drift.diff.splitlines() if line.startswith("+  ")]
+    assert removed == [f'-     "text": "{banking.system}"']
+    assert added == [f'+     "text": "{variants.NEW_PROMPT}"']
+    assert report.totals == {"prompt_drift": 3}
+    assert not report.passed
+
+
+def test_without_the_recorded_agent_only_messages_are_compared_and_it_says_so(
+        recorded: Recorded) -> None:
+    report = replay_test(recorded.url, ReplayOptions(agents=variants.prompt_changed()))
+    small = report.chats[SMALL]
+    assert small.status == "identical"
+    assert any("not among the baselines" in note for note in small.notes)
+
+
+def test_a_changed_tool_input_is_a_tool_call_changed(recorded: Recorded) -> None:
+    transfers = LEDGER.transfers
+    report = replay_test(recorded.url, ReplayOptions(agents=variants.tool_input_changed(),
+                                                     baselines=AGENTS))
+    assert _kinds(report) == ["tool_call_changed", "tool_call_changed", None, None, None]
+    changed = report.chats[SMALL].difference
+    assert changed is not None and changed.event == "ToolRequested"
+    assert changed.expected == [{"amount": 500.0, "to_account": "savings"}]
+    assert changed.actual["input"] == {"amount": 500.0, "to_account": "SAVINGS"}
+    assert changed.version == 10  # the recorded ToolRequested of that call
+    assert LEDGER.transfers == transfers
+
+
+def test_an_edited_approval_amount_no_longer_applies(recorded: Recorded) -> None:
+    report = replay_test(recorded.url, ReplayOptions(agents=variants.amount_changed(),
+                                                     live_model=True))
+    held = report.chats[TREASURY].difference
+    assert held is not None and held.kind == "approval_no_longer_applies"
+    assert held.event == "ApprovalVoted"
+    assert held.expected["input"] == {"amount": 2500.0, "to_account": "savings"}
+    assert held.actual["input"] == {"amount": 2505.0, "to_account": "savings"}
+    assert held.expected["input_sha256"] != held.actual["input_sha256"]
+    # where the new amount would run, it is a tool call never recorded
+    assert _kinds(report)[SMALL] == "tool_call_changed"
+
+
+def test_a_new_policy_is_a_policy_change(recorded: Recorded) -> None:
+    report = replay_test(recorded.url, ReplayOptions(agents=variants.policy_changed(),
+                                                     baselines=AGENTS))
+    assert _kinds(report) == ["policy_changed", "policy_changed", None, "policy_changed", None]
+    held = report.chats[SMALL].difference
+    assert held is not None and held.actual["type"] == "ApprovalRequested"
+    assert held.expected["type"] == "ToolCompleted"
+    assert held.detail == "the new policies hold a call that ran unheld"
+    quorum = report.chats[TREASURY].difference
+    assert quorum is not None
+    assert quorum.detail == "the new policies hold it on other terms: quorum"
+    assert (quorum.expected["terms"]["quorum"], quorum.actual["terms"]["quorum"]) == (2, 3)
+
+
+def test_a_selection_replays_only_its_chats(recorded: Recorded) -> None:
+    options = ReplayOptions(agents=AGENTS)
+    treasury = replay_test(recorded.url, options, Selection(agent="treasuryBankingAgent"))
+    assert [c.chat_id for c in treasury.chats] == [
+        str(recorded.chats[TREASURY]), str(recorded.chats[TREASURY_SMALL])]
+    named = replay_test(recorded.url, options, Selection(chats=[recorded.chats[LARGE]]))
+    assert [c.chat_id for c in named.chats] == [str(recorded.chats[LARGE])]
+    assert len(replay_test(recorded.url, options, Selection(limit=2)).chats) == 2
+
+
+def test_a_chat_of_an_agent_the_new_version_lacks_is_not_replayable(recorded: Recorded) -> None:
+    report = replay_test(recorded.url, ReplayOptions(agents=[AGENTS[0]]))
+    assert _kinds(report)[TREASURY] == "not_replayable"
+    assert report.chats[TREASURY].difference.detail == (  # type: ignore[union-attr]
+        "no new agent is named treasuryBankingAgent")
