@@ -12,6 +12,7 @@ from fastapi import FastAPI, Response
 from starlette.concurrency import run_in_threadpool
 
 from interlock.api import errors
+from interlock.api.agent_protocol import router as agent_protocol
 from interlock.api.auth import AuthConfig
 from interlock.api.limits import BodyLimit
 from interlock.api.observability.metrics import CONTENT_TYPE as METRICS_TYPE
@@ -109,7 +110,8 @@ def make_app(
     app.state.auth, app.state.streams = auth, streams
     app.state.webhooks = hooks
     errors.install(app)
-    routers = [m.router for m in (health, chats, interrupts, decisions, agents, webhooks)]
+    routers = [m.router for m in (health, chats, interrupts, decisions, agents, webhooks,
+                                  agent_protocol)]
     for router in routers:
         app.include_router(router)
     install_openapi(app, routers)

@@ -1,0 +1,1 @@
+"""Agent Protocol: LangGraph clients drive Interlock's chats as threads and runs."""

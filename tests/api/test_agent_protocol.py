@@ -1,0 +1,166 @@
+"""LangGraph's own client (`langgraph-sdk`) drives Interlock through Agent Protocol: threads,
+runs, interrupts and `Command(resume=...)`, under the same keys, tenants and rules as /v1."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
+
+from tests.api.agents import PAID
+from tests.api.conftest import ClientFor, Live
+
+TRANSFER = {"messages": [{"role": "user", "content": "Transfer $500 to savings."}]}
+
+
+Sdk = Callable[[str], SyncLangGraphClient]
+
+
+@pytest.fixture
+def sdk(live: Live) -> Iterator[Sdk]:
+    """`sdk("dana")`: LangGraph's client with that principal's key, closed after the test."""
+    made: list[SyncLangGraphClient] = []
+
+    def make(who: str) -> SyncLangGraphClient:
+        made.append(get_sync_client(url=f"{live.url}/agent-protocol", api_key=None,
+                                    headers={"Authorization": f"Bearer key-{who}"}))
+        return made[-1]
+
+    yield make
+    for client in made:
+        client.close()
+
+
+def _refused(call: Any) -> tuple[int, dict[str, Any]]:
+    with pytest.raises(httpx.HTTPStatusError) as caught:
+        call()
+    response = caught.value.response
+    return response.status_code, response.json()["error"]
+
+
+def _asked(client: SyncLangGraphClient, agent: str, text: str) -> tuple[str, dict[str, Any]]:
+    thread = client.threads.create(metadata={"graph_id": agent})
+    out = client.runs.wait(thread["thread_id"], agent,
+                           input={"messages": [{"role": "user", "content": text}]})
+    return thread["thread_id"], out
+
+
+def test_a_langgraph_client_runs_the_banking_agent_through_its_interrupt(
+    sdk: Sdk, client_for: ClientFor
+) -> None:
+    dana = sdk("dana")
+    [assistant] = dana.assistants.search(graph_id="bankingAgent")
+    assert assistant["assistant_id"] == "bankingAgent" and assistant["metadata"]["fingerprint"]
+    thread = dana.threads.create(metadata={"graph_id": "bankingAgent", "case": "c-1"})
+    tid = thread["thread_id"]
+    out = dana.runs.wait(tid, "bankingAgent", input=TRANSFER)
+    [asked] = out["__interrupt__"]
+    assert asked["value"]["action_request"] == {"action": "userApproval", "args": {
+        "action": "transfer", "details": "Transfer $500 to savings"}}
+    state = dana.threads.get_state(tid)
+    assert state["next"] == ["tools"] and state["tasks"][0]["interrupts"][0]["id"] == asked["id"]
+    assert dana.threads.get(tid)["status"] == "interrupted"
+
+    done = dana.runs.wait(tid, "bankingAgent", command={"resume": {"approved": True}})
+    assert "__interrupt__" not in done
+    assert done["messages"][-1]["type"] == "ai"
+    assert done["messages"][-1]["content"].startswith("Done. Your checking balance is now")
+    assert [m["type"] for m in done["messages"]] == ["human", "ai", "tool", "ai", "tool", "ai"]
+    assert dana.threads.get(tid)["status"] == "idle"
+    assert dana.threads.get(tid)["metadata"]["case"] == "c-1"
+
+    history = dana.threads.get_history(tid)
+    versions = [int(s["checkpoint"]["checkpoint_id"]) for s in history]
+    assert versions == sorted(versions, reverse=True) and len(versions) == 2
+    assert history[0]["next"] == [] and history[1]["interrupts"][0]["id"] == asked["id"]
+    assert history[0]["parent_checkpoint"]["checkpoint_id"] == str(versions[1])
+    # the same decision, recorded as /v1 records it: the audit does not know the protocol
+    [decided] = client_for("carol").decisions(chat_id=tid)["items"]
+    assert decided["actor"] == "dana" and decided["kind"] == "respond"
+
+
+def test_another_tenant_sees_no_thread_and_runs_nothing(sdk: Sdk) -> None:
+    tid, _ = _asked(sdk("dana"), "bankingAgent", "Transfer $5 to savings.")
+    eve = sdk("eve")
+    assert _refused(lambda: eve.threads.get(tid))[0] == 404
+    status, error = _refused(lambda: eve.runs.wait(tid, "bankingAgent",
+                                                   command={"resume": {"approved": True}}))
+    assert (status, error["code"]) == (404, "chat_not_found")
+
+
+def test_a_stale_resume_is_refused_and_says_who_decided(sdk: Sdk) -> None:
+    dana = sdk("dana")
+    tid, _ = _asked(dana, "bankingAgent", "Transfer $5 to savings.")
+    dana.runs.wait(tid, "bankingAgent", command={"resume": {"approved": True}})
+    status, error = _refused(
+        lambda: dana.runs.wait(tid, "bankingAgent", command={"resume": {"approved": True}}))
+    assert (status, error["code"]) == (409, "interrupt_not_pending")
+    assert error["details"]["decided_by"] == "dana"
+
+
+def test_four_eyes_holds_through_the_protocol(sdk: Sdk) -> None:
+    dana = sdk("dana")
+    tid, out = _asked(dana, "opsAgent", "deploy billing")
+    assert out["__interrupt__"][0]["value"]["action_request"]["action"] == "deploy"
+    status, error = _refused(lambda: dana.runs.wait(tid, "opsAgent",
+                                                    command={"resume": {"status": "ok"}}))
+    assert (status, error["code"]) == (403, "forbidden")
+    done = sdk("bob").runs.wait(tid, "opsAgent", command={"resume": {"status": "ok"}})
+    assert "__interrupt__" not in done
+
+
+def test_a_held_call_takes_agent_inbox_answers_as_votes_of_its_quorum(sdk: Sdk) -> None:
+    tid, out = _asked(sdk("alice"), "payAgent", "pay 500 bob-corp")
+    [held] = out["__interrupt__"]
+    assert held["value"]["config"]["allow_accept"] and held["value"]["interlock"]["approval"]
+    sha = held["value"]["interlock"]["input_sha256"]
+    first = sdk("tina").runs.wait(
+        tid, "payAgent", command={"resume": {"type": "accept", "input_sha256": sha}})
+    assert first["__interrupt__"] and [p for p in PAID if p["chat"] == tid] == []
+    done = sdk("tom").runs.wait(
+        tid, "payAgent", command={"resume": {held["id"]: {"type": "accept", "input_sha256": sha}}})
+    assert "__interrupt__" not in done and len([p for p in PAID if p["chat"] == tid]) == 1
+    status, error = _refused(lambda: sdk("tina").runs.wait(
+        tid, "payAgent", command={"resume": {"type": "maybe"}}))
+    assert status == 409 and error["code"] == "interrupt_not_pending"
+
+
+def test_a_run_streams_its_metadata_and_values(sdk: Sdk) -> None:
+    dana = sdk("dana")
+    thread = dana.threads.create(metadata={"graph_id": "bankingAgent"})
+    parts = list(dana.runs.stream(thread["thread_id"], "bankingAgent", input=TRANSFER))
+    assert [p.event for p in parts] == ["metadata", "values"]
+    assert parts[1].data["__interrupt__"][0]["value"]["action_request"]["action"] == "userApproval"
+    run = dana.runs.get(thread["thread_id"], parts[0].data["run_id"])
+    assert run["status"] == "interrupted" and run["thread_id"] == thread["thread_id"]
+
+
+def test_what_interlock_does_not_do_is_refused_with_the_reason(sdk: Sdk) -> None:
+    dana = sdk("dana")
+    status, error = _refused(lambda: dana.threads.create(thread_id="mine"))
+    assert status == 422 and "made by Interlock" in error["message"]
+    status, error = _refused(lambda: dana.threads.create())  # several agents: name one
+    assert status == 422 and "graph_id" in error["message"]
+    tid, _ = _asked(dana, "bankingAgent", "hello")
+    status, error = _refused(lambda: dana.runs.wait(tid, "opsAgent", input=TRANSFER))
+    assert status == 422 and "one agent per chat" in error["message"]
+    status, error = _refused(lambda: dana.runs.wait(tid, "bankingAgent", input={"x": 1}))
+    assert status == 422 and "messages" in error["message"]
+    assert _refused(lambda: dana.assistants.get("nobody"))[0] == 404
+    assert _refused(lambda: sdk("carol").threads.create(
+        metadata={"graph_id": "bankingAgent"}))[0] == 403
+
+
+def test_the_sample_in_the_docs_runs(live: Live, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "agent-protocol.md").read_text()
+    [sample] = re.findall(r"```python\n(.*?)```", text, re.S)
+    exec(compile(sample, "docs/agent-protocol.md", "exec"), {"url": live.url, "key": "key-dana"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("{'action': 'userApproval'")
+    assert printed[1].startswith("Done. Your checking balance is now $")
