@@ -5,10 +5,13 @@ layer reads it and nothing else, so an error without one fails the contract test
 
 InterlockError                        (a client's error: every subclass has code and status)
 ├── NotFoundError                 404
-│   └── ChatNotFoundError             chat_not_found
+│   ├── ChatNotFoundError             chat_not_found
+│   └── ReviewNotFoundError           review_not_found
 ├── InvalidRequestError           422 invalid_request
 │   ├── UnknownAgentError             unknown_agent
-│   └── IdempotencyKeyReusedError     idempotency_key_reused
+│   ├── IdempotencyKeyReusedError     idempotency_key_reused
+│   ├── InvalidFilterError            invalid_filter (a review query's filter or parameter)
+│   └── UnknownReviewQueryError       unknown_review_query
 ├── ResumeError                   422
 │   ├── EmptyResumeError              empty_resume
 │   ├── DuplicateRefError             duplicate_ref
@@ -27,10 +30,12 @@ InterlockError                        (a client's error: every subclass has code
 │   │   ├── PendingInterruptsError    pending_interrupts
 │   │   ├── TurnInProgressError       turn_in_progress
 │   │   └── NothingToRetryError       nothing_to_retry
-│   └── ConcurrencyError              concurrent_modification
+│   ├── ConcurrencyError              concurrent_modification
+│   └── ReviewStateError              review_state (not open, incomplete, assessed already)
 ├── AuthError                     403
 │   ├── UnauthenticatedError      401 unauthenticated
 │   └── ForbiddenError                forbidden
+│       └── SegregationOfDutiesError  segregation_of_duties (reviewer took part in the item)
 ├── ModelError                    502 model_error
 └── InternalError                 500 internal_error
     ├── TamperedEventError            (persistence.py: a stored event contradicts its record)
@@ -100,6 +105,31 @@ class IdempotencyKeyReusedError(InvalidRequestError):
 
 class ResumeError(InterlockError):
     """A resume batch was refused; nothing was recorded."""
+class ReviewNotFoundError(NotFoundError):
+    code = "review_not_found"
+
+    def __init__(self, review_id: object) -> None:
+        super().__init__(f"review {review_id} not found", review_id=str(review_id))
+
+
+class InvalidFilterError(InvalidRequestError):
+    """A review query's filter or parameters are refused, with where and why."""
+
+    code = "invalid_filter"
+
+    def __init__(self, problem: str, *, position: int | None = None, **details: Any) -> None:
+        where = f" (at character {position})" if position is not None else ""
+        super().__init__(f"filter refused: {problem}{where}", problem=problem,
+                         position=position, **details)
+
+
+class UnknownReviewQueryError(InvalidRequestError):
+    code = "unknown_review_query"
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        super().__init__(f"no review query named {name!r}", query=name, known=known)
+
+
 
     status = 422
 
@@ -299,6 +329,27 @@ class ModelError(InterlockError):
 
 class InternalError(InterlockError):
     """A bug or a broken store, answered in the error shape; no client input causes one."""
+class SegregationOfDutiesError(ForbiddenError):
+    """A reviewer may not assess an item they requested, edited or decided."""
+
+    code = "segregation_of_duties"
+
+    def __init__(self, review_id: object, item: int, actor: str, roles: list[str]) -> None:
+        super().__init__(
+            f"{actor} may not assess item {item} of review {review_id}: they "
+            f"{' and '.join(roles)} it", review_id=str(review_id), item=item, actor=actor,
+            reason="segregation", roles=roles)
+
+
+class ReviewStateError(ConflictError):
+    """The review's state refuses the step (closed, not signed off, an item assessed)."""
+
+    code = "review_state"
+
+    def __init__(self, review_id: object, message: str, **details: Any) -> None:
+        super().__init__(f"review {review_id}: {message}", review_id=str(review_id), **details)
+
+
 
     code = "internal_error"
     status = 500

@@ -26,6 +26,10 @@ class ChatNotFoundError(NotFoundError):
     code = "chat_not_found"
 
 
+class ReviewNotFoundError(NotFoundError):
+    code = "review_not_found"
+
+
 class RouteNotFoundError(NotFoundError):
     code = "not_found"
 
@@ -48,6 +52,14 @@ class IdempotencyKeyReusedError(InvalidRequestError):
 
 class PayloadTooLargeError(InvalidRequestError):
     code = "payload_too_large"
+
+
+class InvalidFilterError(InvalidRequestError):
+    code = "invalid_filter"
+
+
+class UnknownReviewQueryError(InvalidRequestError):
+    code = "unknown_review_query"
 
 
 class ResumeError(InterlockAPIError):
@@ -135,6 +147,14 @@ class UnauthenticatedError(AuthError):
 
 class ForbiddenError(AuthError):
     code = "forbidden"
+
+
+class SegregationOfDutiesError(ForbiddenError):
+    code = "segregation_of_duties"
+
+
+class ReviewStateError(ConflictError):
+    code = "review_state"
 
 
 class ModelError(InterlockAPIError):

@@ -1,0 +1,70 @@
+"""The review read model's tables, indexes and the one statement that records a fact."""
+
+from __future__ import annotations
+
+from interlock.projections.engine.sql import Dialect
+
+TABLES = ("review_chats", "review_calls", "review_facts", "reviews", "review_items",
+          "review_facts_time_idx", "review_facts_actor_idx", "review_facts_self_idx",
+          "review_facts_edited_idx", "review_facts_reasked_idx",
+          "review_facts_fingerprint_idx")
+FACT_COLUMNS = ("chat_id, version, ref, tenant, agent, tool, kind, actor, requested_by,"
+                " edited_by, asked_at, decided_at, wait_seconds, input, fingerprint,"
+                " fingerprint_changes, prior_expiries, requester_approved, edited, reasked,"
+                " fingerprint_changed")
+_KEYS = "(tenant, decided_at, chat_id, version)"
+DDL = (
+    "CREATE TABLE IF NOT EXISTS {review_chats} (chat_id text PRIMARY KEY, tenant text NOT NULL,"
+    " agent text NOT NULL, turn_by text, turn_norm text, fingerprint text,"
+    " fingerprints integer NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS {review_calls} (chat_id text NOT NULL, ref text NOT NULL,"
+    " tool text NOT NULL, input {json}, requested_by text, requested_norm text, edited_by text,"
+    " edited_norm text, asked_at {ts}, prior_expiries integer NOT NULL,"
+    " expired boolean NOT NULL, PRIMARY KEY (chat_id, ref))",
+    "CREATE TABLE IF NOT EXISTS {review_facts} (chat_id text NOT NULL, version bigint NOT NULL,"
+    " ref text NOT NULL, tenant text NOT NULL, agent text NOT NULL, tool text NOT NULL,"
+    " kind text NOT NULL, actor text NOT NULL, actor_norm text NOT NULL, requested_by text,"
+    " requested_norm text, edited_by text, edited_norm text, requester_norm text,"
+    " asked_at {ts}, decided_at {ts} NOT NULL, wait_seconds double precision, input {json},"
+    " fingerprint text, fingerprint_changes integer NOT NULL, prior_expiries integer NOT NULL,"
+    " requester_approved boolean NOT NULL, edited boolean NOT NULL, reasked boolean NOT NULL,"
+    " fingerprint_changed boolean NOT NULL, PRIMARY KEY (chat_id, version))",
+    "CREATE TABLE IF NOT EXISTS {reviews} (review_id text PRIMARY KEY, tenant text NOT NULL,"
+    " status text NOT NULL, opened_by text NOT NULL, opened_at {ts} NOT NULL,"
+    " query_name text NOT NULL, query_version integer NOT NULL, items integer NOT NULL,"
+    " assessed integer NOT NULL, findings integer NOT NULL, signed_off_by text)",
+    "CREATE TABLE IF NOT EXISTS {review_items} (review_id text NOT NULL, n integer NOT NULL,"
+    " chat_id text NOT NULL, version bigint NOT NULL, ref text NOT NULL, verdict text,"
+    " severity text, note text, assessed_by text, assessed_at {ts},"
+    " PRIMARY KEY (review_id, n))",
+    f"CREATE INDEX IF NOT EXISTS {{review_facts_time_idx}} ON {{review_facts}} {_KEYS}",
+    "CREATE INDEX IF NOT EXISTS {review_facts_actor_idx} ON {review_facts}"
+    " (tenant, actor_norm, decided_at)",
+    # The alarm and the rare conditions: each a partial index, so a query whose answer is
+    # (nearly) empty does not walk the tenant's every decision to say so.
+    f"CREATE INDEX IF NOT EXISTS {{review_facts_self_idx}} ON {{review_facts}} {_KEYS}"
+    " WHERE requester_approved",
+    f"CREATE INDEX IF NOT EXISTS {{review_facts_edited_idx}} ON {{review_facts}} {_KEYS}"
+    " WHERE edited",
+    f"CREATE INDEX IF NOT EXISTS {{review_facts_reasked_idx}} ON {{review_facts}} {_KEYS}"
+    " WHERE reasked",
+    f"CREATE INDEX IF NOT EXISTS {{review_facts_fingerprint_idx}} ON {{review_facts}} {_KEYS}"
+    " WHERE fingerprint_changed",
+)
+_WAIT = {"postgresql": "extract(epoch FROM (%(at)s::timestamptz - c.asked_at))::float8",
+         "sqlite": "(julianday(%(at)s) - julianday(c.asked_at)) * 86400.0"}
+_FACT = (
+    "INSERT INTO {{review_facts}} SELECT c.chat_id, %(v)s, c.ref, h.tenant, h.agent, c.tool,"
+    " %(k)s, %(a)s, %(an)s, c.requested_by, c.requested_norm, c.edited_by, c.edited_norm,"
+    " COALESCE(c.edited_norm, c.requested_norm), c.asked_at, %(at)s, {wait}, c.input,"
+    " h.fingerprint, CASE WHEN h.fingerprints > 1 THEN h.fingerprints - 1 ELSE 0 END,"
+    " c.prior_expiries, COALESCE(%(k)s = 'approve'"
+    " AND COALESCE(c.edited_norm, c.requested_norm) = %(an)s, false),"
+    " c.edited_by IS NOT NULL, c.prior_expiries > 0, h.fingerprints > 1"
+    " FROM {{review_calls}} c JOIN {{review_chats}} h ON h.chat_id = c.chat_id"
+    " WHERE c.chat_id = %(c)s AND c.ref = %(r)s")
+
+
+def fact_sql(dialect: Dialect) -> str:
+    """The INSERT of one decision's fact, joined from its call and chat."""
+    return _FACT.format(wait=_WAIT[dialect])

@@ -1,0 +1,305 @@
+"""The review read model: one fact row per decision with what review queries ask of it
+(who requested and edited the call, how long it waited, whether the same tool expired
+before in the chat, whether the agent's fingerprint changed), and the reviews' progress."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from eventsourcing.dispatch import singledispatchmethod
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection
+from pydantic import BaseModel, ConfigDict
+
+from interlock.domain.chat.approval_events import (
+    AgentFingerprinted,
+    ApprovalRequested,
+    ApprovalVoted,
+    InterruptExpired,
+    InterruptWithdrawn,
+)
+from interlock.domain.chat.events import (
+    ChatStarted,
+    Interrupted,
+    Responded,
+    Restarted,
+    ToolRequested,
+    UserMessageSent,
+)
+from interlock.domain.chat.policies import normalise_id
+from interlock.domain.review.events import (
+    ItemAssessed,
+    ReviewClosed,
+    ReviewOpened,
+    ReviewSignedOff,
+)
+from interlock.domain.review.filters import Node
+from interlock.domain.review.sampling import Candidate
+from interlock.projections.engine import cursors
+from interlock.projections.engine.pages import Page, paginate
+from interlock.projections.engine.sql import ReadModel, Row, SqlView
+from interlock.projections.views.decisions import SWEEPER
+from interlock.projections.views.review_sql import compile_filter
+from interlock.projections.views.review_tables import DDL, FACT_COLUMNS, TABLES, fact_sql
+
+
+class ReviewFact(BaseModel):
+    """One decision as review queries see it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    chat_id: str
+    version: int
+    ref: str
+    tenant: str
+    agent: str
+    tool: str
+    kind: str
+    actor: str
+    requested_by: str | None = None
+    edited_by: str | None = None
+    asked_at: datetime | None = None
+    decided_at: datetime
+    wait_seconds: float | None = None
+    input: Any = None
+    fingerprint: str | None = None
+    fingerprint_changes: int = 0
+    prior_expiries: int = 0
+    requester_approved: bool = False
+    edited: bool = False
+    reasked: bool = False
+    fingerprint_changed: bool = False
+
+
+_STRATA = {"agent": "agent", "tool": "tool", "actor": "actor_norm", "kind": "kind"}
+_ACTORS = (
+    "WITH RECURSIVE a(v) AS (SELECT min(actor_norm) FROM {review_facts} WHERE tenant = %(t)s"
+    " UNION ALL SELECT (SELECT min(actor_norm) FROM {review_facts} WHERE tenant = %(t)s"
+    " AND actor_norm > a.v) FROM a WHERE a.v IS NOT NULL) SELECT v FROM a WHERE v IS NOT NULL")
+
+
+class ReviewsView(SqlView):
+    """Review facts per decision, the calls and chats they are joined from, and reviews."""
+
+    view_name = "reviews"
+    tables = TABLES
+    ddl = DDL
+    dump_sql = f"SELECT {FACT_COLUMNS} FROM {{review_facts}} ORDER BY chat_id, version"
+
+    def setup(self) -> None:
+        super().setup()
+        db = getattr(self.store, "db", None)
+        if self.dialect == "sqlite" and db is not None:  # what PostgreSQL does natively
+            db.conn.create_function("review_isodow", 2, _isodow, deterministic=True)
+            db.conn.create_function("review_clock", 2, _clock, deterministic=True)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def chat_started(self, chat_id: str, tenant: str, agent: str, actor: str) -> None:
+        self._run("INSERT INTO {review_chats} VALUES (%(c)s, %(t)s, %(a)s, %(u)s, %(un)s, NULL, 0)",
+                  {"c": chat_id, "t": tenant, "a": agent, "u": actor, "un": normalise_id(actor)})
+
+    def turn_sent(self, chat_id: str, actor: str) -> None:
+        self._run("UPDATE {review_chats} SET turn_by = %(u)s, turn_norm = %(un)s"
+                  " WHERE chat_id = %(c)s", {"c": chat_id, "u": actor, "un": normalise_id(actor)})
+
+    def fingerprinted(self, chat_id: str, fingerprint: str) -> None:
+        self._run("UPDATE {review_chats} SET fingerprint = %(f)s, fingerprints = fingerprints + 1"
+                  " WHERE chat_id = %(c)s", {"c": chat_id, "f": fingerprint})
+
+    def tool_requested(self, chat_id: str, ref: str, tool: str, input: Any) -> None:
+        self._run(
+            "INSERT INTO {review_calls} SELECT %(c)s, %(r)s, %(n)s, %(i)s, h.turn_by, h.turn_norm,"
+            " NULL, NULL, NULL, (SELECT count(*) FROM {review_calls} e WHERE e.chat_id = %(c)s"
+            " AND e.tool = %(n)s AND e.expired), false FROM {review_chats} h"
+            " WHERE h.chat_id = %(c)s", {"c": chat_id, "r": ref, "n": tool, "i": self._json(input)})
+
+    def asked(self, chat_id: str, ref: str, at: datetime) -> None:
+        self._run("UPDATE {review_calls} SET asked_at = %(at)s WHERE chat_id = %(c)s"
+                  " AND ref = %(r)s", {"c": chat_id, "r": ref, "at": self._ts(at)})
+
+    def decided(self, chat_id: str, version: int, ref: str, kind: str, actor: str,
+                at: datetime) -> None:
+        self._run(fact_sql(self.dialect), {
+            "c": chat_id, "r": ref, "v": version, "k": kind, "a": actor,
+            "an": normalise_id(actor), "at": self._ts(at)})
+        if kind == "expire":
+            self._run("UPDATE {review_calls} SET expired = true WHERE chat_id = %(c)s"
+                      " AND ref = %(r)s", {"c": chat_id, "r": ref})
+
+    def edited(self, chat_id: str, ref: str, actor: str, input: Any) -> None:
+        self._run("UPDATE {review_calls} SET input = %(i)s, edited_by = %(a)s, edited_norm ="
+                  " %(an)s WHERE chat_id = %(c)s AND ref = %(r)s",
+                  {"c": chat_id, "r": ref, "i": self._json(input), "a": actor,
+                   "an": normalise_id(actor)})
+
+    def review_opened(self, e: ReviewOpened) -> None:
+        self._run("INSERT INTO {reviews} VALUES (%(id)s, %(t)s, 'open', %(a)s, %(at)s, %(q)s,"
+                  " %(qv)s, %(n)s, 0, 0, NULL)",
+                  {"id": str(e.originator_id), "t": e.tenant, "a": e.actor,
+                   "at": self._ts(e.timestamp), "q": e.query.name, "qv": e.query.version,
+                   "n": len(e.items)})
+        self._run_many("INSERT INTO {review_items} VALUES (%(id)s, %(n)s, %(c)s, %(v)s, %(r)s,"
+                       " NULL, NULL, NULL, NULL, NULL)",
+                       [{"id": str(e.originator_id), "n": i.n, "c": i.chat_id, "v": i.version,
+                         "r": i.ref} for i in e.items])
+
+    def item_assessed(self, e: ItemAssessed) -> None:
+        params = {"id": str(e.originator_id), "n": e.item, "vd": e.verdict, "s": e.severity,
+                  "nt": e.note, "a": e.actor, "at": self._ts(e.timestamp),
+                  "f": int(e.verdict == "finding")}
+        self._run("UPDATE {review_items} SET verdict = %(vd)s, severity = %(s)s, note = %(nt)s,"
+                  " assessed_by = %(a)s, assessed_at = %(at)s WHERE review_id = %(id)s"
+                  " AND n = %(n)s", params)
+        self._run("UPDATE {reviews} SET assessed = assessed + 1, findings = findings + %(f)s"
+                  " WHERE review_id = %(id)s", params)
+
+    def review_status(self, review_id: str, status: str, actor: str) -> None:
+        self._run("UPDATE {reviews} SET status = %(s)s, signed_off_by = CASE WHEN %(s)s ="
+                  " 'signed_off' THEN %(a)s ELSE signed_off_by END WHERE review_id = %(id)s",
+                  {"id": review_id, "s": status, "a": actor})
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def facts(self, tenant: str, node: Node, limit: int,
+              cursor: str | None = None) -> Page[ReviewFact]:
+        """The decisions of `tenant` the bound filter selects, newest first."""
+        cond, params = compile_filter(node, self.dialect, self._ts)
+        conds = ["tenant = %(tenant)s", cond]
+        params["tenant"] = tenant
+        after = cursors.decode(cursor, str, int)
+        if after is not None:
+            conds.append("(decided_at, chat_id, version) < (%(k0)s, %(k1)s, %(k2)s)")
+            params.update(k0=self._ts(after[0]), k1=after[1], k2=after[2])
+        rows = self._select(f"SELECT {FACT_COLUMNS} FROM {{review_facts}}", conds,
+                            "decided_at DESC, chat_id DESC, version DESC", params, limit + 1)
+        return paginate([self._fact(r) for r in rows], limit,
+                        lambda f: (f.decided_at, f.chat_id, f.version))
+
+    def population(self, tenant: str, node: Node, strata: tuple[str, ...]) -> list[Candidate]:
+        """Every decision the filter selects, as sampling candidates."""
+        cond, params = compile_filter(node, self.dialect, self._ts)
+        params["tenant"] = tenant
+        extra = "".join(f", {_STRATA[s]} AS s_{s}" for s in strata)
+        rows = self._fetch(f"SELECT chat_id, version, ref, kind, actor{extra}"
+                           f" FROM {{review_facts}} WHERE tenant = %(tenant)s AND {cond}", params)
+        return [Candidate(r["chat_id"], int(r["version"]), r["ref"], r["kind"], r["actor"],
+                          tuple(str(r[f"s_{s}"]) for s in strata)) for r in rows]
+
+    def actors(self, tenant: str) -> list[str]:
+        """The distinct deciders of a tenant (normalised ids), the sweeper left out."""
+        return [r["v"] for r in self._fetch(_ACTORS, {"t": tenant}) if r["v"] != SWEEPER]
+
+    def reviews(self, tenant: str) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._fetch(
+            "SELECT * FROM {reviews} WHERE tenant = %(t)s ORDER BY opened_at DESC",
+            {"t": tenant})]
+
+    def _fact(self, r: Row) -> ReviewFact:
+        ts = {k: self._load_ts(r[k]) if r[k] is not None else None
+              for k in ("asked_at", "decided_at")}
+        flags = {k: bool(r[k]) for k in ("requester_approved", "edited", "reasked",
+                                         "fingerprint_changed")}
+        return ReviewFact(**{**r, **ts, **flags, "input": self._load_json(r["input"])})
+
+
+def revoked(view: ReviewsView, tenant: str, active: set[str]) -> list[str]:
+    """Deciders of `tenant` with no key now (`active`: the ids the keys file names)."""
+    known = {normalise_id(a) for a in active}
+    return [a for a in view.actors(tenant) if a not in known]
+
+
+def _isodow(ts: str | None, tz: str) -> int | None:
+    return None if ts is None else datetime.fromisoformat(ts).astimezone(ZoneInfo(tz)).isoweekday()
+
+
+def _clock(ts: str | None, tz: str) -> str | None:
+    return None if ts is None else datetime.fromisoformat(ts).astimezone(ZoneInfo(tz)).strftime(
+        "%H:%M")
+
+
+class ReviewsProjection(Projection[ReviewsView]):
+    """Writes the review facts and the reviews' progress."""
+
+    name = "reviews"
+    topics = tuple(c.TOPIC for c in (
+        ChatStarted, UserMessageSent, AgentFingerprinted, ToolRequested, Interrupted,
+        ApprovalRequested, Responded, Restarted, ApprovalVoted, InterruptExpired,
+        InterruptWithdrawn, ReviewOpened, ItemAssessed, ReviewSignedOff, ReviewClosed))
+
+    @singledispatchmethod
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        """Other events change no review fact."""
+
+    @process_event.register
+    def _started(self, e: ChatStarted, tracking: Tracking) -> None:
+        self.view.chat_started(str(e.originator_id), e.tenant, e.agent, e.actor)
+
+    @process_event.register
+    def _sent(self, e: UserMessageSent, tracking: Tracking) -> None:
+        self.view.turn_sent(str(e.originator_id), e.actor)
+
+    @process_event.register
+    def _fingerprinted(self, e: AgentFingerprinted, tracking: Tracking) -> None:
+        self.view.fingerprinted(str(e.originator_id), e.fingerprint)
+
+    @process_event.register
+    def _requested(self, e: ToolRequested, tracking: Tracking) -> None:
+        self.view.tool_requested(str(e.originator_id), e.ref, e.name, e.input)
+
+    @process_event.register
+    def _interrupted(self, e: Interrupted, tracking: Tracking) -> None:
+        self.view.asked(str(e.originator_id), e.ref, e.timestamp)
+
+    @process_event.register
+    def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:
+        self.view.asked(str(e.originator_id), e.ref, e.timestamp)
+
+    @process_event.register
+    def _responded(self, e: Responded, tracking: Tracking) -> None:
+        self._decided(e, "respond", e.actor)
+
+    @process_event.register
+    def _restarted(self, e: Restarted, tracking: Tracking) -> None:
+        self._decided(e, "restart", e.actor)
+        if e.replaced_input_sha256 is not None:
+            self.view.edited(str(e.originator_id), e.ref, e.actor, e.replace_input)
+
+    @process_event.register
+    def _voted(self, e: ApprovalVoted, tracking: Tracking) -> None:
+        self._decided(e, e.vote, e.actor)
+        if e.edited_input_sha256 is not None:
+            self.view.edited(str(e.originator_id), e.ref, e.actor, e.edited_input)
+
+    @process_event.register
+    def _expired(self, e: InterruptExpired, tracking: Tracking) -> None:
+        self._decided(e, "expire", SWEEPER)
+
+    @process_event.register
+    def _withdrawn(self, e: InterruptWithdrawn, tracking: Tracking) -> None:
+        self._decided(e, "withdraw", e.actor)
+
+    @process_event.register
+    def _opened(self, e: ReviewOpened, tracking: Tracking) -> None:
+        self.view.review_opened(e)
+
+    @process_event.register
+    def _assessed(self, e: ItemAssessed, tracking: Tracking) -> None:
+        self.view.item_assessed(e)
+
+    @process_event.register
+    def _signed(self, e: ReviewSignedOff, tracking: Tracking) -> None:
+        self.view.review_status(str(e.originator_id), "signed_off", e.actor)
+
+    @process_event.register
+    def _closed(self, e: ReviewClosed, tracking: Tracking) -> None:
+        self.view.review_status(str(e.originator_id), "closed", e.actor)
+
+    def _decided(self, e: Any, kind: str, actor: str) -> None:
+        self.view.decided(str(e.originator_id), e.originator_version, e.ref, kind, actor,
+                          e.timestamp)
+
+
+READ_MODEL = ReadModel(ReviewsView, ReviewsProjection)
