@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from interlock.api.auth import Principal
 from interlock.api.deps import CurrentViews, ServiceDep
-from interlock.api.ui.forms import FormError
+from interlock.api.ui.forms_parse import FormError, parse_form
 from interlock.api.ui.render import checked_form, redirect, render
 from interlock.api.ui.router import Visitor
 from interlock.api.ui.views import InterruptPage, interrupt_page
@@ -57,9 +57,12 @@ FORM_PROBLEMS = (FormError, ValidationError, InvalidToolInputError, InvalidToolO
 @router.get("/chats/{chat_id}/interrupts/{ref}", response_class=HTMLResponse)
 def interrupt(request: Request, chat_id: UUID, ref: str, service: ServiceDep,
               views: CurrentViews, who: Visitor,
-              recorded: Annotated[Vote | None, Query()] = None) -> Response:
-    """The approval page; `recorded` says which of your votes was just recorded."""
+              recorded: Annotated[Vote | None, Query()] = None,
+              done: Annotated[bool, Query()] = False) -> Response:
+    """The approval page; `recorded` says which of your votes was just recorded, `done` that
+    you just decided it (the outcome takes the focus)."""
     page = interrupt_page(service, views, who, chat_id, ref)
+    page.done = done
     if recorded is not None:
         page.notice, page.notice_ok = _recorded(recorded, page), True
     return render(request, "interrupt.html", who=who, p=page)
@@ -82,10 +85,10 @@ async def decide(request: Request, chat_id: UUID, ref: str, action: Action,
         return _again(request, page, who, 403, notice=f"Refused by the server: {exc.message}.")
     except (ApprovalRequiredError, NotAnApprovalError) as exc:
         return _again(request, page, who, 422, notice=f"Refused by the server: {exc.message}.")
+    here = f"/chats/{chat_id}/interrupts/{quote(ref, safe='')}"
     if action in ("approve", "reject", "edit") and _still_waiting(result, ref):
-        return redirect(request, f"/chats/{chat_id}/interrupts/{quote(ref, safe='')}"
-                                 f"?recorded={action}")
-    return redirect(request, f"/chats/{chat_id}#latest")
+        return redirect(request, f"{here}?recorded={action}")
+    return redirect(request, f"{here}?done=true")
 
 
 async def _resume(service: Interlock, who: Principal, chat_id: UUID, page: InterruptPage,
@@ -100,10 +103,10 @@ async def _resume(service: Interlock, who: Principal, chat_id: UUID, page: Inter
 def _entries(page: InterruptPage, action: Action, data: dict[str, str]) -> dict[str, Any]:
     ref, name, sha = page.call.ref, page.call.name, data.get("input_sha256") or None
     if action == "respond":
-        output = page.respond_form.parse(data)
+        output = parse_form(page.respond_form, data)
         return {"respond": [RespondEntry(ref=ref, name=name, output=output, input_sha256=sha)]}
     if action == "restart":
-        edited = page.restart_form.parse(data)
+        edited = parse_form(page.restart_form, data)
         return {"restart": [RestartEntry(ref=ref, name=name, replace_input=edited,
                                          input_sha256=sha)]}
     if action == "approve":
@@ -111,7 +114,7 @@ def _entries(page: InterruptPage, action: Action, data: dict[str, str]) -> dict[
     if action == "reject":
         reason = data.get("reason", "").strip()
         return {"votes": [RejectEntry(ref=ref, name=name, reason=reason, input_sha256=sha)]}
-    edited = page.restart_form.parse(data)
+    edited = parse_form(page.restart_form, data)
     return {"votes": [EditEntry(ref=ref, name=name, input=edited, input_sha256=sha)]}
 
 
@@ -131,12 +134,15 @@ def _errors(exc: FormProblem) -> list[dict[str, Any]]:
 def _recorded(vote: Vote, page: InterruptPage) -> str:
     policy = page.policy
     tally = f" {policy.tally} on this input so far." if policy else ""
+    left = max(policy.quorum - policy.approvals, 0) if policy else 0
+    waits = (f" The tool has not run: it waits for {left} more approval{'s' if left != 1 else ''}."
+             if policy else "")
     if vote == "approve":
-        return f"Your approval is recorded.{tally}"
+        return f"Your approval is recorded.{tally}{waits}"
     if vote == "edit":
         return ("Your edit is recorded. You are now the requester of this input, so others "
-                "must approve it.")
-    return f"Your rejection is recorded; this policy counts it as a vote.{tally}"
+                f"must approve it.{waits}")
+    return f"Your rejection is recorded; this policy counts it as a vote.{tally}{waits}"
 
 
 def _conflict(exc: Conflict) -> str:

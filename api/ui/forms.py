@@ -1,115 +1,148 @@
-"""HTML forms from a tool's JSON schema, and form data back to the JSON value.
+"""HTML forms from a tool's JSON schema: one labelled input per value, nested as the schema is.
 
-A flat object of strings, numbers, booleans and enums becomes one labelled input per field
-with the HTML constraints the schema allows (checked in the browser before submit); any
-other schema becomes one JSON text area. The server validates again either way.
+Strings, numbers, booleans and enums become inputs carrying the schema's constraints as HTML
+attributes (the browser checks them before submit); an optional or nullable value may be left
+blank; objects are fieldsets and arrays are fieldsets of rows. Only a truly free-form value
+(no type, an object without properties, a union) is typed as JSON. The server validates the
+value again against the tool's schema either way (forms_parse.py turns the fields back).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-FieldKind = Literal["text", "integer", "number", "boolean", "choice"]
-_KINDS: dict[str, FieldKind] = {"string": "text", "integer": "integer", "number": "number",
-                                "boolean": "boolean"}
+FieldKind = Literal["text", "integer", "number", "boolean", "tristate", "choice", "object",
+                    "array", "json"]
+_SCALARS: dict[str, FieldKind] = {"string": "text", "integer": "integer", "number": "number",
+                                  "boolean": "boolean"}
+_INPUT_TYPES = {"email": "email", "uri": "url", "date": "date", "time": "time"}
 JSON_FIELD = "__json__"
-
-
-class FormError(ValueError):
-    """Form data that cannot become the JSON value at all (before schema validation)."""
-
-    def __init__(self, errors: list[dict[str, Any]]) -> None:
-        super().__init__("; ".join(e["msg"] for e in errors))
-        self.errors = errors
+MAX_DEPTH = 6  # a recursive schema is typed as JSON below this
 
 
 @dataclass(frozen=True)
 class FormField:
-    """One input of a generated form."""
+    """One input (or fieldset) of a generated form; `name` is its key in the parent."""
 
     name: str
     label: str
     kind: FieldKind
     required: bool
+    nullable: bool = False
     description: str = ""
     default: Any = None
-    options: tuple[str, ...] = ()
+    options: tuple[tuple[str, Any], ...] = ()  # (what the option says, the JSON value)
     attrs: dict[str, str] = field(default_factory=dict)  # HTML constraints
+    fields: tuple[FormField, ...] = ()  # an object's
+    item: FormField | None = None  # an array's rows
+
+    @property
+    def input_type(self) -> str:
+        if self.kind in ("integer", "number"):
+            return "number"
+        return self.attrs.get("data-format", "text")
+
+    @property
+    def optional(self) -> bool:
+        """Blank is a valid answer: the value is left out (its default) or null."""
+        return not self.required or self.nullable
 
 
 @dataclass(frozen=True)
 class SchemaForm:
-    """The inputs of one form; `fields` is None when the value is edited as JSON."""
+    """The inputs of one form; `fields` is None when the whole value is edited as JSON.
+
+    `decision` names a required boolean drawn as two buttons (Approve / Decline) instead of
+    a checkbox: a respond whose answer is a yes or a no.
+    """
 
     fields: tuple[FormField, ...] | None
     schema: dict[str, Any]
+    decision: str | None = None
 
-    def parse(self, data: dict[str, str]) -> Any:
-        """The JSON value the submitted fields describe."""
-        if self.fields is None:
-            return _json_value(data.get(JSON_FIELD, ""))
-        return {f.name: v for f in self.fields if (v := _value(f, data)) is not _MISSING}
-
-
-_MISSING = object()
+    def others(self) -> tuple[FormField, ...]:
+        """The fields drawn beside the decision's buttons."""
+        return tuple(f for f in self.fields or () if f.name != self.decision)
 
 
-def _json_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise FormError([{"loc": [], "msg": f"not valid JSON: {exc}", "type": "json"}]) from None
-
-
-def _value(f: FormField, data: dict[str, str]) -> Any:
-    raw = data.get(f.name, "")
-    if f.kind == "boolean":
-        return raw == "on"
-    if raw == "" and not f.required:
-        return _MISSING
-    if f.kind in ("integer", "number"):
-        try:
-            return int(raw) if f.kind == "integer" else float(raw)
-        except ValueError:
-            return raw  # the schema check names the field and the problem
-    return raw
-
-
-def schema_form(schema: dict[str, Any] | None) -> SchemaForm:
-    """A form for `schema` (None: any JSON value)."""
+def schema_form(schema: dict[str, Any] | None, *, decide: bool = False) -> SchemaForm:
+    """A form for `schema` (None: any JSON value); `decide`: a yes/no answer gets buttons."""
     schema = schema or {}
     target = _resolve(schema, schema)
-    props = target.get("properties")
-    if target.get("type") != "object" or not isinstance(props, dict) or not props:
+    if target.get("type") != "object" or not isinstance(target.get("properties"), dict):
         return SchemaForm(None, schema)
-    required = set(target.get("required", ()))
-    fields = [_field(name, _resolve(spec, schema), name in required)
-              for name, spec in props.items()]
-    if any(f is None for f in fields):
+    fields = _object_fields(target, schema, 0)
+    if not fields:
         return SchemaForm(None, schema)
-    return SchemaForm(tuple(f for f in fields if f is not None), schema)
+    return SchemaForm(fields, schema, _decision(fields) if decide else None)
+
+
+def _decision(fields: tuple[FormField, ...]) -> str | None:
+    yes_no = [f.name for f in fields if f.kind == "boolean" and f.required and not f.nullable]
+    return yes_no[0] if len(yes_no) == 1 else None
+
+
+def _object_fields(spec: dict[str, Any], root: dict[str, Any], depth: int) -> tuple[FormField, ...]:
+    required = set(spec.get("required", ()))
+    return tuple(_field(name, sub, root, name in required, depth)
+                 for name, sub in spec.get("properties", {}).items() if isinstance(sub, dict))
 
 
 def _resolve(spec: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     ref = spec.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        resolved: dict[str, Any] = root.get("$defs", {}).get(ref.removeprefix("#/$defs/"), {})
-        return resolved
+        target = root.get("$defs", {}).get(ref.removeprefix("#/$defs/"), {})
+        outer = {k: v for k, v in spec.items() if k != "$ref"}
+        return {**target, **outer, "title": outer.get("title")}  # a field's title, not its type's
     return spec
 
 
-def _field(name: str, spec: dict[str, Any], required: bool) -> FormField | None:
-    enum = spec.get("enum")
-    choice = isinstance(enum, list) and all(isinstance(v, str) for v in enum)
-    kind: FieldKind | None = "choice" if choice else _KINDS.get(str(spec.get("type")))
-    if kind is None:
-        return None
-    return FormField(name=name, label=str(spec.get("title") or name), kind=kind,
-                     required=required, description=str(spec.get("description", "")),
-                     default=spec.get("default"), options=tuple(enum or ()) if choice else (),
-                     attrs=_constraints(kind, spec))
+def _unwrap(spec: dict[str, Any], root: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The spec without its `null` alternative, and whether null is allowed."""
+    spec = _resolve(spec, root)
+    types = spec.get("type")
+    if isinstance(types, list) and "null" in types:
+        rest = [t for t in types if t != "null"]
+        return {**spec, "type": rest[0] if len(rest) == 1 else rest}, True
+    options = spec.get("anyOf") or spec.get("oneOf")
+    if isinstance(options, list):
+        real = [o for o in options if isinstance(o, dict) and o.get("type") != "null"]
+        if len(real) == 1 and len(options) == 2:
+            outer = {k: v for k, v in spec.items() if k not in ("anyOf", "oneOf")}
+            inner = _resolve(real[0], root)
+            return {**inner, **outer, "title": outer.get("title")}, True
+    return spec, False
+
+
+def _field(name: str, raw: dict[str, Any], root: dict[str, Any], required: bool,
+           depth: int) -> FormField:
+    spec, nullable = _unwrap(raw, root)
+    base = FormField(name=name, label=str(spec.get("title") or _humane(name)), kind="json",
+                     required=required, nullable=nullable,
+                     description=str(spec.get("description", "")), default=spec.get("default"))
+    if depth >= MAX_DEPTH:
+        return base
+    if isinstance(spec.get("enum"), list) or "const" in spec:
+        values = spec["enum"] if isinstance(spec.get("enum"), list) else [spec["const"]]
+        return replace(base, kind="choice", options=tuple((str(v), v) for v in values))
+    kind = spec.get("type")
+    if kind == "object" and isinstance(spec.get("properties"), dict) and spec["properties"]:
+        return replace(base, kind="object", fields=_object_fields(spec, root, depth + 1))
+    if kind == "array" and isinstance(spec.get("items"), dict):
+        item = _field("", spec["items"], root, True, depth + 1)
+        return replace(base, kind="array", item=replace(item, label=base.label))
+    if isinstance(kind, str) and kind in _SCALARS:
+        scalar = _SCALARS[kind]
+        if scalar == "boolean" and nullable:
+            scalar = "tristate"  # yes, no, or not said
+        return replace(base, kind=scalar, attrs=_constraints(scalar, spec))
+    return base
+
+
+def _humane(name: str) -> str:
+    words = name.replace("_", " ").strip()
+    return words[:1].upper() + words[1:] if words else "Value"
 
 
 def _constraints(kind: FieldKind, spec: dict[str, Any]) -> dict[str, str]:
@@ -120,14 +153,19 @@ def _constraints(kind: FieldKind, spec: dict[str, Any]) -> dict[str, str]:
                           ("pattern", "pattern")):
             if key in spec:
                 attrs[attr] = str(spec[key])
+        if spec.get("format") in _INPUT_TYPES:
+            attrs["data-format"] = _INPUT_TYPES[spec["format"]]
     if kind in ("integer", "number"):
         attrs["step"] = "1" if kind == "integer" else "any"
-        if "minimum" in spec:
-            attrs["min"] = str(spec["minimum"])
-        if "maximum" in spec:
-            attrs["max"] = str(spec["maximum"])
+        for key, attr in (("minimum", "min"), ("maximum", "max")):
+            if key in spec:
+                attrs[attr] = _number(spec[key])
         if kind == "integer" and "exclusiveMinimum" in spec:
             attrs["min"] = str(int(spec["exclusiveMinimum"]) + 1)
         if kind == "integer" and "exclusiveMaximum" in spec:
             attrs["max"] = str(int(spec["exclusiveMaximum"]) - 1)
     return attrs
+
+
+def _number(value: Any) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)

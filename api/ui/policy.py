@@ -102,7 +102,8 @@ def time_left(deadline: datetime | None, now: datetime) -> str | None:
 def why_not_vote(who: Principal, call: ToolCall, now: datetime) -> str | None:
     """Why `who` cannot vote on this held call now, in the server's words; None if they can."""
     try:
-        held_call({call.ref: call}, ApproveEntry(ref=call.ref, name=call.name), now)
+        seen = ApproveEntry(ref=call.ref, name=call.name, input_sha256=sha256_hex(call.input))
+        held_call({call.ref: call}, seen, now)  # on the input the page shows
         check_voter(call, who.decider())
     except ForbiddenError as exc:
         prefix = "Four-eyes: " if exc.details.get("reason") == "requester" else "Routing: "

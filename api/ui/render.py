@@ -13,6 +13,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from interlock.api.ui.forms_parse import RawText, refill
+from interlock.api.ui.outcome import answer_words
 from interlock.api.ui.policy import held_summary
 from interlock.api.ui.session import Sessions, keep_csrf
 from interlock.api.ui.views import pretty
@@ -24,6 +26,10 @@ templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["pretty"] = pretty
 templates.env.globals["max_reason"] = MAX_REASON
 templates.env.globals["held"] = held_summary
+templates.env.filters["refill"] = refill
+templates.env.filters["answer_words"] = answer_words
+templates.env.filters["by_path"] = lambda errors: by_path(errors)
+templates.env.filters["json_text"] = lambda value: json_text(value)
 templates.env.filters["when"] = lambda t: t.strftime("%Y-%m-%d %H:%M:%S UTC") if t else ""
 # No inline script or style anywhere: the policy forbids both, so injected markup cannot run.
 HEADERS = {
@@ -33,6 +39,21 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 FORM_TYPE = "application/x-www-form-urlencoded"
+
+
+def by_path(errors: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """A refusal's messages by the input they belong to (`lines.0.qty`)."""
+    found: dict[str, list[str]] = {}
+    for e in errors:
+        found.setdefault(".".join(str(part) for part in e.get("loc", ())), []).append(e["msg"])
+    return found
+
+
+def json_text(value: Any) -> str:
+    """A free-form value in its text area: as typed when it was not JSON, else indented."""
+    if isinstance(value, RawText):
+        return value.text
+    return "" if value is None else pretty(value)
 
 
 def sessions(request: Request) -> Sessions:

@@ -11,6 +11,7 @@ from uuid import UUID
 from interlock.api.auth import Principal
 from interlock.api.schemas import EventPublic
 from interlock.api.ui.forms import SchemaForm, schema_form
+from interlock.api.ui.outcome import Outcome, outcome
 from interlock.api.ui.policy import PolicyView, policy_view, why_not_vote
 from interlock.audit.integrity import ChainBreak, Verifier
 from interlock.domain import Interlock
@@ -43,6 +44,8 @@ class InterruptPage:
     restart_form: SchemaForm
     why_not: str | None  # why this visitor cannot decide, shown instead of acting
     policy: PolicyView | None = None  # a call held by an approval policy: vote on it
+    outcome: Outcome | None = None  # once decided: what happened and what came next
+    done: bool = False  # this visitor just decided: the outcome takes the focus
     notice: str | None = None  # e.g. decided elsewhere meanwhile
     notice_ok: bool = False  # the notice reports success (a vote recorded), not a refusal
     errors: list[dict[str, Any]] = field(default_factory=list)
@@ -77,11 +80,13 @@ def interrupt_page(
         metadata_json=pretty(call.interrupt),
         conversation=[m for m in chat.state.messages if m.role != "system"],
         decisions=[d for d in decisions.items if d.ref == ref],
-        respond_form=schema_form(definition.output_schema if definition else None),
+        respond_form=schema_form(definition.output_schema if definition else None,
+                                 decide=True),
         restart_form=schema_form(definition.input_schema if definition else None),
         why_not=(why_not_vote(who, call, at) if call.awaiting_approval
                  else why_not(who, call, tool.distinct_approver if tool else False)),
         policy=policy_view(call, at),
+        outcome=outcome(call, chat.state.messages, chat.pending_interrupts()),
     )
 
 

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
+from interlock.api.app import make_app
+from interlock.api.auth import AuthConfig
+from interlock.bootstrap import build_service
 from interlock.client import Client
-from tests.api.conftest import Live
+from interlock.projections import open_read_models
+from tests.api.conftest import KEYS, Live
+from tests.api.server import ThreadServer
+from tests.ui.agents import AGENTS
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -25,9 +32,21 @@ def browser() -> Iterator[Browser]:
         b.close()
 
 
+class ConsoleLive(Live):
+    """The API tests' live server, with the console's own agents (formsAgent) added."""
+
+    def __init__(self, store: str) -> None:
+        self.service = build_service(store, AGENTS)
+        self.views = open_read_models(self.service)
+        self.server = ThreadServer(make_app(self.service, self.views,
+                                            AuthConfig.from_mapping(KEYS)))
+        self.url = self.server.url
+
+
 @pytest.fixture
-def live(pg_store: str) -> Iterator[Live]:
-    server = Live(pg_store)
+def live(request: pytest.FixtureRequest) -> Iterator[Live]:
+    store = request.getfixturevalue(os.environ.get("INTERLOCK_UI_STORE", "pg_store"))
+    server = ConsoleLive(store)
     try:
         yield server
     finally:

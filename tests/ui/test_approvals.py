@@ -59,7 +59,8 @@ def test_a_quorum_counts_one_vote_then_the_second_runs_it_and_the_chat_shows_the
     expect(tina.locator("#votes")).to_contain_text("None yet")
     tina.get_by_role("button", name="Approve").click()
     expect(tina.locator("#notice")).to_have_text(
-        "Your approval is recorded. 1 of 2 approvals on this input so far.")
+        "Your approval is recorded. 1 of 2 approvals on this input so far. "
+        "The tool has not run: it waits for 1 more approval.")
     expect(tina.locator("#policy-tally")).to_have_text("1 of 2 approvals so far")
     expect(tina.locator("#votes li")).to_have_count(1)
     expect(tina.locator("#votes")).to_contain_text("approve by tina")
@@ -76,7 +77,12 @@ def test_a_quorum_counts_one_vote_then_the_second_runs_it_and_the_chat_shows_the
     tom.goto(f"{live.url}/ui/inbox?show=mine")
     tom.locator(f'#inbox-rows tr[data-ref="{ref}"]').get_by_role("link", name="pay").click()
     tom.get_by_role("button", name="Approve").click()
-    expect(tom).to_have_url(re.compile(rf"/ui/chats/{chat_id}"))
+    expect(tom.locator("#outcome")).to_be_focused()  # the vote that settles it says so
+    expect(tom.locator("#outcome-happened")).to_contain_text(
+        "the quorum was met (tina, tom)")
+    expect(tom.locator("#outcome-then")).to_have_text(
+        'The tool ran and returned {"paid": 500, "to": "bob"}.')
+    expect(tom.locator("#outcome-reply")).to_contain_text("outcome: {'paid': 500")
     expect(tom.locator(".msg.tool")).to_contain_text('"paid": 500')
     expect(tom.locator(".msg.model").last).to_have_text(
         re.compile(r"outcome: \{'paid': 500, 'to': 'bob'\}"))
@@ -108,7 +114,11 @@ def test_a_rejections_reason_reaches_the_model(
     tina.keyboard.press("Tab")  # from the reason to its Reject button, by keyboard alone
     expect(reject).to_be_focused()
     tina.keyboard.press("Enter")
-    expect(tina).to_have_url(re.compile(rf"/ui/chats/{chat_id}"))
+    expect(tina.locator("#outcome-happened")).to_contain_text(
+        "Rejected by tina at ")
+    expect(tina.locator("#outcome-happened")).to_contain_text("“over this month's budget”")
+    expect(tina.locator("#outcome-then")).to_contain_text(
+        "The tool did not run; the agent was told no, and why.")
     expect(tina.locator(".msg.model").last).to_contain_text(
         "'rejected': True, 'by': 'tina', 'reason': \"over this month's budget\"")
     [voted] = [e for e in _events(api, chat_id) if e["type"] == "ApprovalVoted"]

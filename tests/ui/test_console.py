@@ -68,7 +68,7 @@ def test_approving_shows_the_agents_answer_in_the_chat(signed_in: Browse, api: A
     expect(page.locator("#input-sha")).to_have_text(re.compile(r"^[0-9a-f]{64}$"))
     expect(page.locator("#why-not")).to_have_count(0)
     page.locator("#respond-status").fill("web deployed by hand")
-    page.get_by_role("button", name="Approve and respond").click()
+    page.get_by_role("button", name="Respond with this answer").click()
     expect(page).to_have_url(re.compile(rf"/ui/chats/{chat_id}"))
     expect(page.locator(".msg.tool")).to_contain_text("web deployed by hand")
     expect(page.locator(".msg.model").last).to_contain_text("ops done")
@@ -85,12 +85,12 @@ def test_the_requester_is_refused_by_four_eyes_with_the_reason(
     page.goto(f"{live.url}/ui/chats/{chat_id}/interrupts/{ref}")
     expect(page.locator("#why-not")).to_contain_text("Four-eyes")
     expect(page.locator("#why-not")).to_contain_text("that was you (dana)")
-    expect(page.get_by_role("button", name="Approve and respond")).to_be_disabled()
+    expect(page.get_by_role("button", name="Respond with this answer")).to_be_disabled()
     # Even a form forced open is refused by the server, with its reason.
     page.evaluate("document.querySelectorAll('[disabled]').forEach(e => {"
                   "e.disabled = false; e.removeAttribute('aria-disabled'); })")
     page.locator("#respond-status").fill("db deployed")
-    page.get_by_role("button", name="Approve and respond").click()
+    page.get_by_role("button", name="Respond with this answer").click()
     expect(page.locator("#notice")).to_contain_text(
         "deploy needs an approver other than dana, who sent the turn")
     expect(page.locator("#status")).to_have_text("pending")
@@ -136,7 +136,7 @@ def test_a_decision_made_elsewhere_meanwhile_is_a_clear_message(
     api("root").request("POST", f"/v1/chats/{chat_id}/resume", json={
         "respond": [{"ref": ref, "name": "deploy", "output": {"status": "done by root"}}]})
     page.locator("#respond-status").fill("too late")
-    page.get_by_role("button", name="Approve and respond").click()
+    page.get_by_role("button", name="Respond with this answer").click()
     expect(page.locator("#notice")).to_contain_text(
         "Someone decided this meanwhile: respond by root")
     expect(page.locator("#decided")).to_contain_text("respond by root")

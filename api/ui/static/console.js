@@ -25,25 +25,64 @@ function pollInbox(table) {
 
 // Generated forms: JSON areas must parse; show each field's problem next to it.
 function validateForm(form) {
-  function show(field) {
-    const slot = form.querySelector('.field-error[data-for="' + field.id + '"]');
-    if (slot) slot.textContent = field.validationMessage;
-    field.setAttribute("aria-invalid", field.validity.valid ? "false" : "true");
-  }
-  form.querySelectorAll("textarea[data-json]").forEach((area) => {
-    area.addEventListener("input", () => {
-      try { JSON.parse(area.value); area.setCustomValidity(""); }
-      catch (e) { area.setCustomValidity("Not valid JSON: " + e.message); }
-    });
-  });
   form.querySelectorAll("textarea[data-nonblank]").forEach((area) => {
     area.addEventListener("input", () => {
       area.setCustomValidity(area.value.trim() ? "" : "Give a reason: it cannot be only spaces.");
     });
   });
-  form.querySelectorAll("input, select, textarea").forEach((field) => {
+  watchFields(form, form);
+  wireArrays(form, form);
+}
+
+function watchFields(form, root) {
+  function show(field) {
+    const slot = form.querySelector('.field-error[data-for="' + field.id + '"]');
+    if (slot) slot.textContent = field.validationMessage;
+    field.setAttribute("aria-invalid", field.validity.valid ? "false" : "true");
+  }
+  root.querySelectorAll("textarea[data-json]").forEach((area) => {
+    area.addEventListener("input", () => {
+      try { if (area.value.trim() || area.required) JSON.parse(area.value); area.setCustomValidity(""); }
+      catch (e) { area.setCustomValidity("Not valid JSON: " + e.message); }
+    });
+  });
+  root.querySelectorAll("input, select, textarea").forEach((field) => {
     field.addEventListener("invalid", () => show(field));
     field.addEventListener("input", () => show(field));
+  });
+}
+
+// Arrays: Add and Remove buttons; without this file a spare blank row stands in for Add.
+function wireArrays(form, root) {
+  root.querySelectorAll("fieldset.array:not([data-wired])").forEach((set) => {
+    set.dataset.wired = "1";
+    const list = set.querySelector(":scope > ol.rows");
+    const template = set.querySelector(":scope > template");
+    list.querySelectorAll(":scope > li[data-spare]").forEach((li) => li.remove());
+    set.querySelectorAll(":scope > [data-no-script]").forEach((e) => { e.hidden = true; });
+    const add = set.querySelector(":scope > button[data-add]");
+    add.hidden = false;
+    add.addEventListener("click", () => {
+      const i = Number(set.dataset.next);
+      set.dataset.next = String(i + 1);
+      list.insertAdjacentHTML("beforeend", template.innerHTML
+        .replaceAll("__i__", String(i)).replaceAll("__n__", String(i + 1)));
+      const row = list.lastElementChild;
+      watchFields(form, row);
+      wireArrays(form, row);
+      wireRemove(row, add);
+      const first = row.querySelector("input, select, textarea");
+      if (first) first.focus();
+    });
+    wireRemove(list, add);
+  });
+}
+
+function wireRemove(root, add) {
+  root.querySelectorAll("button[data-remove]:not([data-wired])").forEach((button) => {
+    button.dataset.wired = "1";
+    button.hidden = false;
+    button.addEventListener("click", () => { button.closest("li.row").remove(); add.focus(); });
   });
 }
 
@@ -57,6 +96,7 @@ document.addEventListener("DOMContentLoaded", () => {
 // After a refused submit, keyboard and screen-reader users land on what needs them:
 // the first field the server refused, else the page's notice.
 function focusOutcome() {
-  const target = document.querySelector('form [aria-invalid="true"]') || document.getElementById("notice");
+  const target = document.querySelector('form [aria-invalid="true"]') || document.getElementById("notice")
+    || document.querySelector("[data-focus]");
   if (target) target.focus();
 }
