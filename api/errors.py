@@ -19,6 +19,7 @@ from interlock.domain.errors import (
     InvalidRequestError,
     NotFoundError,
     UnauthenticatedError,
+    UnavailableError,
 )
 
 log = logging.getLogger("interlock.api")
@@ -32,11 +33,10 @@ class PayloadTooLargeError(InvalidRequestError):
         super().__init__(f"request body exceeds {limit} bytes", limit=limit)
 
 
-class ViewsBehindError(InterlockError):
+class ViewsBehindError(UnavailableError):
     """The read models did not catch up in time: retry shortly."""
 
     code = "views_behind"
-    status = 503
 
     def __init__(self) -> None:
         super().__init__("the read models are behind the event log; retry shortly")
@@ -68,6 +68,8 @@ def error_response(exc: InterlockError, headers: Mapping[str, str] | None = None
     """The HTTP answer for a typed error: the status its class carries."""
     if isinstance(exc, UnauthenticatedError):
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+    if isinstance(exc, UnavailableError):  # a 503 says when to come back
+        headers = {**(headers or {}), "Retry-After": str(exc.retry_after)}
     return ErrorJSON(error_body(exc.code, exc.message, exc.details), exc.status, headers=headers)
 
 

@@ -37,6 +37,8 @@ InterlockError                        (a client's error: every subclass has code
 │   └── ForbiddenError                forbidden
 │       └── SegregationOfDutiesError  segregation_of_duties (reviewer took part in the item)
 ├── ModelError                    502 model_error
+├── UnavailableError              503 (a transient refusal: answered with Retry-After)
+│   └── StoreUnavailableError         store_unavailable
 └── InternalError                 500 internal_error
     ├── TamperedEventError            (persistence.py: a stored event contradicts its record)
     ├── SnapshotRefusedError          (snapshots.py: never reaches a client; the log is read)
@@ -349,6 +351,34 @@ class ReviewStateError(ConflictError):
     def __init__(self, review_id: object, message: str, **details: Any) -> None:
         super().__init__(f"review {review_id}: {message}", review_id=str(review_id), **details)
 
+class ModelError(InterlockError):
+    """The model upstream failed; the turn is recorded as failed and may be retried."""
+
+    code = "model_error"
+    status = 502
+
+
+class UnavailableError(InterlockError):
+    """The service cannot answer now, through nobody's fault: retry after `retry_after` s."""
+
+    status = 503
+    retry_after: int = 1
+
+
+class StoreUnavailableError(UnavailableError):
+    """The event store did not answer within the request's deadline; nothing was written
+    by this request's unfinished step (a turn caught mid-way is retryable)."""
+
+    code = "store_unavailable"
+
+    def __init__(self, reason: str, retry_after: int = 1) -> None:
+        super().__init__(f"the event store is unavailable ({reason}); retry shortly",
+                         reason=reason)
+        self.retry_after = retry_after
+
+
+class InternalError(InterlockError):
+    """A bug or a broken store, answered in the error shape; no client input causes one."""
 
 
     code = "internal_error"

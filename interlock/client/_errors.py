@@ -165,6 +165,10 @@ class ViewsBehindError(InterlockAPIError):
     code = "views_behind"
 
 
+class StoreUnavailableError(InterlockAPIError):
+    code = "store_unavailable"
+
+
 class InternalError(InterlockAPIError):
     code = "internal_error"
 
