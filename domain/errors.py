@@ -105,8 +105,6 @@ class IdempotencyKeyReusedError(InvalidRequestError):
         super().__init__(f"Idempotency-Key {key!r} was used before with a different body", key=key)
 
 
-class ResumeError(InterlockError):
-    """A resume batch was refused; nothing was recorded."""
 class ReviewNotFoundError(NotFoundError):
     code = "review_not_found"
 
@@ -132,6 +130,8 @@ class UnknownReviewQueryError(InvalidRequestError):
         super().__init__(f"no review query named {name!r}", query=name, known=known)
 
 
+class ResumeError(InterlockError):
+    """A resume batch was refused; nothing was recorded."""
 
     status = 422
 
@@ -322,15 +322,6 @@ class ForbiddenError(AuthError):
     code = "forbidden"
 
 
-class ModelError(InterlockError):
-    """The model upstream failed; the turn is recorded as failed and may be retried."""
-
-    code = "model_error"
-    status = 502
-
-
-class InternalError(InterlockError):
-    """A bug or a broken store, answered in the error shape; no client input causes one."""
 class SegregationOfDutiesError(ForbiddenError):
     """A reviewer may not assess an item they requested, edited or decided."""
 
@@ -350,6 +341,7 @@ class ReviewStateError(ConflictError):
 
     def __init__(self, review_id: object, message: str, **details: Any) -> None:
         super().__init__(f"review {review_id}: {message}", review_id=str(review_id), **details)
+
 
 class ModelError(InterlockError):
     """The model upstream failed; the turn is recorded as failed and may be retried."""
@@ -379,7 +371,6 @@ class StoreUnavailableError(UnavailableError):
 
 class InternalError(InterlockError):
     """A bug or a broken store, answered in the error shape; no client input causes one."""
-
 
     code = "internal_error"
     status = 500
