@@ -40,16 +40,21 @@ def load_allowed(path: Path) -> list[Allowed]:
     [{"kind": "prompt_drift", "agent": "bankingAgent", "why": "new prompt, reviewed"}]."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, list):
-            raise ConfigurationError(f"{path}: expected a JSON list of accepted differences")
-        return [Allowed.model_validate(item) for item in data]
     except OSError as exc:
         raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise ConfigurationError(f"{path} is not JSON: {exc}") from None
+    if not isinstance(data, list):
+        raise ConfigurationError(f"{path}: expected a JSON list of accepted differences")
+    return [_allowed(path, n, item) for n, item in enumerate(data)]
+
+
+def _allowed(path: Path, n: int, item: Any) -> Allowed:
+    try:
+        return Allowed.model_validate(item)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where = ".".join(str(p) for p in (n, *first["loc"]))
         raise ConfigurationError(f"{path}: entry {where}: {first['msg']}") from None
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 from interlock.domain.application import Interlock
 from interlock.domain.chat.events import ChatEvent, ChatStarted
-from interlock.domain.errors import ChatNotFoundError
+from interlock.domain.errors import ChatNotFoundError, ConfigurationError
 from interlock.domain.storage.keys import Keyring
 from interlock.stores.erasure_keys import KeyStore
 from interlock.stores.urls import store_env
@@ -45,6 +46,8 @@ def open_recorded(url: str, secret: bytes | Keyring | None = None) -> Interlock:
     """The store `url` names, for reading its chats only."""
     env = {**store_env(url), "CREATE_TABLE": "n"}
     if env.get("SQLITE_DBNAME"):
+        if not Path(env["SQLITE_DBNAME"]).is_file():
+            raise ConfigurationError(f"no recorded store at {url}: the file does not exist")
         env["SQLITE_DBNAME"] = f"file:{env['SQLITE_DBNAME']}?mode=ro"
     service = Interlock([], env=env, secret=secret, io_threads=1)
     if url.startswith(("sqlite", "postgres")):

@@ -65,3 +65,8 @@ def policy_changed() -> list[Agent]:
     treasury["transferMoney"] = replace(treasury["transferMoney"], quorum=3)
     return [replace(banking, approvals={"transferMoney": EVERY_TRANSFER}),
             replace(treasury_banking, approvals=treasury)]
+
+
+# For `--agents tests.replay.variants:NAME` (the CLI loads a module attribute).
+PROMPT_CHANGED = prompt_changed()
+POLICY_CHANGED = policy_changed()
