@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Annotated
+from collections.abc import Awaitable, Callable, Collection, Iterator
+from typing import Annotated, Literal
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -13,7 +13,18 @@ from interlock.api.errors import ViewsBehindError
 from interlock.api.observability.context import note_principal
 from interlock.api.streaming import TurnStreams
 from interlock.domain import Interlock
-from interlock.projections.engine.interface import ReadModels
+from interlock.projections.engine.interface import (
+    ChatFilter,
+    ChatSummary,
+    DecisionFilter,
+    DecisionRow,
+    DecisionStats,
+    InboxFilter,
+    InboxRow,
+    Page,
+    ReadModels,
+    StuckView,
+)
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`")
 
@@ -64,15 +75,65 @@ Approver = Annotated[Principal, Depends(_needs("approver"))]
 
 
 def current_views(service: ServiceDep, views: ReadModelsDep) -> ReadModels:
-    """The views once they show every event committed before this request (read-your-writes).
+    """The views, each showing every event committed before this request once a query
+    reads it (read-your-writes).
 
-    Waiting here, on the read, costs a write nothing: writers never wait for the views.
+    Waiting on the read costs a write nothing: writers never wait for the views. Each query
+    waits for the view it reads alone, so a view stuck or behind fails only its own lists.
     """
-    try:
-        views.wait(service.recorder.max_notification_id())
-    except TimeoutError:
-        raise ViewsBehindError() from None
-    return views
+    return _ReadingAt(views, service.recorder.max_notification_id())
+
+
+class _ReadingAt:
+    """`views` whose queries first wait until their own view has applied `position`."""
+
+    def __init__(self, views: ReadModels, position: int | None) -> None:
+        self._views, self._position = views, position
+
+    def _current(self, view: str) -> ReadModels:
+        try:
+            self._views.wait(self._position, views=(view,))
+        except TimeoutError:
+            raise ViewsBehindError() from None
+        return self._views
+
+    def chats(self, f: ChatFilter, limit: int = 50, cursor: str | None = None
+              ) -> Page[ChatSummary]:
+        return self._current("chats").chats(f, limit, cursor)
+
+    def inbox(self, f: InboxFilter, limit: int = 50, cursor: str | None = None
+              ) -> Page[InboxRow]:
+        return self._current("inbox").inbox(f, limit, cursor)
+
+    def decisions(self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
+                  ) -> Page[DecisionRow]:
+        return self._current("decisions").decisions(f, limit, cursor)
+
+    def decision_stats(self, f: DecisionFilter) -> DecisionStats:
+        return self._current("decisions").decision_stats(f)
+
+    def export_decisions(self, f: DecisionFilter, fmt: Literal["csv", "jsonl"]
+                         ) -> Iterator[str]:
+        return self._current("decisions").export_decisions(f, fmt)
+
+    def wait(self, position: int | None, timeout: float = 5.0,
+             views: Collection[str] | None = None) -> None:
+        self._views.wait(position, timeout, views)
+
+    def is_current(self) -> bool:
+        return self._views.is_current()
+
+    def lag(self) -> int:
+        return self._views.lag()
+
+    def stopped(self) -> bool:
+        return self._views.stopped()
+
+    def stuck(self) -> list[StuckView]:
+        return self._views.stuck()
+
+    def close(self) -> None:
+        self._views.close()
 
 
 CurrentViews = Annotated[ReadModels, Depends(current_views)]

@@ -24,6 +24,7 @@ from interlock.stores.erasure_keys import KeyStore
 from interlock.stores.snapshots import open_snapshots
 from interlock.stores.urls import store_env
 from interlock.sweeper import Sweeper
+from interlock.webhooks import DeliveryPolicy
 
 log = logging.getLogger("interlock")
 
@@ -79,9 +80,15 @@ def build_app(settings: Settings) -> FastAPI:
         views.close()
         service.close()
 
-    app = make_app(service, views, auth, on_shutdown=close)
+    app = make_app(service, views, auth, on_shutdown=close, delivery=delivery_policy(settings))
     tune_gc(settings.gc_threshold)  # each worker process, once everything is loaded
     return app
+
+
+def delivery_policy(settings: Settings) -> DeliveryPolicy:
+    """How webhooks are delivered: which private addresses are allowed, how long rows stay."""
+    allow = tuple(h.strip() for h in settings.webhook_allow_hosts.split(",") if h.strip())
+    return DeliveryPolicy(allow=allow, retention=settings.webhook_retention_days * 86400)
 
 
 def create_app() -> FastAPI:

@@ -53,6 +53,9 @@ class Settings(BaseSettings):
         5.0, gt=0, le=3600, description="seconds an idle connection stays open")
     limit_concurrency: int = Field(
         1000, ge=1, description="connections and tasks per worker before answering 503")
+    store_deadline: float = Field(
+        3.0, gt=0, le=60,
+        description="seconds a request's store work may wait for PostgreSQL before a 503")
     gc_threshold: int = Field(
         DEFAULT_GC_THRESHOLD, ge=0,
         description="allocations between garbage-collector passes; 0: Python's default (700)")

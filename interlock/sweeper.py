@@ -12,12 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from interlock.domain.errors import InterlockError, InternalError
+from eventsourcing.persistence import PersistenceError
+
+from interlock.domain.errors import InterlockError, InternalError, UnavailableError
 from interlock.projections.views.decisions import SWEEPER
 from interlock.projections.views.inbox import InboxView
 
@@ -29,6 +32,7 @@ log = logging.getLogger(__name__)
 Pair = tuple[str, str]  # a held call: (chat id, ref)
 Outcome = tuple[Pair, str]  # and what was recorded: "expired", "escalated" or ""
 MAX_REMEMBERED = 100_000
+LAST_RETRY = 30.0  # seconds between passes at most while the store is unavailable
 
 
 class Sweeper:
@@ -45,6 +49,8 @@ class Sweeper:
         self._recorded: dict[Pair, int] = {}
         self._refused: set[tuple[UUID, str]] = set()
         self._stopping = threading.Event()
+        self._revive = threading.Event()  # the store answers again: sweep now
+        self._failing_since: float | None = None
         self._thread = threading.Thread(target=self._loop, name="interlock-sweeper", daemon=True)
 
     def sweep(self, now: datetime | None = None, limit: int | None = None) -> int:
@@ -132,13 +138,43 @@ class Sweeper:
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._stopping.wait(self.interval):
-            try:
-                self.sweep()
-            except Exception:  # broad on purpose: the next pass must still come
-                log.exception("sweeper pass failed; retrying")
+        delay = self.interval
+        while not self._stopping.is_set():
+            if self._revive.wait(delay):
+                self._revive.clear()
+            if self._stopping.is_set():
+                return
+            delay = self.interval if self._pass() else min(LAST_RETRY, delay * 2)
+
+    def _pass(self) -> bool:
+        """One sweep; False while the store is unavailable (the loop backs off)."""
+        try:
+            self.sweep()
+        except (UnavailableError, PersistenceError) as exc:
+            if self._failing_since is None:  # one line when it begins, one when it ends
+                self._failing_since = time.monotonic()
+                log.warning("sweeper: store unavailable (%s); backing off", type(exc).__name__)
+            return False
+        except Exception:  # broad on purpose: the next pass must still come
+            log.exception("sweeper pass failed; retrying")
+        if self._failing_since is not None:
+            log.warning("sweeper: sweeping again after %.1fs",
+                        time.monotonic() - self._failing_since)
+            self._failing_since = None
+        return True
+
+    @property
+    def failing(self) -> bool:
+        """True while passes fail for want of the store."""
+        return self._failing_since is not None
+
+    def store_changed(self, up: bool) -> None:
+        """The store answers again: end the backoff now."""
+        if up:
+            self._revive.set()
 
     def stop(self) -> None:
         self._stopping.set()
+        self._revive.set()
         if self._thread.is_alive():
             self._thread.join()

@@ -13,10 +13,12 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.persistence import PersistenceError
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -39,7 +41,9 @@ from interlock.domain.chat.events import (
     TurnRetried,
     UserMessageSent,
 )
+from interlock.domain.errors import UnavailableError
 from interlock.projections.engine.interface import InboxFilter, ReadModels
+from interlock.stores.postgres import store_guard
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BATCH = 1000
@@ -105,8 +109,10 @@ class Metrics:
         self._began: dict[UUID, datetime] = {}
 
     def render(self) -> bytes:
-        """The exposition, after following the log to its head."""
-        self.follow()
+        """The exposition, after following the log to its head (while the store answers:
+        without it, the counts stay as they were and the store's state says why)."""
+        with suppress(UnavailableError, PersistenceError):
+            self.follow()
         return bytes(generate_latest(self.registry))
 
     def follow(self) -> None:
@@ -190,15 +196,41 @@ class _ScrapeTime(Collector):
         self.metrics = metrics
 
     def collect(self) -> Iterator[Metric]:
+        yield from _store_state(self.metrics)
+        try:
+            counts, behind = _pending(self.metrics.views), self.metrics.views.lag()
+        except (UnavailableError, PersistenceError):
+            return  # the store is down: what it holds cannot be counted now
         pending = GaugeMetricFamily("interlock_pending_approvals",
                                     "Interrupts awaiting a decision", labels=["agent", "tool"])
-        for (agent, tool), n in sorted(_pending(self.metrics.views).items()):
+        for (agent, tool), n in sorted(counts.items()):
             pending.add_metric([agent, tool], n)
         yield pending
         lag = GaugeMetricFamily("interlock_view_lag_events",
                                 "Recorded events some read model has not processed")
-        lag.add_metric([], self.metrics.views.lag())
+        lag.add_metric([], behind)
         yield lag
+
+
+def _store_state(metrics: Metrics) -> Iterator[Metric]:
+    """Whether the store answers (PostgreSQL's probe), its outages, views failing or stuck."""
+    guard = store_guard(metrics.service)
+    if guard is not None:
+        up = GaugeMetricFamily("interlock_store_up", "1 while the store answers its probe")
+        up.add_metric([], 1 if guard.up else 0)
+        yield up
+        outages = GaugeMetricFamily("interlock_store_outages",
+                                    "Times this process saw the store stop answering")
+        outages.add_metric([], guard.outages)
+        yield outages
+    views = metrics.views
+    failing = GaugeMetricFamily("interlock_views_failing",
+                                "1 while the views' passes fail (retried with backoff)")
+    failing.add_metric([], 1 if views.stopped() and not views.stuck() else 0)
+    yield failing
+    stuck = GaugeMetricFamily("interlock_views_stuck", "Views stuck on an event")
+    stuck.add_metric([], len(views.stuck()))
+    yield stuck
 
 
 def _pending(views: ReadModels) -> dict[tuple[str, str], int]:

@@ -1,10 +1,15 @@
 """Liveness (`/healthz`) and readiness (`/readyz`: store reachable, views running and close).
 
-A view stuck on an event it cannot apply makes `/readyz` answer 503 naming the view,
-the event (notification id and topic) and the error.
+`/readyz` answers within a second, always: a store known to be down (its guard's last probe)
+is a 503 at once, without a thread or a connection; otherwise the store and the views are
+asked, and whatever does not answer within READY_WITHIN is a 503 too. A view stuck on an
+event it cannot apply names the view, the event (notification id and topic) and the error's
+class, never its text (it may quote a row's personal data).
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from eventsourcing.persistence import PersistenceError
 from fastapi import APIRouter
@@ -14,27 +19,39 @@ from starlette.concurrency import run_in_threadpool
 from interlock.api.deps import ReadModelsDep, ServiceDep
 from interlock.api.schemas import Health
 from interlock.domain import Interlock
+from interlock.domain.errors import UnavailableError
 from interlock.projections.engine.interface import ReadModels
+from interlock.stores.postgres import store_guard
 
 # Views a few events behind a busy writer are still serving (lists wait for them);
 # a server catching up a backlog, or whose views stopped, is not.
 READY_LAG = 1000
+READY_WITHIN = 0.8  # seconds the store and views may take to answer the probe
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", response_model=Health)
 async def healthz() -> Health:
-    """Answers as soon as the server serves."""
+    """Answers as soon as the server serves: never asks the store (liveness)."""
     return Health(status="ok")
 
 
 @router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
 async def readyz(service: ServiceDep, views: ReadModelsDep) -> Health | JSONResponse:
-    store, current = await run_in_threadpool(_probe, service, views)
+    """Ready: the store answers, the views run, none is stuck; else 503 and which is not."""
+    guard = store_guard(service)
+    if guard is not None and not guard.up:
+        store, current = False, False
+    else:
+        try:
+            store, current = await asyncio.wait_for(
+                run_in_threadpool(_probe, service, views), READY_WITHIN)
+        except TimeoutError:
+            store, current = False, False
     stuck = views.stuck()
-    health = Health(status="ready" if store and current else "not_ready", store=store,
-                    views=current, stuck=stuck or None)
+    health = Health(status="ready" if store and current and not stuck else "not_ready",
+                    store=store, views=current, stuck=stuck or None)
     if health.status == "ready":
         return health
     return JSONResponse(health.model_dump(), status_code=503)
@@ -43,9 +60,9 @@ async def readyz(service: ServiceDep, views: ReadModelsDep) -> Health | JSONResp
 def _probe(service: Interlock, views: ReadModels) -> tuple[bool, bool]:
     try:
         service.recorder.max_notification_id()
-    except PersistenceError:
+    except (PersistenceError, UnavailableError):
         return False, False
     try:
         return True, not views.stopped() and views.lag() <= READY_LAG
-    except PersistenceError:
+    except (PersistenceError, UnavailableError):
         return True, False

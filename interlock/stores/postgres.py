@@ -9,11 +9,15 @@ in autocommit with plain arrays; each chat's version check still holds on its ow
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
+import psycopg
+from eventsourcing.application import Application
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
@@ -27,10 +31,17 @@ from eventsourcing.postgres import (
     PostgresFactory,
     TPostgresTrackingRecorder,
 )
-from eventsourcing.utils import retry
+from eventsourcing.utils import Environment, EnvType, retry
+from psycopg import Connection
+from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
+from psycopg_pool import PoolTimeout
 
 from interlock.stores.groupcommit import Append, GroupCommit, conflict
+from interlock.stores.guard import DEFAULT_DEADLINE, StoreGuard
+
+STORE_DEADLINE = "STORE_DEADLINE"  # the setting (seconds) in the store's environment
+PURGE_EVERY = 0.5  # seconds: a restart breaks every pooled connection at once; purge once
 
 
 class InterlockPostgresRecorder(PostgresApplicationRecorder):
@@ -142,10 +153,71 @@ def schema_lock(datastore: PostgresDatastore) -> Iterator[None]:
             conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
 
 
+class GuardedDatastore(PostgresDatastore):
+    """The library's datastore, bounded: a call fails at once while the store is down (its
+    StoreGuard), waits at most the deadline for a connection, and a connection found broken
+    purges the pool of the others a restart broke with it, so the library's retry gets a
+    fresh connection, not the next broken one."""
+
+    guard: StoreGuard
+    _purged: float
+
+    @classmethod
+    def adopt(cls, datastore: PostgresDatastore, deadline: float) -> GuardedDatastore:
+        """`datastore` (built by the library from the environment) with these bounds."""
+        datastore.__class__ = cls  # the library builds it in its factory: same state, our calls
+        assert isinstance(datastore, GuardedDatastore)
+        pool = datastore.pool
+        pool.timeout = deadline  # the wait for a pooled connection
+        pool.reconnect_timeout = max(deadline, 1.0)  # then a slot is freed; grown on demand
+        assert isinstance(pool.kwargs, dict)
+        pool.kwargs.update(connect_timeout=max(2, math.ceil(deadline)),
+                           keepalives_idle=max(1, math.ceil(deadline)), keepalives_interval=1,
+                           keepalives_count=3, tcp_user_timeout=int(deadline * 1000))
+        datastore.guard = StoreGuard(datastore.probe_connection, deadline=deadline)
+        datastore._purged = 0.0
+        return datastore
+
+    def probe_connection(self, timeout: float) -> Connection[Any]:
+        """A connection of its own for the guard's probes (never one of the pool's)."""
+        assert isinstance(self.pool.kwargs, dict)
+        params = {k: v for k, v in self.pool.kwargs.items() if k != "row_factory"}
+        if self.pool.get_password_func is not None:
+            params["password"] = self.pool.get_password_func()
+        params["connect_timeout"] = max(2, math.ceil(timeout))
+        return psycopg.connect(autocommit=True, **params)
+
+    @contextmanager
+    def get_connection(self) -> Iterator[Connection[DictRow]]:
+        self.guard.admit()
+        try:
+            with super().get_connection() as conn:
+                yield conn
+        except (OperationalError, InterfaceError) as exc:
+            if isinstance(exc.__cause__, PoolTimeout):
+                raise self.guard.refuse(f"no connection within {self.pool.timeout:g}s") from exc
+            self._broken()
+            raise  # the library's retry tries again: a fresh connection, or a refusal
+
+    def _broken(self) -> None:
+        """A connection failed in use: probe the store, and drop the pool's broken ones."""
+        self.guard.suspect()
+        now = time.monotonic()
+        if now - self._purged >= PURGE_EVERY:
+            self._purged = now
+            self.pool.check()
+
+
 class InterlockPostgresFactory(PostgresFactory):
-    """The library's factory with the one-round-trip recorder and serialised DDL."""
+    """The library's factory with the one-round-trip recorder, serialised DDL, and a
+    datastore bounded by the store deadline (GuardedDatastore)."""
 
     application_recorder_class = InterlockPostgresRecorder
+
+    def __init__(self, env: Environment | EnvType | None) -> None:
+        super().__init__(env)
+        deadline = float(self.env.get(STORE_DEADLINE) or DEFAULT_DEADLINE)
+        self.datastore = GuardedDatastore.adopt(self.datastore, deadline)
 
     def application_recorder(self) -> ApplicationRecorder:
         with schema_lock(self.datastore):
@@ -160,3 +232,9 @@ class InterlockPostgresFactory(PostgresFactory):
     ) -> TPostgresTrackingRecorder:
         with schema_lock(self.datastore):
             return super().tracking_recorder(tracking_recorder_class)
+
+
+def store_guard(app: Application[Any]) -> StoreGuard | None:
+    """The guard of the app's PostgreSQL store; None for the other stores."""
+    datastore = getattr(app.recorder, "datastore", None)
+    return datastore.guard if isinstance(datastore, GuardedDatastore) else None

@@ -9,8 +9,11 @@ from interlock.domain.errors import ConfigurationError
 SCHEMES = "memory://, sqlite:///path.db or postgresql://..."
 
 
-def store_env(url: str) -> dict[str, str]:
-    """The eventsourcing environment for a store URL; ConfigurationError if it names none."""
+def store_env(url: str, deadline: float | None = None) -> dict[str, str]:
+    """The eventsourcing environment for a store URL; ConfigurationError if it names none.
+
+    `deadline`: the seconds a PostgreSQL store call may wait for the store (then 503).
+    """
     parts = urlsplit(url)
     if parts.scheme == "memory":
         return {"PERSISTENCE_MODULE": "eventsourcing.popo"}
@@ -28,6 +31,7 @@ def store_env(url: str) -> dict[str, str]:
             "POSTGRES_SCHEMA": query.get("schema", "public"),
             "POSTGRES_POOL_SIZE": query.get("pool_size", "5"),
             "POSTGRES_MAX_OVERFLOW": query.get("max_overflow", "10"),
+            **({"STORE_DEADLINE": str(deadline)} if deadline is not None else {}),
         }
     raise ConfigurationError(f"unknown store {url!r}: use {SCHEMES}")
 

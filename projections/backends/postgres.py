@@ -19,7 +19,7 @@ from psycopg import Cursor, sql
 from psycopg.rows import DictRow
 from psycopg.types.json import Json
 
-from interlock.domain.errors import InvalidRequestError
+from interlock.domain.errors import InvalidRequestError, UnavailableError
 from interlock.projections.engine.live import LeaderLostError
 from interlock.projections.engine.sql import (
     JointBatchError,
@@ -339,8 +339,8 @@ class ViewLeader:
             row = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s)) AS leading",
                                (self._key,)).fetchone()
             conn.commit()  # notifications arrive between transactions
-        except (psycopg.Error, PersistenceError) as exc:
-            raise LeaderLostError(str(exc)) from exc
+        except (psycopg.Error, PersistenceError, UnavailableError) as exc:
+            raise LeaderLostError(exc) from exc
         self.leading = bool(row and row["leading"])
         return self.leading
 
@@ -349,13 +349,13 @@ class ViewLeader:
         assert self._waker is not None, "lead first"
         try:
             self._waker.wait(timeout)
-        except (psycopg.Error, PersistenceError) as exc:
-            raise LeaderLostError(str(exc)) from exc
+        except (psycopg.Error, PersistenceError, UnavailableError) as exc:
+            raise LeaderLostError(exc) from exc
 
     def interrupt(self) -> None:
         """Wake the leader's wait now (a NOTIFY like an append's)."""
         channel = sql.Identifier(self._recorder.channel_name)
-        with suppress(psycopg.Error, PersistenceError), \
+        with suppress(psycopg.Error, PersistenceError, UnavailableError), \
                 self._recorder.datastore.get_connection() as conn:
             conn.execute(sql.SQL("NOTIFY {}").format(channel))
             conn.commit()

@@ -7,7 +7,7 @@ on the last page.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Literal, Protocol
 
 from interlock.projections.engine.pages import Page
@@ -51,8 +51,10 @@ class ReadModels(Protocol):
         self, f: DecisionFilter, fmt: Literal["csv", "jsonl"]
     ) -> Iterator[str]: ...
 
-    def wait(self, position: int | None, timeout: float = 5.0) -> None:
-        """Block until every view has processed the event at `position` (read-your-writes)."""
+    def wait(self, position: int | None, timeout: float = 5.0,
+             views: Collection[str] | None = None) -> None:
+        """Block until every view (or those named) has processed the event at `position`
+        (read-your-writes)."""
 
     def is_current(self) -> bool:
         """True when every view has processed the last recorded event."""

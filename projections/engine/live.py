@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from eventsourcing.persistence import Recording
+from eventsourcing.persistence import PersistenceError, Recording
+
+from interlock.domain.errors import UnavailableError
 
 if TYPE_CHECKING:
     from interlock.projections.engine.readmodels import SqlReadModels
@@ -21,6 +24,10 @@ FOLLOW_RETRY = 1.0  # seconds between a follower's tries to take over from the l
 
 class LeaderLostError(Exception):
     """The store connection behind the leader election failed: elect again later."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.reason = type(cause).__name__  # what a log line may say: no row's data
 
 
 class Leader(Protocol):
@@ -41,9 +48,10 @@ class LiveRunner:
     """A thread that catches the views up after each commit and every `poll_interval`.
 
     Each pass applies everything committed since the last one, in shared batches.
-    A pass that fails (store unreachable, tables being replaced) is logged and retried
-    with backoff; the views never stop for good. A view stuck on one event is the read
-    models' business (StuckViews): the others go on.
+    A pass that fails (store unreachable, tables being replaced) is retried with backoff,
+    logged once when the failures begin and once when they end; the views never stop for
+    good, and a store seen back (`revive`) ends the backoff at once. A view stuck on one
+    event is the read models' business (StuckViews): the others go on.
     """
 
     def __init__(
@@ -55,9 +63,11 @@ class LiveRunner:
         self._wake = threading.Event()
         self._hurry = threading.Event()  # a reader is waiting: no coalescing delay
         self._stopping = threading.Event()
+        self._revive = threading.Event()  # the store answers again: retry now
         self._changed = threading.Condition()
         self._seen = 0
         self._error: BaseException | None = None
+        self._failing_since = 0.0
         self._thread = threading.Thread(target=self._loop, name="interlock-views", daemon=True)
 
     def start(self) -> None:
@@ -80,8 +90,11 @@ class LiveRunner:
                 self._stopping.wait(FOLLOW_RETRY)  # another process applies the views
                 continue
             if not self._pass():
-                self._stopping.wait(delay)
-                delay = min(LAST_RETRY, delay * 2)
+                if self._revive.wait(delay):
+                    self._revive.clear()
+                    delay = FIRST_RETRY
+                else:
+                    delay = min(LAST_RETRY, delay * 2)
                 continue
             delay = FIRST_RETRY
             if self.leader is not None:
@@ -99,8 +112,11 @@ class LiveRunner:
         try:
             leading = self.leader.try_lead()
         except LeaderLostError as exc:
+            if self._error is None:  # once per streak, as a failing pass
+                self._failing_since = time.monotonic()
+                log.warning("views: cannot take part in the leader election (%s)",
+                            exc.reason)
             self._fail(exc)
-            log.warning("views: cannot take part in the leader election: %s", exc)
             self.leader.close()
             return False
         if not leading:
@@ -113,7 +129,7 @@ class LiveRunner:
         try:
             self.leader.wait(self.poll_interval)
         except LeaderLostError as exc:
-            log.warning("views: lost the append notifications: %s", exc)
+            log.warning("views: lost the append notifications (%s)", exc.reason)
             self.leader.close()
             return False
         return True
@@ -128,13 +144,25 @@ class LiveRunner:
             if self._error is not None:
                 self.models.setup()  # re-attach: recreate tables dropped under us
             seen = self.models.catch_up()
+        except (PersistenceError, UnavailableError, sqlite3.Error) as exc:  # the store
+            if self._error is None:  # one line per streak; the class only: no row's data
+                self._failing_since = time.monotonic()
+                log.warning("views: cannot catch up (%s); retrying with backoff",
+                            type(exc).__name__)
+            self._fail(exc)
+            return False
         except Exception as exc:  # broad on purpose: whatever failed, the views must go on
             if self._error is None:
-                log.exception("read models could not catch up; retrying with backoff")
+                self._failing_since = time.monotonic()
+                log.exception("views: a pass failed; retrying with backoff")
             self._fail(exc)
             return False
         self._publish(seen)
         return True
+
+    def revive(self) -> None:
+        """The store answers again: end the backoff now instead of at its end."""
+        self._revive.set()
 
     @property
     def error(self) -> BaseException | None:
@@ -144,7 +172,8 @@ class LiveRunner:
     def _publish(self, seen: int) -> None:
         with self._changed:
             if self._error is not None:
-                log.info("read models catch up again")
+                log.warning("views: catching up again after %.1fs of failures",
+                            time.monotonic() - self._failing_since)
             self._seen, self._error = seen, None
             self._changed.notify_all()
 
@@ -153,25 +182,34 @@ class LiveRunner:
             self._error = exc
             self._changed.notify_all()
 
-    def wait(self, position: int, timeout: float) -> None:
-        """Block until the views reach `position`; TimeoutError if they cannot in time."""
+    def wait(self, position: int, timeout: float, views: Collection[str] | None = None) -> None:
+        """Block until the views (those named, or all) reach `position`; TimeoutError if
+        they cannot in time."""
         deadline = time.monotonic() + timeout
         with self._changed:
-            while self._seen < position:
-                self.models.check_not_stuck(position)
+            while self._reached(views) < position:
+                self.models.check_not_stuck(position, views)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    failing = f" (failing: {self._error})" if self._error is not None else ""
+                    failing = (f" (failing: {type(self._error).__name__})"
+                               if self._error is not None else "")
                     raise TimeoutError(f"views have not reached position {position}{failing}")
                 self._hurry.set()
                 self._wake.set()
                 self._changed.wait(remaining)
+
+    def _reached(self, views: Collection[str] | None) -> int:
+        if views is None:
+            return self._seen
+        applied = self.models.applied
+        return min((applied.get(name, 0) for name in views), default=self._seen)
 
     def stop(self) -> None:
         listeners = getattr(self.models.app, "commit_listeners", None)
         if listeners is not None and self._on_commit in listeners:
             listeners.remove(self._on_commit)
         self._stopping.set()
+        self._revive.set()
         self._hurry.set()
         self._wake.set()
         if self.leader is not None and self.leader.leading:

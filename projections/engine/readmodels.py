@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
 from eventsourcing.application import Application
@@ -63,6 +63,7 @@ class SqlReadModels:
         # the pass need not decode again what it reads of them (see `committed`).
         self._fresh: dict[int, Any] = {}
         self._fresh_lock = threading.Lock()
+        self.applied: dict[str, int] = {}  # each view's position after the last pass
 
     def view(self, kind: type[V]) -> V:
         """The view of read model `kind` (a `SqlView` subclass) in this store."""
@@ -127,6 +128,7 @@ class SqlReadModels:
             joint = joint and together
         if joint and len(active) == len(self.runners):
             self._known = positions
+        self.applied = dict(positions)
         return min(positions.values())
 
     def _shared_step(self, active: list[BatchRunner], positions: dict[str, int], head: int,
@@ -231,26 +233,45 @@ class SqlReadModels:
         failing = self._live is not None and self._live.error is not None
         return failing or bool(self.stuck())
 
-    def wait(self, position: int | None, timeout: float = 5.0) -> None:
+    def wait(self, position: int | None, timeout: float = 5.0,
+             views: Collection[str] | None = None) -> None:
+        """Block until the views named (all by default) have applied `position`."""
         if position is None:
             return
-        self.check_not_stuck(position)
+        self.check_not_stuck(position, views)
         if self._live is not None and not self._live.following:
-            self._live.wait(position, timeout)
+            self._live.wait(position, timeout, views)
             return
         deadline = time.monotonic() + timeout
-        while min(self.positions().values()) < position:
+        while self._lowest(views) < position:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"views have not reached position {position} "
                                    "(applied by another process)")
             time.sleep(POLL)  # another process applies the views: poll their positions
 
-    def check_not_stuck(self, position: int) -> None:
-        """Raise TimeoutError at once if a stuck view cannot reach `position`."""
+    def _lowest(self, views: Collection[str] | None) -> int:
+        """The lowest stored position of the views named (all by default)."""
+        found = self.positions()
+        return min((v for k, v in found.items() if views is None or k in views), default=0)
+
+    def check_not_stuck(self, position: int, views: Collection[str] | None = None) -> None:
+        """Raise TimeoutError at once if a stuck view (of those named) cannot reach
+        `position`."""
         for runner in self.runners:
+            if views is not None and runner.name not in views:
+                continue
             error = self.stuck_views.blocking(runner.name, position)
             if error is not None:
                 raise TimeoutError(str(error))
+
+    def store_changed(self, up: bool) -> None:
+        """The store answers again (or not): a failing runner retries at once."""
+        if up and self._live is not None:
+            self._live.revive()
+
+    def failing(self) -> bool:
+        """True while the runner's passes keep failing (the store, most often)."""
+        return self._live is not None and self._live.error is not None
 
     def start(self, poll_interval: float = 0.5) -> None:
         """Keep the views current from a thread of this process (the embedded default)."""
