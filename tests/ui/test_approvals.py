@@ -157,6 +157,8 @@ def test_an_edited_input_is_validated_then_its_editor_may_not_approve_it(
     tina.locator("#edit-amount").fill("900")
     save.click()
     expect(tina.locator("#notice")).to_contain_text("Your edit is recorded")
+    expect(tina.locator("#notice")).to_contain_text(
+        "The tool has not run: it waits for 2 more approvals.")
     expect(tina.locator("#input-json")).to_contain_text('"amount": 900.0')
     expect(tina.locator("#policy-requester")).to_contain_text("tina")
     # Four-eyes: tina asked for this input now; the page says so and the server refuses.
