@@ -19,8 +19,10 @@ class ViewStuckError(Exception):
     """A view cannot apply one event: it stays at the position just before it."""
 
     def __init__(self, view: str, notification_id: int, topic: str, cause: BaseException) -> None:
+        # The cause's class, never its text: a database error quotes the row it refused,
+        # personal data that would outlive the chat's erasure in logs and /readyz.
         super().__init__(f"view {view} cannot apply event {notification_id} ({topic}): "
-                         f"{type(cause).__name__}: {cause}")
+                         f"{type(cause).__name__}")
         self.view, self.notification_id, self.topic = view, notification_id, topic
         self.cause = cause
 

@@ -1,4 +1,9 @@
-"""Views stuck on an event they cannot apply: logged once, shown by /readyz, retried slowly."""
+"""Views stuck on an event they cannot apply: logged once, shown by /readyz, retried slowly.
+
+What is shown and logged names the view, the event's position and topic and the error's
+class, never the error's text: a database error quotes the row it refused, and that
+personal data would outlive the chat's erasure in logs and behind an unauthenticated probe.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ class StuckView(BaseModel):
     view: str
     notification_id: int
     topic: str
-    error: str
+    error: str  # the error's class (e.g. UniqueViolation), not its text
     attempts: int
 
 
@@ -52,8 +57,7 @@ class StuckViews:
         with self._lock:
             attempts, delay = self._record(error)
         if attempts == 1:
-            log.error("%s; the view stays behind and retries with backoff", error,
-                      exc_info=error.cause)
+            log.error("%s; the view stays behind and retries with backoff", error)
         else:
             log.warning("%s (attempt %d); next retry in %.0fs", error, attempts, delay)
 
@@ -84,5 +88,6 @@ class StuckViews:
         with self._lock:
             entries = sorted(self._entries.items())
         return [StuckView(view=name, notification_id=e.error.notification_id,
-                          topic=e.error.topic, error=str(e.error.cause), attempts=e.attempts)
+                          topic=e.error.topic, error=type(e.error.cause).__name__,
+                          attempts=e.attempts)
                 for name, e in entries]
