@@ -59,6 +59,12 @@ class Settings(BaseSettings):
     gc_threshold: int = Field(
         DEFAULT_GC_THRESHOLD, ge=0,
         description="allocations between garbage-collector passes; 0: Python's default (700)")
+    mcp_headers: SecretStr | None = Field(
+        None, description='HTTP headers per MCP server URL as JSON: {"<url>": {"<name>": "<v>"}}')
+    mcp_timeout: float = Field(
+        30.0, gt=0, le=3600, description="seconds an MCP tool call may take")
+    mcp_connect_timeout: float = Field(
+        30.0, gt=0, le=3600, description="seconds connecting to an MCP server may take")
 
     @model_validator(mode="after")
     def _no_retired_variables(self) -> Settings:

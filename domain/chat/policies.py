@@ -8,8 +8,8 @@ its deadlines made absolute). `ApprovalState` is the held call's votes so far.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -93,6 +93,41 @@ class Approval:
 
 def _seconds(span: timedelta | None) -> float | None:
     return None if span is None else span.total_seconds()
+
+
+@dataclass(frozen=True)
+class ToolMatch:
+    """Names tools in `Agent(approvals=...)` by origin or declaration rather than by name.
+
+    `server` and `name` match a tool's provenance (an MCP server's name and its own name
+    for the tool); `annotations` match the tool's declared annotations, a missing one
+    matching nothing: `ToolMatch(annotations={"destructiveHint": True})`.
+    """
+
+    server: str | None = None
+    name: str | None = None
+    annotations: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.server is None and self.name is None and not self.annotations:
+            raise ValueError("ToolMatch: name a server, a tool name or annotations")
+        object.__setattr__(self, "annotations", dict(self.annotations))
+
+    def __hash__(self) -> int:  # a key of `Agent.approvals`
+        return hash((self.server, self.name, tuple(sorted(self.annotations.items()))))
+
+    def matches(self, name: str, provenance: Mapping[str, Any] | None,
+                annotations: Mapping[str, Any] | None) -> bool:
+        """Whether a tool of this name, provenance and annotations is one this names."""
+        source, declared = provenance or {}, annotations or {}
+        if self.server is not None and source.get("server") != self.server:
+            return False
+        if self.name is not None and source.get("tool", name) != self.name:
+            return False
+        return all(k in declared and declared[k] == v for k, v in self.annotations.items())
+
+    def describe(self) -> dict[str, Any]:
+        return {"server": self.server, "name": self.name, "annotations": dict(self.annotations)}
 
 
 class ApprovalTerms(BaseModel):

@@ -6,7 +6,7 @@ import inspect
 import json
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NoReturn
 
@@ -128,6 +128,10 @@ class Tool:
     interrupts: bool = False
     distinct_approver: bool = False
     approval: Approval | None = None  # held for approval before it runs, when it applies
+    # What a tool from elsewhere declares about itself (an MCP server's `readOnlyHint`...),
+    # and where it comes from (server, version, hash of its tool list): both fingerprinted.
+    annotations: Mapping[str, Any] | None = field(default=None, hash=False)
+    provenance: Mapping[str, Any] | None = field(default=None, hash=False)
 
     @cached_property
     def _input(self) -> TypeAdapter[Any]:

@@ -1,0 +1,32 @@
+"""Tools from MCP servers: `mcp_tools("stdio:python -m billing")`, `mcp_tools("https://…/mcp")`.
+
+Each tool of the server becomes an Interlock `Tool` under the agent's approval policies;
+docs/mcp.md has the whole story. Needs the `mcp` extra: `pip install "interlock[mcp]"`.
+"""
+
+from __future__ import annotations
+
+try:
+    import mcp  # noqa: F401
+except ImportError as exc:  # pragma: no cover - the extra is installed in development
+    raise ImportError('interlock.mcp needs the MCP SDK: pip install "interlock[mcp]"') from exc
+
+from interlock.domain.chat.policies import ToolMatch
+from interlock.mcp.config import McpConfig
+from interlock.mcp.connection import close_mcp
+from interlock.mcp.errors import McpCallError, McpConfigurationError
+from interlock.mcp.spec import ServerSpec
+from interlock.mcp.tools import IDEMPOTENCY_META, READ_ONLY, REQUIRE_APPROVAL, mcp_tools
+
+__all__ = [
+    "IDEMPOTENCY_META",
+    "READ_ONLY",
+    "REQUIRE_APPROVAL",
+    "McpCallError",
+    "McpConfig",
+    "McpConfigurationError",
+    "ServerSpec",
+    "ToolMatch",
+    "close_mcp",
+    "mcp_tools",
+]

@@ -1,0 +1,45 @@
+"""What the settings say about MCP servers: headers per URL and the call timeout."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from interlock.mcp.errors import McpConfigurationError
+from interlock.settings import Settings, env_name, load_settings
+
+
+@dataclass(frozen=True)
+class McpConfig:
+    """Headers for each HTTP server URL (credentials: from settings, never from code)."""
+
+    headers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    timeout: float = 30.0  # a call
+    connect_timeout: float = 30.0  # starting a stdio server, connecting, listing its tools
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> McpConfig:
+        settings = settings or load_settings()
+        text = settings.mcp_headers.get_secret_value() if settings.mcp_headers else "{}"
+        return cls(headers=_headers(text), timeout=settings.mcp_timeout,
+                   connect_timeout=settings.mcp_connect_timeout)
+
+    def headers_for(self, url: str) -> dict[str, str]:
+        return dict(self.headers.get(url, {}))
+
+
+def _headers(text: str) -> dict[str, dict[str, str]]:
+    where = env_name("mcp_headers")
+    try:
+        data: Any = json.loads(text)
+    except ValueError:
+        raise McpConfigurationError(f"{where} is not JSON") from None  # never echo a secret
+    if not isinstance(data, dict) or not all(
+        isinstance(h, dict) and all(isinstance(v, str) for v in h.values())
+        for h in data.values()
+    ):
+        raise McpConfigurationError(
+            f'{where} must be {{"<server url>": {{"<header>": "<value>"}}}}')
+    return data
