@@ -27,6 +27,8 @@ from interlock.domain.errors import ConfigurationError
 from interlock.projections.engine.interface import ReadModels
 from interlock.projections.views.webhooks import WebhooksView
 from interlock.webhooks import Deliverer, DeliveryPolicy
+from interlock.webhooks.addresses import AddressPolicy
+from interlock.webhooks.subscriptions import Subscriptions
 
 log = logging.getLogger("interlock.api")
 MAX_BODY = 1 << 20
@@ -88,13 +90,17 @@ def make_app(
     auth = auth or AuthConfig(None)
     streams = TurnStreams(keepalive)
     hooks = webhooks_view(read_models)
-    deliverer = Deliverer(hooks, delivery) if hooks is not None and delivery else None
+    addresses = AddressPolicy((delivery or DeliveryPolicy()).allow)
+    deliverer = Deliverer(hooks, delivery, addresses) if hooks is not None and delivery else None
+    subscriptions = Subscriptions(service, hooks, addresses) if hooks is not None else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if auth.dev_mode:
             for line in DEV_BANNER:
                 log.warning(line)
+        if subscriptions is not None:
+            await run_in_threadpool(subscriptions.migrate)  # the old table's, once
         if deliverer is not None:
             deliverer.start()
         yield
@@ -108,7 +114,7 @@ def make_app(
                   lifespan=lifespan, generate_unique_id_function=operation_id)
     app.state.service, app.state.read_models = service, read_models
     app.state.auth, app.state.streams = auth, streams
-    app.state.webhooks = hooks
+    app.state.webhooks, app.state.subscriptions = hooks, subscriptions
     errors.install(app)
     routers = [m.router for m in (health, chats, interrupts, decisions, agents, webhooks,
                                   agent_protocol)]

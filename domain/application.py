@@ -12,8 +12,9 @@ from functools import partial, wraps
 from typing import Any, ClassVar, Literal, ParamSpec, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import Application
+from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import (
+    IntegrityError,
     Mapper,
     Transcoder,
 )
@@ -49,6 +50,7 @@ from interlock.domain.storage.keys import Keyring
 from interlock.domain.storage.mapper import PydanticMapper, Sealer
 from interlock.domain.storage.repository import ChatRepository, CommitListener
 from interlock.domain.storage.snapshots import SnapshotStore
+from interlock.domain.webhooks import Webhook, replay
 
 DEV_SECRET = b"interlock-dev-secret-change-me"
 IN_MEMORY = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
@@ -377,6 +379,40 @@ class Interlock(Application[UUID]):
     def close(self) -> None:
         self._io.shutdown(wait=False)
         super().close()
+
+    # -- webhook subscriptions ---------------------------------------------------------------
+
+    def subscribe_webhook(self, webhook_id: UUID, *, tenant: str, url: str,
+                          events: Sequence[str], actor: str, secret_sha256: str) -> Webhook:
+        """Record a subscription (`position` says where). ConcurrencyError if the id is taken."""
+        hook = Webhook.subscribe(webhook_id, tenant=tenant, url=url, events=events,
+                                 actor=actor, secret_sha256=secret_sha256)
+        hook.position = self._save_webhook(hook)
+        return hook
+
+    def unsubscribe_webhook(self, webhook_id: UUID, *, tenant: str, actor: str) -> int | None:
+        """Record the removal; its position, None if the tenant has no such subscription."""
+        hook = self.get_webhook(webhook_id, tenant=tenant)
+        if hook is None or hook.removed is not None:
+            return None
+        hook.unsubscribe(actor=actor)
+        return self._save_webhook(hook)
+
+    def get_webhook(self, webhook_id: UUID, *, tenant: str | None = None) -> Webhook | None:
+        """The subscription as recorded; None if there is none (or another tenant's)."""
+        hook = replay(self.events.get(webhook_id))
+        return hook if hook is not None and tenant in (None, hook.tenant) else None
+
+    def _save_webhook(self, hook: Webhook) -> int:
+        processing: ProcessingEvent[UUID] = ProcessingEvent()
+        processing.events.extend(hook.seal(self.sealer.sign))
+        try:
+            recordings = self._record(processing)
+        except IntegrityError:
+            raise ConcurrencyError(hook.id) from None
+        for listener in self.commit_listeners:
+            listener(recordings)
+        return recordings[-1].notification.id
 
     # -- queries -----------------------------------------------------------------------------
 

@@ -59,6 +59,11 @@ class Settings(BaseSettings):
     gc_threshold: int = Field(
         DEFAULT_GC_THRESHOLD, ge=0,
         description="allocations between garbage-collector passes; 0: Python's default (700)")
+    webhook_allow_hosts: str = Field(
+        "", description="comma-separated addresses, CIDRs and host names webhooks may be sent"
+                        " to although not public (e.g. 127.0.0.1 or 10.0.0.0/8)")
+    webhook_retention_days: float = Field(
+        30.0, gt=0, description="days delivered and failed webhook deliveries are kept")
     mcp_headers: SecretStr | None = Field(
         None, description='HTTP headers per MCP server URL as JSON: {"<url>": {"<name>": "<v>"}}')
     mcp_timeout: float = Field(

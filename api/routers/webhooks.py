@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import AfterValidator, AnyHttpUrl, BaseModel, ConfigDict, Field
 
 from interlock.api.auth import Principal
-from interlock.api.deps import PrincipalDep
-from interlock.api.errors import RouteNotFoundError
+from interlock.api.deps import PrincipalDep, ReadModelsDep, ServiceDep
+from interlock.api.errors import RouteNotFoundError, ViewsBehindError
 from interlock.api.routers.common import errors
 from interlock.projections.views.webhooks import (
     EVENT_TYPES,
@@ -19,6 +19,7 @@ from interlock.projections.views.webhooks import (
     Subscription,
     WebhooksView,
 )
+from interlock.webhooks.subscriptions import Subscriptions
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 Id = Annotated[str, Field(min_length=1, max_length=200)]
@@ -40,6 +41,26 @@ def _view(request: Request) -> WebhooksView:
 
 
 View = Annotated[WebhooksView, Depends(_view)]
+
+
+def _current(view: View, service: ServiceDep, views: ReadModelsDep) -> WebhooksView:
+    """The webhooks view once it shows every event committed before this request."""
+    try:
+        views.wait(service.recorder.max_notification_id(), views=(WebhooksView.view_name,))
+    except TimeoutError:
+        raise ViewsBehindError() from None
+    return view
+
+
+Current = Annotated[WebhooksView, Depends(_current)]
+
+
+def _subscriptions(request: Request, view: View) -> Subscriptions:
+    found: Subscriptions = request.app.state.subscriptions
+    return found
+
+
+Subs = Annotated[Subscriptions, Depends(_subscriptions)]
 
 
 MAX_URL = 2000
@@ -79,28 +100,29 @@ class DeliveryList(BaseModel):
 
 
 @router.post("", status_code=201, response_model=Subscription, responses=errors())
-def create_webhook(body: SubscriptionCreate, view: View, who: Admin) -> Subscription:
+def create_webhook(body: SubscriptionCreate, subs: Subs, who: Admin) -> Subscription:
     """Subscribe a URL to the tenant's notifications; the `secret` is shown only here."""
-    return view.subscribe(who.tenant, str(body.url), list(body.events))
+    return subs.subscribe(who.tenant, str(body.url), body.url.host or "", list(body.events),
+                          who.id)
 
 
 @router.get("", response_model=SubscriptionList, responses=errors())
-def list_webhooks(view: View, who: Admin) -> SubscriptionList:
+def list_webhooks(view: Current, who: Admin) -> SubscriptionList:
     """The tenant's subscriptions (without their secrets)."""
     return SubscriptionList(items=view.subscriptions(who.tenant))
 
 
 @router.delete("/{subscription_id}", status_code=204, responses=errors(404))
-def delete_webhook(subscription_id: str, view: View, who: Admin) -> Response:
+def delete_webhook(subscription_id: str, subs: Subs, who: Admin) -> Response:
     """Remove a subscription and its undelivered notifications."""
-    if not view.unsubscribe(who.tenant, subscription_id):
+    if not subs.unsubscribe(who.tenant, subscription_id, who.id):
         raise RouteNotFoundError(f"no webhook subscription {subscription_id}")
     return Response(status_code=204)
 
 
 @router.get("/deliveries", response_model=DeliveryList, responses=errors())
 def list_deliveries(
-    view: View, who: Admin, status: DeliveryStatus | None = None,
+    view: Current, who: Admin, status: DeliveryStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> DeliveryList:
     """The tenant's deliveries, oldest first; `status=failed` lists those that gave up."""

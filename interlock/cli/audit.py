@@ -26,6 +26,7 @@ from interlock.projections import READ_MODELS, open_views
 from interlock.projections.backends.postgres import AppendWaker
 from interlock.projections.engine.interface import DecisionFilter
 from interlock.projections.engine.readmodels import SqlReadModels
+from interlock.projections.views.webhooks import WebhooksView
 from interlock.settings import flag_help as _help
 from interlock.settings import load_settings
 from interlock.stores import erasure_keys as erasure
@@ -289,11 +290,25 @@ def _erase(args: argparse.Namespace) -> int:
     finally:
         app.close()
     print(f"chat {args.chat_id}: personal data erased at {when}")
+    _forget_notifications(args.store, args.chat_id)
     if not args.no_rebuild:
         # Other processes (a server's view runner) read with keys cached for up to TTL:
         # a rebuild before they expire could be raced by one writing the plaintext back.
         print(f"rebuilding the views in {erasure.TTL:g}s, once no process holds the key",
               flush=True)
         time.sleep(erasure.TTL + 0.5)
+        _forget_notifications(args.store, args.chat_id)  # rows such a process wrote meanwhile
         _rebuild_views(args.store, "all")
     return 0
+
+
+def _forget_notifications(store: str, chat_id: UUID) -> None:
+    """The chat's webhook notifications lose the text its events no longer show (the
+    outbox outlives rebuilds, so a rebuild would not remove it)."""
+    models = _models(store)
+    try:
+        count = models.view(WebhooksView).forget_chat(str(chat_id))
+    finally:
+        models.close()
+    if count:
+        print(f"chat {chat_id}: {count} webhook notifications redacted", flush=True)

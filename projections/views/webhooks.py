@@ -1,25 +1,27 @@
 """Webhook notifications as a tracked read model: subscriptions, and an outbox fed from the log.
 
-Each notifying event becomes one outbox row per subscription of its chat's tenant, written
-in the same transaction that moves the view's position: a notification is never lost (the
+Subscriptions are events (`domain/webhooks.py`); this view rebuilds them from the log. Each
+notifying event becomes one outbox row per subscription of its chat's tenant, written in
+the same transaction that moves the view's position: a notification is never lost (the
 position moves only with its rows) and never invented (a row exists only for a recorded
-event; its id is derived from the event's notification id, so a rebuild writes the same ids).
+event; its id is derived from the event's notification id).
 
-Subscriptions and delivery state are written outside the projection's batches through
-`transact`, a transaction that holds the view's position where it is.
+The outbox, the secrets and the outbox's high-water mark are not rebuilt from the log, so a
+rebuild keeps them: it drops and replays only the subscriptions, chats and calls, and an
+event at or below the mark is never queued again (delivered, pending or pruned). Delivery
+state is written outside the projection's batches through `transact`, a transaction that
+holds the view's position where it is.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import secrets
-import uuid
-from collections.abc import Callable
+import sqlite3
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar, get_args
 
-from eventsourcing.persistence import Tracking
+from eventsourcing.persistence import ProgrammingError, Tracking
 from eventsourcing.projection import Projection
 from pydantic import BaseModel, ConfigDict
 
@@ -37,7 +39,15 @@ from interlock.domain.chat.events import (
     ToolRequested,
     TurnFinished,
 )
-from interlock.projections.engine.sql import PositionConflictError, ReadModel, Row, SqlView
+from interlock.domain.storage.erasure import ERASED
+from interlock.domain.webhooks import WebhookSubscribed, WebhookUnsubscribed, public_id
+from interlock.projections.engine.sql import (
+    PositionConflictError,
+    ReadModel,
+    Row,
+    SqlView,
+    ViewStore,
+)
 
 EventType = Literal["interrupt.pending", "interrupt.decided", "interrupt.expired",
                     "turn.finished"]
@@ -100,15 +110,21 @@ _OUT = ("o.id, o.sub_id, o.tenant, s.url, o.type, o.status, o.attempts, o.next_a
         " o.last_error, o.created_at")
 
 
+REBUILT = ("webhook_subscriptions", "webhook_chats", "webhook_calls")
+KEPT = ("webhook_outbox", "webhook_due_idx", "webhook_chat_idx", "webhook_secrets",
+        "webhook_marks")
+LEGACY = "webhook_subs"  # subscriptions before they were events: migrated, then dropped
+
+
 class WebhooksView(SqlView):
-    """Subscriptions, the chats and calls notifications are joined from, and the outbox."""
+    """Subscriptions and the chats and calls notifications are joined from (rebuilt from the
+    log), and the outbox, the secrets and the outbox's high-water mark (kept by a rebuild)."""
 
     view_name = "webhooks"
-    tables = ("webhook_subs", "webhook_chats", "webhook_calls", "webhook_outbox",
-              "webhook_due_idx")
+    tables = (*REBUILT, *KEPT, LEGACY)
     ddl = (
-        "CREATE TABLE IF NOT EXISTS {webhook_subs} (id text PRIMARY KEY, tenant text NOT NULL,"
-        " url text NOT NULL, secret text NOT NULL, events text NOT NULL,"
+        "CREATE TABLE IF NOT EXISTS {webhook_subscriptions} (id text PRIMARY KEY,"
+        " tenant text NOT NULL, url text NOT NULL, events text NOT NULL,"
         " created_at {ts} NOT NULL)",
         "CREATE TABLE IF NOT EXISTS {webhook_chats} (chat_id text PRIMARY KEY,"
         " tenant text NOT NULL, agent text NOT NULL)",
@@ -120,19 +136,52 @@ class WebhooksView(SqlView):
         " status text NOT NULL, attempts integer NOT NULL, next_at {ts} NOT NULL,"
         " last_error text, created_at {ts} NOT NULL)",
         "CREATE INDEX IF NOT EXISTS {webhook_due_idx} ON {webhook_outbox} (status, next_at)",
+        "CREATE INDEX IF NOT EXISTS {webhook_chat_idx} ON {webhook_outbox} (chat_id)",
+        "CREATE TABLE IF NOT EXISTS {webhook_secrets} (id text PRIMARY KEY,"
+        " secret text NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS {webhook_marks} (name text PRIMARY KEY,"
+        " position bigint NOT NULL)",
+        "INSERT INTO {webhook_marks} VALUES ('outbox', 0) ON CONFLICT (name) DO NOTHING",
     )
-    # The log-derived rows; subscriptions and delivery state are not derived from the log,
-    # so rebuilding this view drops them (docs/webhooks.md).
     dump_sql = ("SELECT 'chat' AS kind, chat_id AS id, tenant || ' ' || agent AS data"
-                " FROM {webhook_chats} UNION ALL SELECT 'outbox', id, type || ' ' || data"
-                " FROM {webhook_outbox} ORDER BY kind, id")
+                " FROM {webhook_chats} UNION ALL SELECT 'sub', id, tenant || ' ' || url || ' '"
+                " || events FROM {webhook_subscriptions} UNION ALL SELECT 'outbox', id,"
+                " type || ' ' || data FROM {webhook_outbox} ORDER BY kind, id")
+
+    def __init__(self, store: ViewStore, read_model: ReadModel) -> None:
+        super().__init__(store, read_model)
+        # A rebuild (reset) drops only what the log rebuilds: delivery state, secrets and
+        # the high-water mark outlive it, and the legacy table waits for its migration.
+        store.tables = REBUILT  # type: ignore[attr-defined]  # both backends drop these
 
     # -- written by the projection, inside its batches --------------------------------------
 
     _subscribed: bool | None = None  # read at a batch's first notification
+    _high = 0  # the last position this batch notified
 
     def _begin_batch(self) -> None:
-        self._subscribed = None
+        self._subscribed, self._high = None, 0
+
+    def _before_commit(self) -> None:
+        if self._high:  # the outbox has seen every notification up to here, for good
+            self._run("UPDATE {webhook_marks} SET position = %(p)s WHERE name = 'outbox'"
+                      " AND position < %(p)s", {"p": self._high})
+
+    def subscribed(self, sub_id: str, tenant: str, url: str, events: list[str],
+                   at: datetime) -> None:
+        self._subscribed = True
+        self._run("INSERT INTO {webhook_subscriptions} VALUES (%(i)s, %(t)s, %(u)s, %(e)s,"
+                  " %(at)s) ON CONFLICT (id) DO NOTHING",
+                  {"i": sub_id, "t": tenant, "u": url, "at": self._ts(at),
+                   "e": "|" + "|".join(events) + "|"})
+
+    def unsubscribed(self, sub_id: str) -> None:
+        """The subscription, its undelivered rows and its secret go."""
+        params = {"i": sub_id}
+        self._run("DELETE FROM {webhook_subscriptions} WHERE id = %(i)s", params)
+        self._run("DELETE FROM {webhook_outbox} WHERE sub_id = %(i)s AND status <> "
+                  "'delivered'", params)
+        self._run("DELETE FROM {webhook_secrets} WHERE id = %(i)s", params)
 
     def chat_started(self, chat_id: str, tenant: str, agent: str) -> None:
         self._run("INSERT INTO {webhook_chats} VALUES (%(c)s, %(t)s, %(a)s)",
@@ -144,25 +193,29 @@ class WebhooksView(SqlView):
 
     def notify(self, position: int, kind: str, chat_id: str, ref: str | None,
                data: dict[str, Any], at: datetime) -> None:
-        """One outbox row per subscription of the chat's tenant that wants `kind`."""
+        """One outbox row per subscription of the chat's tenant that wants `kind`, unless
+        the outbox saw this position already (a rebuild: sent, pending or pruned)."""
         if self._subscribed is None:
             # Once per batch, and only for a batch that notifies: with no subscription (most
-            # servers) its events send no statement. They were all recorded before this
-            # read, so a subscription created after it was not owed them.
-            self._subscribed = bool(self._fetch("SELECT 1 FROM {webhook_subs} LIMIT 1", {}))
+            # servers) its events send no statement. One made in this batch sets it.
+            self._subscribed = bool(self._fetch(
+                "SELECT 1 FROM {webhook_subscriptions} LIMIT 1", {}))
         if not self._subscribed:
             return
+        self._high = position
         # Tenant, agent and tool are joined in the same transaction (a chat may start and
         # interrupt within one batch); the body is composed from the row when sent.
         self._run(
             "INSERT INTO {webhook_outbox} SELECT 'msg_' || %(pos)s || '_' || s.id, s.id,"
             " h.tenant, %(k)s, h.chat_id, h.agent, (SELECT name FROM {webhook_calls}"
             " WHERE chat_id = %(c)s AND ref = %(r)s), %(d)s, %(when)s,"
-            " 'pending', 0, %(at)s, NULL, %(at)s FROM {webhook_subs} s JOIN {webhook_chats} h"
-            " ON h.tenant = s.tenant WHERE h.chat_id = %(c)s AND s.events LIKE %(like)s",
-            {"pos": str(position), "k": kind, "c": chat_id, "r": ref or "", "at": self._ts(at),
-             "d": json.dumps(data, separators=(",", ":"), sort_keys=True, default=str),
-             "when": _iso(at), "like": f"%|{kind}|%"})
+            " 'pending', 0, %(at)s, NULL, %(at)s FROM {webhook_subscriptions} s"
+            " JOIN {webhook_chats} h ON h.tenant = s.tenant WHERE h.chat_id = %(c)s"
+            " AND s.events LIKE %(like)s AND %(p)s > (SELECT position FROM {webhook_marks}"
+            " WHERE name = 'outbox') ON CONFLICT (id) DO NOTHING",
+            {"pos": str(position), "p": position, "k": kind, "c": chat_id, "r": ref or "",
+             "at": self._ts(at), "when": _iso(at), "like": f"%|{kind}|%",
+             "d": json.dumps(data, separators=(",", ":"), sort_keys=True, default=str)})
 
     # -- subscriptions and deliveries, outside the batches ---------------------------------
 
@@ -176,36 +229,23 @@ class WebhooksView(SqlView):
             except PositionConflictError:
                 continue  # the projection moved on meanwhile: try again at its new position
 
-    def subscribe(self, tenant: str, url: str, events: list[str]) -> Subscription:
-        sub = Subscription(id=f"sub_{uuid.uuid4().hex}", tenant=tenant, url=url,
-                           events=sorted(set(events)), created_at=datetime.now(UTC),
-                           secret="whsec_" + _b64(secrets.token_bytes(24)))
+    def keep_secret(self, sub_id: str, secret: str) -> None:
+        """The signing secret of a subscription about to be recorded (never in the log)."""
         self.transact(lambda: self._run(
-            "INSERT INTO {webhook_subs} VALUES (%(i)s, %(t)s, %(u)s, %(s)s, %(e)s, %(at)s)",
-            {"i": sub.id, "t": tenant, "u": url, "s": sub.secret, "at": self._ts(sub.created_at),
-             "e": "|" + "|".join(sub.events) + "|"}))
-        return sub
+            "INSERT INTO {webhook_secrets} VALUES (%(i)s, %(s)s) ON CONFLICT (id) DO NOTHING",
+            {"i": sub_id, "s": secret}))
+
+    def secret(self, sub_id: str) -> str | None:
+        rows = self._fetch("SELECT secret FROM {webhook_secrets} WHERE id = %(i)s", {"i": sub_id})
+        return str(rows[0]["secret"]) if rows else None
 
     def subscriptions(self, tenant: str) -> list[Subscription]:
-        rows = self._fetch("SELECT id, tenant, url, events, created_at FROM {webhook_subs}"
-                           " WHERE tenant = %(t)s ORDER BY created_at, id", {"t": tenant})
+        rows = self._fetch("SELECT id, tenant, url, events, created_at FROM"
+                           " {webhook_subscriptions} WHERE tenant = %(t)s ORDER BY created_at,"
+                           " id", {"t": tenant})
         return [Subscription(id=r["id"], tenant=r["tenant"], url=r["url"],
                              events=[e for e in r["events"].split("|") if e],
                              created_at=self._load_ts(r["created_at"])) for r in rows]
-
-    def unsubscribe(self, tenant: str, sub_id: str) -> bool:
-        """Remove a subscription and its undelivered rows; False when there was none."""
-        if not self._fetch("SELECT id FROM {webhook_subs} WHERE id = %(i)s AND tenant = %(t)s",
-                           {"i": sub_id, "t": tenant}):
-            return False
-
-        def remove() -> None:
-            self._run("DELETE FROM {webhook_subs} WHERE id = %(i)s", {"i": sub_id})
-            self._run("DELETE FROM {webhook_outbox} WHERE sub_id = %(i)s AND status <> "
-                      "'delivered'", {"i": sub_id})
-
-        self.transact(remove)
-        return True
 
     def deliveries(self, tenant: str | None, status: DeliveryStatus | None,
                    limit: int = 100) -> list[Delivery]:
@@ -217,8 +257,9 @@ class WebhooksView(SqlView):
         if status is not None:
             conds.append("o.status = %(s)s")
             params["s"] = status
-        rows = self._select(f"SELECT {_OUT} FROM {{webhook_outbox}} o JOIN {{webhook_subs}} s"
-                            " ON s.id = o.sub_id", conds, "o.created_at, o.id", params, limit)
+        rows = self._select(f"SELECT {_OUT} FROM {{webhook_outbox}} o JOIN"
+                            " {webhook_subscriptions} s ON s.id = o.sub_id", conds,
+                            "o.created_at, o.id", params, limit)
         return [self._delivery(r) for r in rows]
 
     def redeliver(self, tenant: str | None, delivery_id: str) -> bool:
@@ -235,26 +276,25 @@ class WebhooksView(SqlView):
             f" last_error = NULL WHERE {cond}", params))
         return True
 
-    def claim(self, limit: int, lease: timedelta) -> list[Due]:
-        """Pending rows that are due, leased to this caller (claims are serialised)."""
-        now = datetime.now(UTC)
+    def claim(self, limit: int, lease: timedelta, per_tenant: int = 1 << 30,
+              busy: Mapping[str, int] | None = None) -> list[Due]:
+        """Pending rows that are due, leased to this caller (claims are serialised): at most
+        `per_tenant` in flight per tenant, counting the `busy` ones already sent."""
+        now, busy = datetime.now(UTC), busy or {}
         if not self._fetch("SELECT id FROM {webhook_outbox} WHERE status = 'pending'"
                            " AND next_at <= %(now)s LIMIT 1", {"now": self._ts(now)}):
             return []  # the common case, answered without taking the write lock
 
         def take() -> list[Due]:
-            rows = self._fetch(
-                "SELECT o.id, o.attempts, o.type, o.tenant, o.chat_id, o.agent, o.tool, o.data,"
-                " o.event_at, s.url, s.secret FROM {webhook_outbox} o"
-                " JOIN {webhook_subs} s ON s.id = o.sub_id WHERE o.status = 'pending'"
-                " AND o.next_at <= %(now)s ORDER BY o.next_at, o.id LIMIT %(limit)s",
-                {"now": self._ts(now), "limit": limit})
+            rows = self._fetch(_DUE, {"now": self._ts(now), "per": per_tenant,
+                                      "cap": limit + sum(busy.values())})
+            rows = [r for r in rows if r["n"] + busy.get(r["tenant"], 0) <= per_tenant][:limit]
             self._run_many(
                 "UPDATE {webhook_outbox} SET attempts = attempts + 1, next_at = %(until)s"
                 " WHERE id = %(i)s", [{"i": r["id"], "until": self._ts(now + lease)}
                                       for r in rows])
-            return [Due(r["id"], r["attempts"] + 1, _body(r), r["url"], r["secret"])
-                    for r in rows]
+            return [Due(r["id"], r["attempts"] + 1, _body(r), r["url"], r["secret"],
+                        r["tenant"]) for r in rows]
 
         return self.transact(take)
 
@@ -266,6 +306,37 @@ class WebhooksView(SqlView):
             " WHERE id = %(i)s", {"i": delivery_id, "s": status, "n": self._ts(next_at),
                                   "e": error}))
 
+    def prune(self, before: datetime) -> int:
+        """Remove delivered and failed rows settled before `before`; how many went."""
+        params = {"before": self._ts(before)}
+        done = "status IN ('delivered', 'failed') AND next_at < %(before)s"
+        count = len(self._fetch(f"SELECT id FROM {{webhook_outbox}} WHERE {done}", params))
+        if count:
+            self.transact(lambda: self._run(f"DELETE FROM {{webhook_outbox}} WHERE {done}",
+                                            params))
+        return count
+
+    def forget_chat(self, chat_id: str) -> int:
+        """Redact an erased chat's notifications (the text its events no longer show)."""
+        rows = self._fetch("SELECT id, data FROM {webhook_outbox} WHERE chat_id = %(c)s",
+                           {"c": chat_id})
+        redacted = [{"i": r["id"], "d": _redacted(r["data"])} for r in rows]
+        if redacted:
+            self.transact(lambda: self._run_many(
+                "UPDATE {webhook_outbox} SET data = %(d)s WHERE id = %(i)s", redacted))
+        return len(redacted)
+
+    def legacy_subscriptions(self) -> list[Row]:
+        """The rows of the table subscriptions lived in before they were events (if any)."""
+        try:
+            return self._fetch("SELECT id, tenant, url, secret, events, created_at"
+                               " FROM {webhook_subs} ORDER BY created_at, id", {})
+        except (sqlite3.OperationalError, ProgrammingError):  # PostgreSQL's, wrapped
+            return []  # no such table: a new store, or migrated already
+
+    def drop_legacy(self) -> None:
+        self.transact(lambda: self._run("DROP TABLE IF EXISTS {webhook_subs}", {}))
+
     def _delivery(self, r: Row) -> Delivery:
         return Delivery(id=r["id"], subscription_id=r["sub_id"], tenant=r["tenant"],
                         url=r["url"], type=r["type"], status=r["status"],
@@ -273,21 +344,41 @@ class WebhooksView(SqlView):
                         last_error=r["last_error"], created_at=self._load_ts(r["created_at"]))
 
 
+# Due rows with their rank within their tenant (oldest first), for fair claims.
+_DUE = ("SELECT * FROM (SELECT o.id, o.attempts, o.type, o.tenant, o.chat_id, o.agent, o.tool,"
+        " o.data, o.event_at, o.next_at, s.url, k.secret, ROW_NUMBER() OVER (PARTITION BY"
+        " o.tenant ORDER BY o.next_at, o.id) AS n FROM {webhook_outbox} o"
+        " JOIN {webhook_subscriptions} s ON s.id = o.sub_id JOIN {webhook_secrets} k"
+        " ON k.id = o.sub_id WHERE o.status = 'pending' AND o.next_at <= %(now)s) d"
+        " WHERE n <= %(per)s ORDER BY next_at, id LIMIT %(cap)s")
+
+
 class Due:
     """A leased delivery: what to send, where, signed with which secret."""
 
-    __slots__ = ("attempt", "body", "id", "secret", "url")
+    __slots__ = ("attempt", "body", "id", "secret", "tenant", "url")
 
-    def __init__(self, id: str, attempt: int, body: str, url: str, secret: str) -> None:
+    def __init__(self, id: str, attempt: int, body: str, url: str, secret: str,
+                 tenant: str = "") -> None:
         self.id, self.attempt, self.body, self.url, self.secret = id, attempt, body, url, secret
+        self.tenant = tenant
 
 
 def _iso(at: datetime) -> str:
     return at.astimezone(UTC).isoformat()
 
 
-def _b64(raw: bytes) -> str:
-    return base64.b64encode(raw).decode()
+def _redacted(data: str) -> str:
+    """A notification's data as its erased chat's events now read: no text of theirs."""
+    fields = json.loads(data)
+    metadata = fields.get("metadata")
+    if metadata is not None and not (isinstance(metadata, dict) and set(metadata) == {
+            "approval"}):  # an approval's terms are the policy's, not personal data
+        fields["metadata"] = None
+    for name in ("reason", "error"):
+        if fields.get(name) is not None:
+            fields[name] = ERASED
+    return json.dumps(fields, separators=(",", ":"), sort_keys=True)
 
 
 def _body(r: Row) -> str:
@@ -301,21 +392,27 @@ def _body(r: Row) -> str:
 
 
 class WebhooksProjection(Projection[WebhooksView]):
-    """Feeds the outbox: each notifying event, for each subscription that wants it."""
+    """Subscriptions from their events; the outbox from each notifying event."""
 
     name = "webhooks"
-    topics = (ChatStarted.TOPIC, ToolRequested.TOPIC, *(c.TOPIC for c in NOTIFY))
+    topics = (WebhookSubscribed.TOPIC, WebhookUnsubscribed.TOPIC, ChatStarted.TOPIC,
+              ToolRequested.TOPIC, *(c.TOPIC for c in NOTIFY))
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
-        """Chats and calls are remembered; notifying events go to the outbox."""
-        e, chat = domain_event, str(domain_event.originator_id)
-        if isinstance(e, ChatStarted):
-            self.view.chat_started(chat, e.tenant, e.agent)
+        """Subscriptions, chats and calls are remembered; notifying events go to the outbox."""
+        e, origin = domain_event, str(domain_event.originator_id)
+        if isinstance(e, WebhookSubscribed):
+            self.view.subscribed(public_id(e.originator_id), e.tenant, e.url, e.events,
+                                 e.timestamp)
+        elif isinstance(e, WebhookUnsubscribed):
+            self.view.unsubscribed(public_id(e.originator_id))
+        elif isinstance(e, ChatStarted):
+            self.view.chat_started(origin, e.tenant, e.agent)
         elif isinstance(e, ToolRequested):
-            self.view.tool_requested(chat, e.ref, e.name)
+            self.view.tool_requested(origin, e.ref, e.name)
         elif type(e) in NOTIFY:
             kind, data = NOTIFY[type(e)]
-            self.view.notify(tracking.notification_id, kind, chat, getattr(e, "ref", None),
+            self.view.notify(tracking.notification_id, kind, origin, getattr(e, "ref", None),
                              data(e), e.timestamp)
 
 

@@ -25,7 +25,9 @@ from tests.api.server import ThreadServer
 from tests.observability.agents import AGENTS
 from tests.observability.receiver import Receiver
 
-FAST = DeliveryPolicy(base_delay=0.05, max_delay=0.2, poll=0.05, timeout=2, max_attempts=1000)
+LOCAL = ("127.0.0.1",)  # the receivers listen on loopback, refused unless allowed
+FAST = DeliveryPolicy(base_delay=0.05, max_delay=0.2, poll=0.05, timeout=2, max_attempts=1000,
+                      allow=LOCAL)
 Call = Callable[..., httpx.Response]
 
 
@@ -70,7 +72,7 @@ def api(store: str) -> Iterator[Call]:
 def impatient(sqlite_store: str) -> Iterator[Call]:
     """Gives up after two attempts."""
     yield from serve(sqlite_store, DeliveryPolicy(base_delay=0.01, max_delay=0.01, poll=0.05,
-                                                  timeout=2, max_attempts=2))
+                                                  timeout=2, max_attempts=2, allow=LOCAL))
 
 
 def until(check: Callable[[], bool], timeout: float = 20) -> None:
@@ -133,7 +135,7 @@ def test_failed_deliveries_are_listed_and_redelivered(
     failed = "/v1/webhooks/deliveries?status=failed"
     until(lambda: len(api("root", "GET", failed).json()["items"]) == 1)
     [gone] = api("root", "GET", failed).json()["items"]
-    assert gone["attempts"] == 2 and "ConnectError" in gone["last_error"]
+    assert gone["attempts"] == 2 and "ConnectionRefusedError" in gone["last_error"]
     assert api("bob", "GET", failed).status_code == 403
 
     monkeypatch.setenv("INTERLOCK_STORE", sqlite_store)
@@ -252,7 +254,7 @@ class _FlakyView:
     def __init__(self) -> None:
         self.claims = 0
 
-    def claim(self, limit: int, lease: object) -> list[object]:
+    def claim(self, limit: int, lease: object, *fair: object) -> list[object]:
         self.claims += 1
         if self.claims == 1:
             raise AssertionError("a bug in a delivery round")
@@ -283,7 +285,7 @@ class _OneDue:
         self.due = [Due("msg_1_sub", 1, '{"type":"turn.finished"}', url, "whsec_" + "A" * 32)]
         self.settled: list[tuple[str, str, str | None]] = []
 
-    def claim(self, limit: int, lease: object) -> list[object]:
+    def claim(self, limit: int, lease: object, *fair: object) -> list[object]:
         due, self.due = self.due, []
         return due  # type: ignore[return-value]
 
@@ -298,6 +300,7 @@ def test_a_url_the_socket_layer_cannot_encode_is_settled_as_a_failed_attempt() -
     deliverer = Deliverer(view, FAST)  # type: ignore[arg-type]
     try:
         assert deliverer.run_once() == 1
+        assert deliverer.idle(timeout=5)
     finally:
         deliverer.stop()
     [(delivery, status, error)] = view.settled
