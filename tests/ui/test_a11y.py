@@ -1,0 +1,133 @@
+"""Accessibility: axe-core (shipped by axe-playwright-python) over every console page, and a
+whole approval made with the keyboard alone.
+
+No page may have a serious or critical violation; lesser ones are printed (pytest -s).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import Browser, Page, expect
+
+from interlock.client import Client
+from tests.api.conftest import Live
+from tests.ui.conftest import Browse
+
+Api = Callable[[str], Client]
+BLOCKING = ("serious", "critical")
+AXE = Axe()
+
+
+def _violations(page: Page) -> list[str]:
+    """`impact id: selectors` for each violation; serious and critical ones first."""
+    results = AXE.run(page).response["violations"]
+    found = [(v["impact"], f"{v['impact']} {v['id']}: "
+              + ", ".join(str(n["target"]) for n in v["nodes"][:5])) for v in results]
+    return [text for _, text in sorted(found, key=lambda f: f[0] not in BLOCKING)]
+
+
+def _check(page: Page, where: str, seen: dict[str, list[str]]) -> None:
+    seen[where] = _violations(page)
+
+
+def test_no_console_page_has_a_serious_or_critical_violation(
+    browser: Browser, signed_in: Browse, api: Api, live: Live
+) -> None:
+    seen: dict[str, list[str]] = {}
+    anonymous = browser.new_context().new_page()
+    anonymous.goto(f"{live.url}/ui/sign-in")
+    _check(anonymous, "sign-in", seen)
+    forms = api("alice").chat("formsAgent")
+    [review] = forms.send("the budget").interrupts
+    bank = api("alice").chat("bankingAgent")
+    [ask] = bank.send("Transfer $300 to savings.").interrupts
+    pay = api("alice").chat("payAgent")
+    [held] = pay.send("pay 500 bob").interrupts
+    bob, tina = signed_in("bob"), signed_in("tina")
+    expect(bob.locator("#inbox-rows tr")).to_have_count(3)
+    _check(bob, "inbox", seen)
+    bob.goto(f"{live.url}/ui/inbox?tool=nothing-like-it")
+    _check(bob, "inbox, filtered to nothing", seen)
+    bob.goto(f"{live.url}/ui/chats/{forms.id}/interrupts/{review.ref}")
+    bob.get_by_role("group", name="Lines").get_by_role("button", name="Add to Lines").click()
+    _check(bob, "interrupt: a generated form", seen)
+    bob.get_by_label("Zip").fill("1")
+    bob.evaluate("document.querySelector('form[action$=\"/respond\"]').noValidate = true")
+    bob.get_by_role("button", name="Respond with this answer").click()
+    expect(bob.locator("#respond-errors li").first).to_be_visible()
+    _check(bob, "interrupt: a refused form", seen)
+    bob.goto(f"{live.url}/ui/chats/{bank.id}/interrupts/{ask.ref}")
+    _check(bob, "interrupt: a decision", seen)
+    bob.get_by_role("button", name="Approve").click()
+    expect(bob.locator("#outcome")).to_be_visible()
+    _check(bob, "interrupt: its outcome", seen)
+    tina.goto(f"{live.url}/ui/chats/{pay.id}/interrupts/{held.ref}")
+    _check(tina, "interrupt: a held call to vote on", seen)
+    tina.get_by_role("button", name="Approve").click()
+    expect(tina.locator("#notice")).to_be_visible()
+    _check(tina, "interrupt: a vote recorded", seen)
+    bob.goto(f"{live.url}/ui/chats/{bank.id}")
+    _check(bob, "chat", seen)
+    bob.goto(f"{live.url}/ui/chats/{bank.id}?version=2")
+    _check(bob, "chat at a version", seen)
+    bob.goto(f"{live.url}/ui/decisions")
+    _check(bob, "decisions", seen)
+    bob.goto(f"{live.url}/ui/decisions/stats")
+    _check(bob, "decision statistics", seen)
+    bob.goto(f"{live.url}/ui/nowhere")
+    _check(bob, "not found", seen)
+    anonymous.context.close()
+    print("\naxe-core violations by page:")
+    for where, found in seen.items():
+        print(f"  {where}: {'; '.join(found) or 'none'}")
+    blocking = {w: [f for f in found if f.split()[0] in BLOCKING] for w, found in seen.items()}
+    assert {w: f for w, f in blocking.items() if f} == {}
+
+
+def _tab_to(page: Page, matches: Callable[[], bool], limit: int = 60) -> None:
+    """Press Tab until `matches()` (the focused element is the one wanted)."""
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        if matches():
+            return
+    raise AssertionError(f"Tab never reached it; focus is on {page.evaluate(_FOCUSED)}")
+
+
+_FOCUSED = ("(() => { const e = document.activeElement; return e ? e.outerHTML.slice(0, 120)"
+            " : null; })()")
+
+
+def _focused_text(page: Page) -> str:
+    text: str = page.evaluate("document.activeElement ? document.activeElement.textContent : ''")
+    return text.strip()
+
+
+def test_a_whole_approval_by_keyboard_alone(browser: Browser, api: Api, live: Live) -> None:
+    chat = api("alice").chat("bankingAgent")
+    [ask] = chat.send("Transfer $250 to savings.").interrupts
+    page = browser.new_context().new_page()
+    page.goto(f"{live.url}/ui/inbox")
+    page.keyboard.type("key-bob")  # the key field has the focus on arrival
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/ui/inbox$"))
+    row = page.locator(f'#inbox-rows tr[data-ref="{ask.ref}"]')
+    expect(row).to_be_visible()
+    _tab_to(page, lambda: page.evaluate("document.activeElement.closest('tr') !== null"
+                                        " && document.activeElement.tagName === 'A'"))
+    page.keyboard.press("Enter")
+    expect(page.locator("h1")).to_contain_text("userApproval")
+    _tab_to(page, lambda: page.evaluate("document.activeElement.id") == "respond-feedback")
+    page.keyboard.type("fine by me")
+    _tab_to(page, lambda: _focused_text(page) == "Approve")
+    page.keyboard.press("Enter")
+    expect(page.locator("#outcome")).to_be_focused()
+    expect(page.locator("#outcome-happened")).to_contain_text("Approved by bob")
+    expect(page.locator("#outcome-happened")).to_contain_text("“fine by me”")
+    [responded] = [e for e in api("root").open_chat(chat.id).events()
+                   if e["type"] == "Responded"]
+    assert responded["data"]["output"] == {"approved": True, "feedback": "fine by me"}
+    assert responded["actor"] == "bob"
+    page.context.close()
