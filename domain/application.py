@@ -105,6 +105,7 @@ class Interlock(Application[UUID]):
         super().__init__(dict(env or IN_MEMORY))
         self.agents = {a.name: a for a in agents}
         self.sealer = Sealer(secret or DEV_SECRET)
+        self.mapper.keys = self.sealer.keys  # loads refuse a retired key's late seals
         self.models = {a.name: _model(a, resolve_model) for a in agents}
         # Blocking store work of turns runs here; sized so that concurrent turns' commits
         # meet in one group commit instead of queueing for a thread.
@@ -313,6 +314,36 @@ class Interlock(Application[UUID]):
                 then = self.get_chat(chat.id, version=event.originator_version)
                 return TurnResult.of(then, use.since, None)
         raise TurnInProgressError()
+
+    def fork(
+        self, chat_id: UUID, version: int, *, actor: str, tenant: str | None = None,
+        agent: str | None = None,
+    ) -> Chat:
+        """A new chat holding the chat's history up to `version` (its pending interrupts
+        pending), linked both ways in one commit; it goes on under the chat's agent as it
+        is now, or under `agent`."""
+        if version < 1:
+            raise InvalidRequestError(f"there is no version {version}", version=version)
+        source = self.get_chat(chat_id, tenant=tenant)
+        at = self.get_chat(chat_id, version=version, tenant=tenant)
+        fork = Chat.fork(at, agent=self.agent(agent or source.state.agent).name, actor=actor)
+        source.record_fork(fork.id, version, actor=actor)
+        self._commit_together([fork, source])
+        return fork
+
+    def _commit_together(self, chats: Sequence[Chat]) -> None:
+        """Seal each chat's new events in its chain and append them all in one transaction."""
+        processing: ProcessingEvent[UUID] = ProcessingEvent()
+        for chat in chats:
+            chat.seal(self.sealer.sign)
+            processing.events.extend(chat.collect_events())
+            processing.aggregates[chat.id] = chat
+        try:
+            recordings = self._record(processing)
+        except IntegrityError:
+            raise ConcurrencyError(chats[-1].id) from None
+        for listener in self.commit_listeners:
+            listener(recordings)
 
     @_counted
     async def retry(

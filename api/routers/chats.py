@@ -17,6 +17,7 @@ from interlock.api.schemas import (
     ChatEvents,
     ChatPublic,
     EventPublic,
+    ForkRequest,
     MessageCreate,
     ResumeRequest,
     TurnPublic,
@@ -58,6 +59,18 @@ def get_chat(
 ) -> ChatPublic:
     """The chat now, or as of event `version`."""
     return ChatPublic.of(service.get_chat(chat_id, version=version, tenant=who.tenant))
+
+
+@router.post("/{chat_id}/fork", status_code=201, response_model=ChatPublic,
+             responses=errors(404, 409))
+async def fork_chat(
+    chat_id: ChatId, body: ForkRequest, service: ServiceDep, who: Requester
+) -> ChatPublic:
+    """A new chat holding this chat's history up to `version`, linked both ways; the
+    interrupts pending there are pending in the fork, nothing decided after it is."""
+    fork = await service.off_loop(service.fork, chat_id, body.version, actor=who.id,
+                                  tenant=who.tenant, agent=body.agent)
+    return ChatPublic.of(fork)
 
 
 @router.get("/{chat_id}/events", response_model=ChatEvents, responses=errors(404))

@@ -19,6 +19,7 @@ from interlock.domain.chat.approval_events import (
     InterruptWithdrawn,
 )
 from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.fork_events import ChatForked, ChatForkedTo
 from interlock.domain.chat.jsonsafe import check_json
 from interlock.domain.chat.messages import Message, Part
 from interlock.domain.chat.policies import ApprovalTerms, Decider
@@ -112,6 +113,27 @@ class Chat:
         chat = started.mutate(None)
         chat.pending_events.append(started)
         return chat
+
+    @classmethod
+    def fork(cls, source: Chat, *, agent: str, actor: str) -> Chat:
+        """A new chat of `source`'s tenant holding its history as of its version; a chat
+        caught mid-turn there is refused (no process would be running that turn)."""
+        if source.state.status == "running":
+            raise InvalidRequestError(
+                f"chat {source.id} was mid-turn at version {source.version}: fork at a "
+                "version where it was idle, interrupted or failed", version=source.version)
+        chat = cls.start(agent, actor=actor, tenant=source.state.tenant,
+                         metadata=source.state.metadata)
+        history = source.state.model_copy(update={"resume_keys": {}, "chain_tip": None},
+                                          deep=True)
+        chat._trigger(ChatForked, source_id=source.id, source_version=source.version,
+                      actor=actor, history=history)
+        return chat
+
+    def record_fork(self, fork_id: UUID, version: int, *, actor: str) -> None:
+        """Link this chat to a fork of its history up to `version`."""
+        self._check_not_running()
+        self._trigger(ChatForkedTo, fork_id=fork_id, version=version, actor=actor)
 
     def send_message(self, text: str, *, actor: str) -> None:
         if not text.strip():
@@ -297,6 +319,10 @@ class Chat:
         return bool(self.state.messages) and self.state.messages[-1].role in ("user", "tool")
 
     # -- checks -----------------------------------------------------------------------------------
+
+    def _check_not_running(self) -> None:
+        if self.state.status == "running":
+            raise TurnInProgressError()  # an event now would make the running turn's commit fail
 
     def _check_accepts_message(self) -> None:
         if self.state.status == "running":

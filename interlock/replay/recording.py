@@ -18,6 +18,7 @@ from interlock.domain.chat import approval_events as ae
 from interlock.domain.chat import events as ev
 from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.fork_events import ChatForked, ChatForkedTo
 from interlock.domain.chat.messages import Message, text_message
 from interlock.domain.chat.state import ChatState
 from interlock.domain.runtime.agent import Agent
@@ -31,8 +32,8 @@ _KINDS: Mapping[type[ev.ChatEvent], StepKind] = {
     ae.InterruptWithdrawn: "withdraw", ae.ApprovalEscalated: "escalate",
     ae.InterruptExpired: "expire",
 }
-# Facts of the run, not of the conversation: never compared.
-UNCOMPARED = (ev.TurnHeartbeat, ae.AgentFingerprinted)
+# Facts of the run or of the log, not of the conversation: never compared.
+UNCOMPARED = (ev.TurnHeartbeat, ae.AgentFingerprinted, ChatForkedTo)
 
 
 def model_name(agent: Agent) -> str:
@@ -89,6 +90,11 @@ class ChatRecording:
     tools: dict[str, list[Outcome]]
     fingerprints: list[str]
     unknown_agent: bool  # a model call's agent was not among the baselines
+
+    @property
+    def forked(self) -> bool:
+        """A fork begins with its source's history, not with inputs a replay could give."""
+        return any(isinstance(e, ChatForked) for e in self.steps[0].events)
 
     def answers(self) -> dict[str, deque[Message]]:
         """The recorded replies by request key, in the order they were given."""

@@ -86,6 +86,10 @@ class Replayer:
 
     async def replay(self, recording: ChatRecording) -> ChatResult:
         agent = self.agents.get(recording.agent)
+        if recording.forked:
+            return _verdict(recording, Difference(
+                kind="not_replayable", version=2, event="ChatForked",
+                detail="a fork: its history is its source's (replay the source)"), None)
         if agent is None:
             return _verdict(recording, Difference(
                 kind="not_replayable", version=1, event="ChatStarted",

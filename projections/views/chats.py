@@ -21,6 +21,7 @@ from interlock.domain.chat.events import (
     TurnRetried,
     UserMessageSent,
 )
+from interlock.domain.chat.fork_events import ChatForked
 from interlock.domain.chat.state import ChatStatus
 from interlock.projections.engine import cursors
 from interlock.projections.engine.pages import Page, paginate
@@ -169,6 +170,15 @@ class ChatsProjection(Projection[ChatsView]):
     @process_event.register
     def _finished(self, e: TurnFinished, tracking: Tracking) -> None:
         self._status(e, STATUS_AFTER[e.reason])
+
+
+    @process_event.register
+    def _forked(self, e: ChatForked, tracking: Tracking) -> None:
+        """A fork starts where its source was: its status, its pending tool interrupts."""
+        h = e.history
+        calls = [] if h is None else [h.calls[ref] for ref in h.batch]
+        pending = sum(1 for c in calls if c.status == "interrupted" and c.approval is None)
+        self._status(e, None if h is None else h.status, pending)
 
 
 READ_MODEL = ReadModel(ChatsView, ChatsProjection)
