@@ -219,7 +219,14 @@ class StaleInterruptError(ResumeError):
     code = "stale_interrupt"
     status = 409  # the interrupt changed under the decision: a conflict
 
-    def __init__(self, ref: str, expected: str, actual: str) -> None:
+    def __init__(self, ref: str, expected: str | None, actual: str,
+                 changed_by: str | None = None) -> None:
+        if expected is None:  # named no input, and someone else replaced the requested one
+            super().__init__(
+                f"interrupt {ref!r} asks about an input {changed_by} put in place of the one"
+                " requested; reload it and name the input you decide on (input_sha256)",
+                ref=ref, expected_input_sha256=None, input_sha256=actual, changed_by=changed_by)
+            return
         super().__init__(
             f"interrupt {ref!r} now asks about another input than the one decided on; reload it",
             ref=ref,

@@ -243,7 +243,7 @@ class Chat:
     ) -> list[Decision]:
         decisions = []
         for entry in votes:
-            call = held_call(self.state.calls, entry, now)
+            call = held_call(self.state.calls, entry, now, decider.id)
             check_voter(call, decider)
             decisions.append(vote_decision(entry, call, tools.get(entry.name)))
         return decisions

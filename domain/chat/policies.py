@@ -166,17 +166,25 @@ class ApprovalState(BaseModel):
     escalated: bool = False
     outcome: Outcome = "pending"
 
+    def current_votes(self) -> list[Vote]:
+        """The votes cast on the current input: those since its last edit. A vote before an
+        edit was given on another input, and never counts after it, even when a later edit
+        puts back an input of the same hash."""
+        edits = [i for i, v in enumerate(self.votes) if v.kind == "edit"]
+        return self.votes[edits[-1] + 1:] if edits else list(self.votes)
+
     def approvers(self, input_sha256: str, requester: str | None) -> set[str]:
-        """Distinct approvers of this exact input, the requester never among them."""
+        """Distinct approvers of this exact input since its last edit, never the requester."""
         me = normalise_id(requester)
-        return {normalise_id(v.actor) for v in self.votes
+        return {normalise_id(v.actor) for v in self.current_votes()
                 if v.kind == "approve" and v.input_sha256 == input_sha256
                 and normalise_id(v.actor) != me}
 
     def vote_of(self, actor: str, input_sha256: str) -> Vote | None:
-        """This principal's earlier vote on this input (one vote per person per input)."""
+        """This principal's vote on this input since its last edit (one vote per person per
+        input)."""
         me = normalise_id(actor)
-        return next((v for v in self.votes
+        return next((v for v in self.current_votes()
                      if normalise_id(v.actor) == me and v.input_sha256 == input_sha256), None)
 
     def deciders(self) -> tuple[set[str], set[str]]:

@@ -99,7 +99,7 @@ def pending_call(
         raise InterruptNameMismatchError(entry.ref, call.name, entry.name)
     if call.awaiting_approval:
         raise ApprovalRequiredError(entry.ref)  # a respond must not bypass the policy
-    _check_seen(entry, call)
+    check_seen(entry, call, actor)
     _check_approver(tools.get(entry.name), call, actor)
     return call
 
@@ -143,10 +143,21 @@ def _replaced_input(entry: RestartEntry, tool: Tool | None) -> Any:
         raise InvalidToolInputError(entry.ref, entry.name, exc.errors) from None
 
 
-def _check_seen(entry: Entry, call: ToolCall) -> None:
-    """A decision made on another input than the pending one is stale."""
-    if entry.input_sha256 is not None and entry.input_sha256 != sha256_hex(call.input):
-        raise StaleInterruptError(entry.ref, entry.input_sha256, sha256_hex(call.input))
+def check_seen(entry: Entry | VoteEntry, call: ToolCall, actor: str | None) -> None:
+    """A decision counts only toward the input its decider saw (D29).
+
+    It names that input by `input_sha256`; one that names none is about the input as
+    requested, so once someone other than `actor` replaced it (an edit, a restart with
+    `replace_input`) it is stale: it cannot say which input it means. Whoever wrote the
+    current input knows it. `actor` None: nobody is taken to have written it.
+    """
+    current = sha256_hex(call.input)
+    if entry.input_sha256 is not None:
+        if entry.input_sha256 != current:
+            raise StaleInterruptError(entry.ref, entry.input_sha256, current)
+        return
+    if call.input_by is not None and normalise_id(call.input_by) != normalise_id(actor):
+        raise StaleInterruptError(entry.ref, None, current, changed_by=call.input_by)
 
 
 def _check_approver(tool: Tool | None, call: ToolCall, actor: str) -> None:
@@ -189,6 +200,7 @@ class EditEntry(BaseModel):
     name: str
     input: Any
     input_sha256: str | None = Field(default=None, pattern=SHA256_HEX)
+    reason: str | None = Field(default=None, min_length=1, max_length=MAX_REASON)  # why
 
 
 class RejectEntry(BaseModel):
@@ -207,8 +219,10 @@ KIND: Mapping[type[BaseModel], VoteKind] = {
     ApproveEntry: "approve", EditEntry: "edit", RejectEntry: "reject"}
 
 
-def held_call(calls: Mapping[str, ToolCall], entry: VoteEntry, now: datetime) -> ToolCall:
-    """The call awaiting approval that a vote names, still open at `now`."""
+def held_call(calls: Mapping[str, ToolCall], entry: VoteEntry, now: datetime,
+              actor: str | None = None) -> ToolCall:
+    """The call awaiting approval that `actor`'s vote names, still open at `now`, on the
+    input the vote is about (see `check_seen`)."""
     call = calls.get(entry.ref)
     if call is None:
         raise UnknownInterruptError(entry.ref)
@@ -223,9 +237,7 @@ def held_call(calls: Mapping[str, ToolCall], entry: VoteEntry, now: datetime) ->
     expires_at = _expiry(call)
     if expires_at is not None and now >= expires_at:
         raise InterruptExpiredError(entry.ref, expires_at)  # fails closed before the sweeper
-    current = sha256_hex(call.input)
-    if entry.input_sha256 is not None and entry.input_sha256 != current:
-        raise StaleInterruptError(entry.ref, entry.input_sha256, current)
+    check_seen(entry, call, actor)
     return call
 
 
@@ -261,8 +273,8 @@ def vote_decision(entry: VoteEntry, call: ToolCall, tool: Tool | None) -> Decisi
     if isinstance(entry, EditEntry):
         data["edited_input"] = _edited(entry, tool)
         data["edited_input_sha256"] = sha256_hex(data["edited_input"])
-    if isinstance(entry, RejectEntry):
-        data["reason"] = entry.reason
+    if isinstance(entry, RejectEntry | EditEntry) and entry.reason is not None:
+        data["reason"] = entry.reason  # ApprovalVoted has carried an optional reason since v1
     data["outcome"] = _outcome(kind, call)
     return ApprovalVoted, data
 
@@ -290,9 +302,8 @@ def _edited(entry: EditEntry, tool: Tool | None) -> Any:
 def barred_voters(state: ApprovalState, requester: str | None) -> set[str]:
     """Who may not vote on a held call's current input (normalised): who asked for it, and
     who voted on it already. The inbox's `decidable` filter lists by this, `check_voter`
-    refuses by the same rule (votes on an input an edit replaced no longer bar anyone)."""
-    current = next((v.input_sha256 for v in reversed(state.votes) if v.kind == "edit"), None)
-    voted = {v.actor for v in state.votes if current is None or v.input_sha256 == current}
+    refuses by the same rule (votes cast before the last edit no longer bar anyone)."""
+    voted = {v.actor for v in state.current_votes()}
     return {normalise_id(i) for i in (*voted, requester)}
 
 

@@ -15,6 +15,7 @@ from interlock.client import (
     ForbiddenError,
     InterlockAPIError,
     InvalidToolInputError,
+    StaleInterruptError,
 )
 from interlock.domain.errors import ConfigurationError
 from tests.api.agents import PAID
@@ -207,3 +208,31 @@ def test_the_treasury_banking_example_needs_two_treasurers(
     ask = small.send("transfer $20 to savings").interrupts[0]
     done = client_for("bob").open_chat(small.id).decide(ask.respond({"approved": True}))
     assert done.text.startswith("Done.")  # under the limit: no approval asked
+
+
+def test_approvals_naming_no_input_never_run_an_input_someone_else_edited_in(
+    live: Live, client_for: ClientFor
+) -> None:
+    """D29: tina and tom saw 5,000 to bob-corp; root edits it to 9,999 to mallory. Their
+    approvals without `input_sha256` (raw HTTP, a console form that lost its field, a retry)
+    are refused with 409 and write nothing; approvals naming the edited input count."""
+    chat, held = _held(client_for, 5000)
+    edited = client_for("root").open_chat(chat.id).decide(
+        held.edit({"amount": 9999, "to": "mallory"})).interrupts[0]
+    version = chat.state()["version"]
+    bare = {"approve": [{"ref": held.ref, "name": held.name}]}
+    for who, key in (("tina", None), ("tom", None), ("tina", "retry-1"), ("tina", "retry-1")):
+        headers = {"Authorization": f"Bearer key-{who}"}
+        if key:
+            headers["Idempotency-Key"] = key
+        answer = httpx.post(f"{live.url}/v1/chats/{chat.id}/resume", json=bare, headers=headers)
+        assert answer.status_code == 409, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "stale_interrupt" and error["details"]["changed_by"] == "root"
+        assert error["details"]["input_sha256"] == edited.input_sha256
+    with pytest.raises(StaleInterruptError):  # the interrupt tina read names 5,000
+        client_for("tina").open_chat(chat.id).decide(held.approve())
+    assert chat.state()["version"] == version and _paid(chat.id) == []
+    client_for("tina").open_chat(chat.id).decide(edited.approve())
+    done = client_for("tom").open_chat(chat.id).decide(edited.approve())
+    assert done.text == "outcome: {'paid': 9999, 'to': 'mallory'}"

@@ -20,6 +20,7 @@ from interlock.domain import (
     RespondEntry,
     RestartEntry,
 )
+from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.errors import (
     AlreadyVotedError,
     ApprovalRequiredError,
@@ -27,6 +28,7 @@ from interlock.domain.errors import (
     InterruptExpiredError,
     InvalidToolInputError,
     NotAnApprovalError,
+    StaleInterruptError,
     UnknownInterruptError,
 )
 from tests.kit import Script, call, run, say
@@ -142,7 +144,10 @@ def test_an_edit_is_validated_kept_and_needs_someone_else_to_approve_it(store: s
     bank.vote(treasurer("bob"), EditEntry(ref="p1", name="pay", input={"amount": 90}))
     with pytest.raises(ForbiddenError):  # bob asked for this input now
         bank.vote(treasurer("bob"), APPROVE)
-    done = bank.vote(treasurer("alice"), APPROVE)  # alice never saw 90: her yes counts
+    with pytest.raises(StaleInterruptError):  # D29: a yes naming no input was given on 500
+        bank.vote(treasurer("alice"), APPROVE)
+    seen = sha256_hex({"amount": 90, "to": "acme"})
+    done = bank.vote(treasurer("alice"), APPROVE.model_copy(update={"input_sha256": seen}))
     assert done.finish_reason == "stop" and bank.paid == [{"amount": 90, "to": "acme"}]
     call_ = bank.app.get_chat(bank.chat.id).state.calls["p1"]
     assert call_.original_input == {"amount": 500} and call_.input == {"amount": 90, "to": "acme"}
@@ -247,6 +252,7 @@ def test_four_eyes_hold_through_a_restart_that_replaces_the_input(store: str) ->
             run(app.resume(chat.id, restart=[RestartEntry(
                 ref="d1", name="deploy", resumed_metadata={"ok": True})], actor=spelling))
     assert deploys == []
-    run(app.resume(chat.id, restart=[RestartEntry(ref="d1", name="deploy",
+    seen = sha256_hex({"amount": 1, "to": "bob"})
+    run(app.resume(chat.id, restart=[RestartEntry(ref="d1", name="deploy", input_sha256=seen,
                                                   resumed_metadata={"ok": True})], actor="dana"))
     assert deploys == ["bob"]

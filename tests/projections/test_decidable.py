@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from interlock import Agent, Approval, FunctionModel, ToolContext, tool
 from interlock.bootstrap import build_service
 from interlock.domain import ApproveEntry, Decider, Interlock
+from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.events import now
 from interlock.domain.chat.rules import EditEntry, check_voter, held_call
 from interlock.domain.errors import InterlockError
@@ -59,8 +60,9 @@ def _listed(views: SqlReadModels, who: Decider) -> bool:
 def _allowed(app: Interlock, chat_id: Any, who: Decider) -> bool:
     """Whether the domain would take this principal's vote now (nothing is written)."""
     calls = app.get_chat(chat_id).state.calls
+    seen = ApproveEntry(ref="p1", name="pay", input_sha256=sha256_hex(calls["p1"].input))
     try:
-        check_voter(held_call(calls, ApproveEntry(ref="p1", name="pay"), now()), who)
+        check_voter(held_call(calls, seen, now(), who.id), who)
     except InterlockError:
         return False
     return True
