@@ -19,7 +19,15 @@ from interlock.api.observability.metrics import CONTENT_TYPE as METRICS_TYPE
 from interlock.api.observability.metrics import Metrics
 from interlock.api.observability.middleware import Observe, Observed
 from interlock.api.observability.openapi import install_openapi, operation_id, package_version
-from interlock.api.routers import agents, chats, decisions, health, interrupts, webhooks
+from interlock.api.routers import (
+    agents,
+    chats,
+    decisions,
+    health,
+    interrupts,
+    reviews,
+    webhooks,
+)
 from interlock.api.streaming import KEEPALIVE, TurnStreams
 from interlock.api.ui import console
 from interlock.domain import Interlock
@@ -117,7 +125,7 @@ def make_app(
     app.state.webhooks, app.state.subscriptions = hooks, subscriptions
     errors.install(app)
     routers = [m.router for m in (health, chats, interrupts, decisions, agents, webhooks,
-                                  agent_protocol)]
+                                  agent_protocol, reviews)]
     for router in routers:
         app.include_router(router)
     install_openapi(app, routers)

@@ -22,7 +22,18 @@ from interlock.domain import (
 )
 from interlock.domain.chat.events import ChatEvent
 from interlock.domain.chat.history import history
+from interlock.domain.review.aggregate import Review
+from interlock.domain.review.events import (
+    Assessment,
+    QueryRecord,
+    ReviewItem,
+    ReviewStatus,
+    SampleRecord,
+    Severity,
+    Verdict,
+)
 from interlock.projections.engine.stuck import StuckView
+from interlock.projections.views.reviews import ReviewFact, ReviewSummary
 
 MAX_TEXT = 100_000
 MAX_ENTRIES = 100
@@ -262,3 +273,95 @@ class Health(BaseModel):
     store: bool | None = None
     views: bool | None = None
     stuck: list[StuckView] | None = None  # views stopped on an event, and which
+
+
+# -- compliance review (docs/review.md) --------------------------------------------------------
+
+ReviewStrata = Literal["agent", "tool", "actor", "kind"]
+Filter = Annotated[str | None, Field(default=None, max_length=2000,
+                                     description="with query `custom`: docs/review.md's filter")]
+
+
+class ReviewQueryRun(BaseModel):
+    """Run a shipped review query by name (its parameters by name), or `custom` with a filter."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(max_length=100)
+    filter: Filter = None
+    params: dict[str, Any] = Field(default_factory=dict, max_length=20)
+    limit: int = Field(default=50, ge=1, le=MAX_LIMIT)
+    cursor: str | None = Field(default=None, max_length=1000)
+
+
+class ReviewQueryAnswer(BaseModel):
+    query: str
+    version: int
+    filter: str
+    params: dict[str, Any]
+    items: list[ReviewFact]
+    next_cursor: str | None
+
+
+class ReviewOpen(BaseModel):
+    """Open a review of a seeded sample of a query's answer (a seed is made if none given)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(max_length=100)
+    filter: Filter = None
+    params: dict[str, Any] = Field(default_factory=dict, max_length=20)
+    size: int = Field(ge=0, le=10_000)
+    strata: list[ReviewStrata] = Field(default_factory=list, max_length=4)
+    seed: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class AssessmentIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Verdict
+    severity: Severity | None = None
+    note: str = Field(default="", max_length=4000)
+
+
+class SignOffIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    note: str = Field(default="", max_length=4000)
+
+
+class ReviewItemPublic(ReviewItem):
+    assessment: Assessment | None = None
+
+
+class ReviewPublic(BaseModel):
+    """A review as its events leave it."""
+
+    id: str
+    version: int
+    tenant: str
+    status: ReviewStatus
+    opened_by: str
+    opened_at: datetime
+    query: QueryRecord
+    sample: SampleRecord
+    items: list[ReviewItemPublic]
+    signed_off_by: str | None
+    signed_off_at: datetime | None
+    sign_off_note: str | None
+    closed_by: str | None
+    closed_at: datetime | None
+
+    @classmethod
+    def of(cls, review: Review) -> ReviewPublic:
+        s = review.state
+        items = [ReviewItemPublic(**i.model_dump(), assessment=s.assessments.get(i.n))
+                 for i in s.items]
+        return cls(id=str(review.id), version=review.version, items=items,
+                   **s.model_dump(include={"tenant", "status", "opened_by", "opened_at",
+                                           "query", "sample", "signed_off_by", "signed_off_at",
+                                           "sign_off_note", "closed_by", "closed_at"}))
+
+
+class ReviewList(BaseModel):
+    items: list[ReviewSummary]

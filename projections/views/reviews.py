@@ -73,6 +73,22 @@ class ReviewFact(BaseModel):
     fingerprint_changed: bool = False
 
 
+class ReviewSummary(BaseModel):
+    """One review's progress."""
+
+    review_id: str
+    tenant: str
+    status: str
+    opened_by: str
+    opened_at: datetime
+    query_name: str
+    query_version: int
+    items: int
+    assessed: int
+    findings: int
+    signed_off_by: str | None = None
+
+
 _STRATA = {"agent": "agent", "tool": "tool", "actor": "actor_norm", "kind": "kind"}
 _ACTORS = (
     "WITH RECURSIVE a(v) AS (SELECT min(actor_norm) FROM {review_facts} WHERE tenant = %(t)s"
@@ -192,10 +208,11 @@ class ReviewsView(SqlView):
         """The distinct deciders of a tenant (normalised ids), the sweeper left out."""
         return [r["v"] for r in self._fetch(_ACTORS, {"t": tenant}) if r["v"] != SWEEPER]
 
-    def reviews(self, tenant: str) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._fetch(
-            "SELECT * FROM {reviews} WHERE tenant = %(t)s ORDER BY opened_at DESC",
-            {"t": tenant})]
+    def reviews(self, tenant: str, limit: int = 100) -> list[ReviewSummary]:
+        """The tenant's reviews, newest first."""
+        rows = self._fetch("SELECT * FROM {reviews} WHERE tenant = %(t)s"
+                           " ORDER BY opened_at DESC LIMIT %(n)s", {"t": tenant, "n": limit})
+        return [ReviewSummary(**{**r, "opened_at": self._load_ts(r["opened_at"])}) for r in rows]
 
     def _fact(self, r: Row) -> ReviewFact:
         ts = {k: self._load_ts(r[k]) if r[k] is not None else None

@@ -1,0 +1,123 @@
+"""Compliance review: run review queries, open reviews of seeded samples, assess, sign off.
+
+Every route needs the auditor role and sees only the caller's tenant (docs/review.md).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, Path, Request
+
+from interlock.api.auth import AuthConfig, Principal
+from interlock.api.deps import PrincipalDep, ReadModelsDep, ServiceDep
+from interlock.api.errors import ViewsBehindError
+from interlock.api.routers.common import errors
+from interlock.api.schemas import (
+    AssessmentIn,
+    ReviewList,
+    ReviewOpen,
+    ReviewPublic,
+    ReviewQueryAnswer,
+    ReviewQueryRun,
+    SignOffIn,
+)
+from interlock.domain.errors import InternalError
+from interlock.domain.review.queries import SHIPPED, ReviewQuery
+from interlock.domain.review.service import Reviews
+from interlock.projections.engine.interface import ReadModels
+from interlock.projections.views.reviews import ReviewsView
+from interlock.reviewing import ReviewDesk
+
+router = APIRouter(prefix="/v1/reviews", tags=["reviews"])
+
+
+async def auditor(principal: PrincipalDep) -> Principal:
+    principal.require("auditor")
+    return principal
+
+
+Auditor = Annotated[Principal, Depends(auditor)]
+
+
+def review_desk(request: Request, service: ServiceDep, views: ReadModelsDep,
+                who: Auditor) -> ReviewDesk:
+    """The desk over the views once they show every write committed before the request."""
+    try:
+        views.wait(service.recorder.max_notification_id())
+    except TimeoutError:
+        raise ViewsBehindError() from None
+    auth: AuthConfig = request.app.state.auth
+    principals = None if auth.keys is None else {
+        p.id for p in auth.keys.values() if p.tenant == who.tenant}
+    return ReviewDesk(Reviews(service), reviews_view(views), principals)
+
+
+def reviews_view(views: ReadModels) -> ReviewsView:
+    """The reviews read model of these read models (every SQL store keeps one)."""
+    view = getattr(views, "view", None)
+    if view is None:
+        raise InternalError("these read models keep no reviews view")
+    found: ReviewsView = view(ReviewsView)
+    return found
+
+
+Desk = Annotated[ReviewDesk, Depends(review_desk)]
+Number = Annotated[int, Path(ge=1, le=10_000)]
+
+
+@router.get("/queries", response_model=list[ReviewQuery], responses=errors())
+def list_queries(who: Auditor) -> list[ReviewQuery]:
+    """The shipped queries: name, version, filter and parameters (`custom` takes a filter)."""
+    return list(SHIPPED.values())
+
+
+@router.post("/queries/run", response_model=ReviewQueryAnswer, responses=errors())
+def run_query(desk: Desk, who: Auditor, body: ReviewQueryRun) -> ReviewQueryAnswer:
+    """The tenant's decisions a query selects, newest first."""
+    bound, page = desk.run(who.tenant, body.query, body.params, body.filter, body.limit,
+                           body.cursor)
+    return ReviewQueryAnswer(query=bound.name, version=bound.version, filter=bound.filter,
+                             params=bound.params, items=page.items, next_cursor=page.next_cursor)
+
+
+@router.post("", status_code=201, response_model=ReviewPublic, responses=errors())
+def open_review(desk: Desk, who: Auditor, body: ReviewOpen) -> ReviewPublic:
+    """Open a review of a seeded, optionally stratified sample of a query's answer."""
+    review = desk.open(who.tenant, who.id, body.query, params=body.params, custom=body.filter,
+                       size=body.size, strata=body.strata, seed=body.seed)
+    return ReviewPublic.of(review)
+
+
+@router.get("", response_model=ReviewList, responses=errors())
+def list_reviews(desk: Desk, who: Auditor) -> ReviewList:
+    return ReviewList(items=desk.view.reviews(who.tenant))
+
+
+@router.get("/{review_id}", response_model=ReviewPublic, responses=errors(404))
+def get_review(service: ServiceDep, who: Auditor, review_id: UUID) -> ReviewPublic:
+    return ReviewPublic.of(Reviews(service).get(review_id, tenant=who.tenant))
+
+
+@router.post("/{review_id}/items/{n}/assessment", response_model=ReviewPublic,
+             responses=errors(404, 409))
+def assess(service: ServiceDep, who: Auditor, review_id: UUID, n: Number,
+           body: AssessmentIn) -> ReviewPublic:
+    """Assess one item: ok, or a finding with its severity and a note (not one's own call)."""
+    review = Reviews(service).assess(review_id, n, actor=who.id, verdict=body.verdict,
+                                     note=body.note, severity=body.severity, tenant=who.tenant)
+    return ReviewPublic.of(review)
+
+
+@router.post("/{review_id}/sign-off", response_model=ReviewPublic, responses=errors(404, 409))
+def sign_off(service: ServiceDep, who: Auditor, review_id: UUID, body: SignOffIn) -> ReviewPublic:
+    """Sign the review off once every item is assessed."""
+    review = Reviews(service).sign_off(review_id, actor=who.id, note=body.note,
+                                       tenant=who.tenant)
+    return ReviewPublic.of(review)
+
+
+@router.post("/{review_id}/close", response_model=ReviewPublic, responses=errors(404, 409))
+def close(service: ServiceDep, who: Auditor, review_id: UUID) -> ReviewPublic:
+    return ReviewPublic.of(Reviews(service).close(review_id, actor=who.id, tenant=who.tenant))
