@@ -64,6 +64,7 @@ class Report(BaseModel):
     identical: int = 0
     allowed: int = 0
     different: int = 0
+    skipped: int = 0  # forks: their source's replay tests their history
     seconds: float = 0.0
 
     @classmethod
@@ -73,7 +74,8 @@ class Report(BaseModel):
         status = Counter(r.status for r in judged)
         return cls(chats=judged, totals=dict(sorted(totals.items())),
                    identical=status["identical"], allowed=status["allowed"],
-                   different=status["different"], seconds=round(seconds, 3))
+                   different=status["different"], skipped=status["skipped"],
+                   seconds=round(seconds, 3))
 
     @property
     def passed(self) -> bool:
@@ -81,15 +83,17 @@ class Report(BaseModel):
 
     def summary(self) -> str:
         kinds = ", ".join(f"{k} {n}" for k, n in self.totals.items()) or "none"
+        skipped = f", {self.skipped} skipped (forks)" if self.skipped else ""
         return (f"{len(self.chats)} chats: {self.identical} identical, {self.allowed} allowed, "
-                f"{self.different} different ({kinds}) in {self.seconds:.1f}s")
+                f"{self.different} different ({kinds}){skipped} in {self.seconds:.1f}s")
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
 
     def to_junit(self) -> str:
         suite = ET.Element("testsuite", name="interlock replay-test", tests=str(len(self.chats)),
-                           failures=str(self.different), skipped=str(self.allowed),
+                           failures=str(self.different),
+                           skipped=str(self.allowed + self.skipped),
                            time=f"{self.seconds:.3f}")
         for result in self.chats:
             case = ET.SubElement(suite, "testcase", classname=result.agent,
@@ -106,6 +110,8 @@ def _judged(result: ChatResult, allowed: list[Allowed]) -> ChatResult:
 
 def _outcome(case: ET.Element, result: ChatResult) -> None:
     d = result.difference
+    if result.status == "skipped":
+        ET.SubElement(case, "skipped", message="; ".join(result.notes))
     if d is None:
         return
     text = _text(d.model_dump(mode="json"))

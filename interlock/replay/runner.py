@@ -36,7 +36,8 @@ from interlock.replay.differences import Difference
 from interlock.replay.recording import ChatRecording, Step, read_recording
 from interlock.replay.standins import SESSION, Session, stand_in
 
-Status = Literal["identical", "different", "allowed"]
+Status = Literal["identical", "different", "allowed", "skipped"]
+SKIPPED_FORK = "a fork: it began with its source's history, which its source's replay tests"
 RECYCLE_EVERY = 200  # chats per scratch service: its memory store is dropped after them
 
 
@@ -87,9 +88,8 @@ class Replayer:
     async def replay(self, recording: ChatRecording) -> ChatResult:
         agent = self.agents.get(recording.agent)
         if recording.forked:
-            return _verdict(recording, Difference(
-                kind="not_replayable", version=2, event="ChatForked",
-                detail="a fork: its history is its source's (replay the source)"), None)
+            return ChatResult(chat_id=str(recording.chat_id), agent=recording.agent,
+                              status="skipped", notes=[SKIPPED_FORK])
         if agent is None:
             return _verdict(recording, Difference(
                 kind="not_replayable", version=1, event="ChatStarted",

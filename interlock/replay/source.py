@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.sqlite import SQLiteApplicationRecorder
+
 from interlock.domain.application import Interlock
 from interlock.domain.chat.events import ChatEvent, ChatStarted
 from interlock.domain.errors import ChatNotFoundError, ConfigurationError
@@ -50,9 +53,26 @@ def open_recorded(url: str, secret: bytes | Keyring | None = None) -> Interlock:
             raise ConfigurationError(f"no recorded store at {url}: the file does not exist")
         env["SQLITE_DBNAME"] = f"file:{env['SQLITE_DBNAME']}?mode=ro"
     service = Interlock([], env=env, secret=secret, io_threads=1)
-    if url.startswith(("sqlite", "postgres")):
+    if _has_keys(service):  # else no chat was ever encrypted (and nothing must be created)
         service.protect_personal_data(KeyStore.open(service))
     return service
+
+
+def _has_keys(app: Interlock) -> bool:
+    """Whether the store has the personal-data key table (interlock/stores/erasure_keys.py)."""
+    recorder = app.recorder
+    if isinstance(recorder, PostgresApplicationRecorder):
+        datastore = recorder.datastore
+        with datastore.get_connection() as conn:
+            row = conn.execute("SELECT to_regclass(%s) AS t",
+                               (f"{datastore.schema}.interlock_erasure_keys",)).fetchone()
+        return row is not None and row["t"] is not None
+    if isinstance(recorder, SQLiteApplicationRecorder):
+        with recorder.datastore.transaction(commit=False) as curs:
+            curs.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                         "name = 'erasure_keys'")
+            return curs.fetchone() is not None
+    return False
 
 
 def started_chats(app: Interlock, selection: Selection) -> Iterator[ChatStarted]:
