@@ -21,6 +21,7 @@ from interlock.process import tune_gc
 from interlock.projections import open_read_models
 from interlock.settings import Settings, load_settings
 from interlock.stores.erasure_keys import KeyStore
+from interlock.stores.postgres import store_guard
 from interlock.stores.snapshots import open_snapshots
 from interlock.stores.urls import store_env
 from interlock.sweeper import Sweeper
@@ -35,9 +36,11 @@ def build_service(
     *,
     secret: bytes | Keyring | None = None,
     resolve_model: Callable[[str], Model] | None = None,
+    deadline: float | None = None,
 ) -> Interlock:
-    """The application service on the store a URL names."""
-    env = store_env(store)
+    """The application service on the store a URL names; `deadline`: the seconds a store
+    call may wait for PostgreSQL (then StoreUnavailableError, a 503)."""
+    env = store_env(store, deadline)
     if secret is None and not store.startswith("memory"):
         log.warning(
             "INTERLOCK_SECRET is not set: the event chain is keyed with the public "
@@ -56,7 +59,7 @@ def service_from(settings: Settings, *, with_agents: bool = True) -> Interlock:
     """
     agents = load_agents(settings.agents) if with_agents else []
     service = build_service(settings.store, agents, secret=settings.keyring(),
-                            resolve_model=model_resolver())
+                            resolve_model=model_resolver(), deadline=settings.store_deadline)
     service.protect_personal_data(KeyStore.open(service))
     return service
 
@@ -74,8 +77,14 @@ def build_app(settings: Settings) -> FastAPI:
     views = open_read_models(service)
     sweeper = Sweeper(service, views)  # due approvals expire in process, beside the views
     sweeper.start()
+    guard = store_guard(service)
+    if guard is not None:  # PostgreSQL: probed, so calls fail fast while it is down
+        guard.listeners += [views.store_changed, sweeper.store_changed]
+        guard.start()
 
     def close() -> None:
+        if guard is not None:
+            guard.stop()
         sweeper.stop()
         views.close()
         service.close()
