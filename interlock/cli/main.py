@@ -13,7 +13,7 @@ from interlock.domain.errors import ConfigurationError, InterlockError
 
 # Each module adds its subcommands with `register(subparsers)`.
 COMMAND_MODULES = ("interlock.cli.demo", "interlock.cli.serve", "interlock.cli.audit",
-                   "interlock.cli.webhooks", "interlock.cli.replay_test")
+                   "interlock.cli.webhooks", "interlock.cli.replay_test", "interlock.cli.review")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,121 @@
+"""PostgreSQL stopped under load and started again: the service fails fast, tells the truth
+and comes back by itself (issue 33)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from interlock.bootstrap import build_app
+from interlock.settings import load_settings
+from tests.api.server import ThreadServer
+from tests.faults.agents import RUNS
+from tests.faults.cluster import Cluster
+from tests.faults.load import Load
+from tests.faults.probe import Readiness
+
+pytestmark = pytest.mark.postgres
+
+DEADLINE = 1.0  # INTERLOCK_STORE_DEADLINE for these tests, seconds
+SLACK = 0.5  # what an answer may take beyond it (the HTTP round trip, a loaded CI machine)
+OUTAGE = 3.0  # seconds PostgreSQL stays stopped
+RECOVERY = 10.0  # seconds the service may take to be ready again
+
+
+@pytest.fixture
+def served(fault_store: str) -> Iterator[str]:
+    settings = load_settings(store=fault_store, agents="tests.faults.agents:AGENTS",
+                             store_deadline=DEADLINE)
+    app: FastAPI = build_app(settings)
+    server = ThreadServer(app)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def _until(check: object, timeout: float, what: str) -> float:
+    """Poll `check()` until true; when it became true."""
+    until = time.monotonic() + timeout
+    while time.monotonic() < until:
+        if check():  # type: ignore[operator]
+            return time.monotonic()
+        time.sleep(0.05)
+    raise AssertionError(f"{what} not within {timeout}s")
+
+
+def _sent(load: Load) -> int:
+    return sum(1 for a in list(load.answers) if a.what == "send" and a.status == 200)
+
+
+def test_an_outage_under_load_answers_503_fast_and_the_service_comes_back_by_itself(
+    cluster: Cluster, served: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    RUNS.clear()
+    readiness = Readiness(served).start()
+    _until(lambda: readiness.first(200, 0.0) is not None, 10, "ready at start")
+    load = Load(served).start()
+    _until(lambda: _sent(load) >= 20, 30, "20 turns before the outage")
+
+    cluster.stop()
+    down = time.monotonic()  # PostgreSQL has stopped: every session is gone
+    time.sleep(OUTAGE)  # the fault lasts this long; nothing to wait on but the clock
+    back = time.monotonic()
+    cluster.start()
+    started = time.monotonic()
+    ready = _until(lambda: readiness.first(200, started) is not None, RECOVERY, "ready again")
+    before = _sent(load)
+    serving = _until(lambda: _sent(load) > before, RECOVERY, "turns again")
+    load.stop()
+    readiness.stop()
+
+    during = load.between(down, back)
+    assert len(during) >= 20  # the clients kept asking throughout
+    assert {(a.status, a.code, a.retry_after) for a in during} == {
+        (503, "store_unavailable", "1")}
+    assert max(a.seconds for a in during) <= DEADLINE + SLACK
+    assert not [a for a in load.answers if a.status >= 500 and a.status != 503]
+
+    assert max(seconds for _, _, seconds in readiness.seen) < 1.0  # always within a second
+    outage_probes = [s for sent, s, _ in readiness.seen if down <= sent <= back - 0.2]
+    assert outage_probes and set(outage_probes) == {503}
+    assert ready - started < RECOVERY and serving - started < RECOVERY
+
+    _check_nothing_lost_nothing_twice(served, load)
+    _check_one_line_per_change(caplog)
+    print(f"\noutage {OUTAGE}s: {len(during)} answers during it, all 503 store_unavailable,"
+          f" slowest {max(a.seconds for a in during):.3f}s; readyz slowest"
+          f" {max(s for _, _, s in readiness.seen):.3f}s; ready {ready - started:.2f}s and"
+          f" serving {serving - started:.2f}s after the start; acknowledged"
+          f" {_sent(load)} turns, {sum(RUNS.values())} side effects")
+
+
+def _check_nothing_lost_nothing_twice(url: str, load: Load) -> None:
+    """Every acknowledged chat and turn is in the store; no tool call ran twice."""
+    assert max(RUNS.values()) == 1
+    paid = {key.split(":")[0] for key in RUNS}
+    with httpx.Client(base_url=url, timeout=10) as http:
+        for answer in load.answers:
+            if answer.what == "create" and answer.status == 201:
+                assert http.get(f"/v1/chats/{answer.chat}").status_code == 200
+            if answer.what == "send" and answer.status == 200:
+                chat = http.get(f"/v1/chats/{answer.chat}").json()
+                assert chat["status"] == "idle", chat
+                assert answer.chat in paid
+
+
+def _check_one_line_per_change(caplog: pytest.LogCaptureFixture) -> None:
+    """The outage is told once when it begins and once when it ends, not per retry."""
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    down = [m for m in lines if m.startswith("store unavailable")]
+    up = [m for m in lines if m.startswith("store available again")]
+    assert (len(down), len(up)) == (1, 1), lines
+    for start in ("views: cannot", "views: catching up again", "sweeper: store unavailable",
+                  "views: lost the append"):
+        assert len([m for m in lines if m.startswith(start)]) <= 1, lines
