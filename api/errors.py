@@ -8,6 +8,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from eventsourcing.persistence import InterfaceError, OperationalError
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -18,6 +19,7 @@ from interlock.domain.errors import (
     InternalError,
     InvalidRequestError,
     NotFoundError,
+    StoreUnavailableError,
     UnauthenticatedError,
     UnavailableError,
 )
@@ -110,6 +112,15 @@ async def _on_http_error(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(body, status, headers=exc.headers)
 
 
+def store_failure(exc: Exception) -> StoreUnavailableError:
+    """The store failed a call past the library's retries: unavailable, not a bug (503)."""
+    return StoreUnavailableError(f"{type(exc.__cause__ or exc).__name__} past its retries")
+
+
+async def _on_store_failure(_: Request, exc: Exception) -> JSONResponse:
+    return error_response(store_failure(exc))
+
+
 async def _on_unexpected(_: Request, exc: Exception) -> JSONResponse:
     """A bug, not a client error: logged with its traceback, answered in the same shape."""
     log.error("unhandled error", exc_info=exc)
@@ -120,11 +131,15 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(InterlockError, _on_interlock_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(OperationalError, _on_store_failure)
+    app.add_exception_handler(InterfaceError, _on_store_failure)
     app.add_exception_handler(Exception, _on_unexpected)
 
 
 def describe(exc: BaseException) -> dict[str, Any]:
     """The error body for an exception raised after a stream began (its `error` event)."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        exc = store_failure(exc)
     if isinstance(exc, InterlockError):
         return error_body(exc.code, exc.message, exc.details)
     log.error("unhandled error in a streamed turn", exc_info=exc)

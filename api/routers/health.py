@@ -26,7 +26,7 @@ from interlock.stores.postgres import store_guard
 # Views a few events behind a busy writer are still serving (lists wait for them);
 # a server catching up a backlog, or whose views stopped, is not.
 READY_LAG = 1000
-READY_WITHIN = 0.8  # seconds the store and views may take to answer the probe
+READY_WITHIN = 0.5  # seconds the store and views may take to answer (slower: not ready)
 
 router = APIRouter(tags=["health"])
 

@@ -29,6 +29,7 @@ class Append:
     ids: list[int] | None = None
     error: BaseException | None = None
     done: bool = False
+    sent: bool = False  # a flush has sent it: a refusal on a retry may be its own commit
 
     @property
     def chats(self) -> set[Any]:

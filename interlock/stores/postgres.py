@@ -37,6 +37,7 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import PoolTimeout
 
+from interlock.domain.errors import StoreUnavailableError
 from interlock.stores.groupcommit import Append, GroupCommit, conflict
 from interlock.stores.guard import DEFAULT_DEADLINE, StoreGuard
 
@@ -68,6 +69,10 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         self.append_statement = SQL("SELECT * FROM {schema}.{fn}(%b, %b, %b, %b, %b)").format(
             **names
         ).as_bytes(None)  # rendered once, not per call
+        self.select_mine_statement = SQL(
+            "SELECT originator_id, originator_version, state, notification_id"
+            " FROM {schema}.{table} WHERE originator_id = ANY(%b) AND originator_version = ANY(%b)"
+        ).format(**names).as_bytes(None)
         self.select_many_statement = SQL(
             "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
             " WHERE originator_id = ANY(%b) ORDER BY originator_id, originator_version"
@@ -92,8 +97,22 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
             return []
         return self.group_commit.submit(stored_events)
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def _flush(self, batch: list[Append]) -> None:
+        """One group commit; the store failing it past the retries is unavailable (a 503 for
+        every caller of the batch), not a bug: nothing of the batch was written."""
+        try:
+            self._flush_retrying(batch)
+        except (InterfaceError, OperationalError) as exc:
+            retry_after = getattr(getattr(self.datastore, "guard", None), "retry_after", 1)
+            raise StoreUnavailableError(
+                f"the append failed: {type(exc.__cause__ or exc).__name__}",
+                retry_after=retry_after) from exc
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def _flush_retrying(self, batch: list[Append]) -> None:
+        again = any(append.sent for append in batch)
+        for append in batch:
+            append.sent = True
         events = [(n, e) for n, append in enumerate(batch) for e in append.events]
         params = (
             [e.originator_id for _, e in events],
@@ -108,10 +127,27 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         refused = {row["grp"] for row in rows if row["nid"] is None}
         inserted = iter(row["nid"] for row in rows if row["nid"] is not None)
         for n, append in enumerate(batch):  # ids come in the order the events were given
-            if n in refused:
-                append.error = conflict(append)
-            else:
+            if n not in refused:
                 append.ids = [next(inserted) for _ in append.events]
+            elif again and (ids := self._committed_before(append)) is not None:
+                append.ids = ids  # the lost attempt had committed it: ours, not a conflict
+            else:
+                append.error = conflict(append)
+
+    def _committed_before(self, append: Append) -> list[int] | None:
+        """The notification ids of `append`'s events if the store holds exactly them (an
+        earlier attempt committed, its answer lost with its connection), else None."""
+        events = append.events
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self.select_mine_statement, (
+                list({e.originator_id for e in events}),
+                list({e.originator_version for e in events})))
+            stored = {(r["originator_id"], r["originator_version"]): r for r in curs.fetchall()}
+        found = [stored.get((e.originator_id, e.originator_version)) for e in events]
+        if any(r is None or bytes(r["state"]) != e.state for r, e in zip(found, events,
+                                                                        strict=True)):
+            return None
+        return [int(r["notification_id"]) for r in found if r is not None]
 
 APPEND_GROUPS = """
 CREATE OR REPLACE FUNCTION {schema}.{fn}(
