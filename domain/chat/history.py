@@ -12,7 +12,9 @@ answers, so nothing stored changes and every replay reads the same:
   `metadata.pendingOutput` (Genkit's `toPendingOutput`);
 - the tool message that closes a paused batch carries `metadata.resumed`: the metadata of the
   resume that closed it, or `true` (Genkit: `resumed: resume.metadata || true`), and each
-  response part that replays a stashed output carries `metadata.source: "pending"`.
+  response part that replays a stashed output carries `metadata.source: "pending"`;
+- a response part the client supplied (a respond) carries `metadata.interruptResponse: true`
+  (js/ai/src/tool.ts `respondTool`: `interruptResponse: options?.metadata ?? true`).
 
 The model is sent the history unannotated: these are for clients, and a provider ignores
 part metadata anyway.
@@ -67,16 +69,23 @@ def _tool_message(message: Message, calls: Mapping[str, ToolCall]) -> Message:
     paused = [c for c in batch if _was_paused(c)]
     if not paused:
         return message
-    parts = [
-        _with_metadata(p, {"source": "pending"})
-        if (c := _call_of(p, calls)) is not None and not _was_paused(c) else p
-        for p in message.content
-    ]
+    parts = [_response_part(p, _call_of(p, calls)) for p in message.content]
     last = max(paused, key=lambda c: c.decided_at or c.requested_at)
     resumed: Any = True if last.resume_metadata is None else last.resume_metadata
     return message.model_copy(
         update={"content": parts, "metadata": {**(message.metadata or {}), "resumed": resumed}}
     )
+
+
+def _response_part(part: Part, call: ToolCall | None) -> Part:
+    """A replayed stash says `source: "pending"`; the client's own answer `interruptResponse`."""
+    if call is None:
+        return part
+    if not _was_paused(call):
+        return _with_metadata(part, {"source": "pending"})
+    if call.decision == "respond":
+        return _with_metadata(part, {"interruptResponse": True})
+    return part
 
 
 def _call_of(part: Part, calls: Mapping[str, ToolCall]) -> ToolCall | None:

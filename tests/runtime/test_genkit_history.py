@@ -66,7 +66,7 @@ def test_a_pause_and_a_respond_resume_annotate_the_history_as_genkit_does(store:
     _, model, tool_message, _ = ChatPublic.of(app.get_chat(chat.id)).messages
     assert metadata(model) == [{"resolvedInterrupt": {"question": "why"}}, None]
     assert tool_message.metadata == {"resumed": {"ticket": 7}}
-    assert metadata(tool_message) == [None, {"source": "pending"}]
+    assert metadata(tool_message) == [{"interruptResponse": True}, {"source": "pending"}]
     assert [p.tool_response.output for p in tool_message.content  # type: ignore[union-attr]
             ] == ["because", "K"]
     assert [m.role for m in done.messages] == ["tool", "model"]
@@ -99,10 +99,59 @@ def test_a_restart_resolves_the_interrupt_and_a_bare_resume_says_resumed_true(st
         RespondEntry(ref="q1", name="quiet", output="fine")]))
     tool_message = done.messages[0]
     assert tool_message.metadata == {"resumed": True}
-    assert metadata(tool_message) == [None, None]  # both answered by a decision, none pending
+    # both answered by a decision, none pending; only the respond is the client's answer
+    assert metadata(tool_message) == [None, {"interruptResponse": True}]
     model = ChatPublic.of(app.get_chat(chat.id)).messages[1]
     assert metadata(model) == [{"resolvedInterrupt": {"question": "why"}},
                                {"resolvedInterrupt": True}]
+
+
+@tool(name="interrupter", side_effects=False, interrupts=True)
+async def interrupter(input: LookupInput, ctx: ToolContext) -> int:
+    ctx.interrupt()
+    return 0
+
+
+@tool(name="truth", side_effects=False)
+async def truth(input: LookupInput, ctx: ToolContext) -> bool:
+    return True
+
+
+@tool(name="resumable", side_effects=False, interrupts=True)
+async def resumable(input: LookupInput, ctx: ToolContext) -> bool:
+    if (ctx.resumed or {}).get("status") != "ok":
+        ctx.interrupt()
+    return True
+
+
+def test_a_responded_part_says_interrupt_response_as_genkit_resumes_generation(
+    store: str,
+) -> None:
+    """js/genkit/tests/generate_test.ts "can resume generation": `interrupter` is answered
+    with `respond(..., 23)`, `truth` ran, `resumable` is restarted with `{status: "ok"}`.
+    The tool message is `[{metadata: {interruptResponse: true}, toolResponse: interrupter 23},
+    {metadata: {source: "pending"}, toolResponse: truth}, {toolResponse: resumable}]`
+    (js/ai/src/tool.ts `respondTool`: `interruptResponse: options?.metadata ?? true`)."""
+    app, _ = app_with(store, [interrupter, truth, resumable], [
+        call(("interrupter", {"key": "i"}, "i1"), ("truth", {"key": "t"}, "t1"),
+             ("resumable", {"key": "r"}, "r1")),
+        say("ok")])
+    chat = app.start_chat("g", actor="alice")
+    run(app.send(chat.id, "go", actor="alice"))
+    done = run(app.resume(chat.id, actor="bob",
+                          respond=[RespondEntry(ref="i1", name="interrupter", output=23)],
+                          restart=[RestartEntry(ref="r1", name="resumable",
+                                                resumed_metadata={"status": "ok"})]))
+    tool_message = done.messages[0]
+    assert [(p.tool_response.name, p.tool_response.output, p.metadata)  # type: ignore[union-attr]
+            for p in tool_message.content] == [
+        ("interrupter", 23, {"interruptResponse": True}),
+        ("truth", True, {"source": "pending"}),
+        ("resumable", True, None)]
+    model = ChatPublic.of(app.get_chat(chat.id)).messages[1]
+    assert metadata(model) == [{"resolvedInterrupt": True}, None, {"resolvedInterrupt": True}]
+    wire = tool_message.wire()["content"][0]
+    assert wire["metadata"] == {"interruptResponse": True}
 
 
 def test_a_round_without_a_pause_is_returned_as_recorded(sqlite_store: str) -> None:
@@ -174,7 +223,8 @@ def test_a_streamed_resume_sends_the_rebuilt_tool_message_before_the_model(store
     assert message["role"] == "tool" and message["metadata"] == {"resumed": {"by": "ui"}}
     assert [(p["toolResponse"]["ref"], p["toolResponse"]["output"], p.get("metadata"))
             for p in message["content"]] == [
-        ("a1", "asked again", None), ("q1", "fine", None), ("l1", "K", {"source": "pending"})]
+        ("a1", "asked again", None), ("q1", "fine", {"interruptResponse": True}),
+        ("l1", "K", {"source": "pending"})]
 
 
 def test_each_round_streams_its_tool_message_before_the_next_model_call(
