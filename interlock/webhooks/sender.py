@@ -40,6 +40,14 @@ def post(url: str, body: bytes, headers: Mapping[str, str], addresses: AddressPo
          timeout: float, read_limit: int = READ_LIMIT) -> int:
     """POST `body` to `url`; the answer's status code."""
     deadline = Deadline(timeout)
+    try:
+        return _post(url, body, headers, addresses, deadline, read_limit)
+    except TimeoutError:  # a socket's own says only "timed out"
+        raise TimeoutError(f"no answer within the {timeout:g} s deadline") from None
+
+
+def _post(url: str, body: bytes, headers: Mapping[str, str], addresses: AddressPolicy,
+          deadline: Deadline, read_limit: int) -> int:
     parts = urlsplit(url)
     host, tls = parts.hostname or "", parts.scheme == "https"
     port = parts.port or (443 if tls else 80)
