@@ -51,6 +51,7 @@ Conflict = (InterruptNotPendingError | StaleInterruptError | AlreadyVotedError
 FormProblem = FormError | ValidationError | InvalidToolInputError | InvalidToolOutputError
 CONFLICTS = (InterruptNotPendingError, StaleInterruptError, AlreadyVotedError,
              InterruptExpiredError, ConcurrencyError)  # decided elsewhere meanwhile: 409
+REASON_FIELD = "__reason__"  # an edit's reason: apart from the tool's own fields
 FORM_PROBLEMS = (FormError, ValidationError, InvalidToolInputError, InvalidToolOutputError)
 
 
@@ -114,8 +115,13 @@ def _entries(page: InterruptPage, action: Action, data: dict[str, str]) -> dict[
     if action == "reject":
         reason = data.get("reason", "").strip()
         return {"votes": [RejectEntry(ref=ref, name=name, reason=reason, input_sha256=sha)]}
+    reason = data.get(REASON_FIELD, "").strip()
+    if not reason:
+        raise FormError([{"loc": ["reason"], "msg": "give a reason for the edit",
+                          "type": "missing"}])
     edited = parse_form(page.restart_form, data)
-    return {"votes": [EditEntry(ref=ref, name=name, input=edited, input_sha256=sha)]}
+    return {"votes": [EditEntry(ref=ref, name=name, input=edited, input_sha256=sha,
+                                reason=reason)]}
 
 
 def _still_waiting(result: TurnResult, ref: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -10,6 +11,7 @@ from uuid import UUID
 
 from interlock.api.auth import Principal
 from interlock.api.schemas import EventPublic
+from interlock.api.ui.edits import EditView, changed_inputs, edit_history
 from interlock.api.ui.forms import SchemaForm, schema_form
 from interlock.api.ui.outcome import Outcome, outcome
 from interlock.api.ui.policy import PolicyView, policy_view, why_not_vote
@@ -45,6 +47,8 @@ class InterruptPage:
     why_not: str | None  # why this visitor cannot decide, shown instead of acting
     policy: PolicyView | None = None  # a call held by an approval policy: vote on it
     outcome: Outcome | None = None  # once decided: what happened and what came next
+    edits: tuple[EditView, ...] = ()  # who changed the input, why, old -> new
+    changed: dict[str, ToolCall] = field(default_factory=dict)  # calls with a replaced input
     done: bool = False  # this visitor just decided: the outcome takes the focus
     notice: str | None = None  # e.g. decided elsewhere meanwhile
     notice_ok: bool = False  # the notice reports success (a vote recorded), not a refusal
@@ -73,6 +77,8 @@ def interrupt_page(
     tool = service.agent(chat.state.agent).tool(call.name)
     definition = tool.definition if tool else None
     decisions = views.decisions(DecisionFilter(tenant=who.tenant, chat_id=str(chat_id)), 50)
+    events = ([EventPublic.of(e) for e in service.chat_events(chat_id, tenant=who.tenant)]
+              if call.input_by is not None else [])
     return InterruptPage(
         chat_id=str(chat_id), agent=chat.state.agent, call=call,
         description=definition.description if definition else "(this tool is no longer served)",
@@ -87,6 +93,8 @@ def interrupt_page(
                  else why_not(who, call, tool.distinct_approver if tool else False)),
         policy=policy_view(call, at),
         outcome=outcome(call, chat.state.messages, chat.pending_interrupts()),
+        edits=edit_history(call, events) if call.original_input is not None else (),
+        changed={ref: call} if call.input_by is not None else {},
     )
 
 
@@ -114,6 +122,7 @@ class ChatPage:
     pending: list[ToolCall]
     chain_ok: bool
     chain_problem: str | None
+    changed: dict[str, ToolCall]  # calls with a replaced input: the conversation shows it
 
 
 def chat_page(service: Interlock, who: Principal, chat_id: UUID, version: int | None) -> ChatPage:
@@ -126,8 +135,14 @@ def chat_page(service: Interlock, who: Principal, chat_id: UUID, version: int | 
         version=chat.version, latest=len(events), events=events,
         messages=[m for m in chat.state.messages if m.role != "system"],
         pending=chat.pending_interrupts(), chain_ok=broken is None,
+        changed=changed_inputs(chat.state.calls, _requested_refs(chat.state.messages)),
         chain_problem=None if broken is None else f"version {broken.version}: {broken.reason}",
     )
+
+
+def _requested_refs(messages: Iterable[Message]) -> list[str]:
+    return [p.tool_request.ref for m in messages for p in m.content
+            if p.tool_request is not None and p.tool_request.ref is not None]
 
 
 def verify_chain(service: Interlock, chat_id: UUID) -> ChainBreak | None:

@@ -147,6 +147,7 @@ def test_an_edited_input_is_validated_then_its_editor_may_not_approve_it(
     expect(tina.locator('.field-error[data-for="edit-to_account"]')).not_to_be_empty()
     assert tina.url == url  # the browser did not submit
     tina.locator("#edit-to_account").fill("savings")
+    tina.get_by_label("Why you changed it").fill("the daily limit")
     tina.locator("#edit-amount").fill("-5")  # the schema says amount > 0; the browser cannot
     save.click()
     expect(tina.locator("#edit-errors li")).to_contain_text(
