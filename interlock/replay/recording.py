@@ -9,6 +9,8 @@ before each `ModelResponded`, with the agent whose fingerprint the chat recorded
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -17,7 +19,6 @@ from typing import Any, Literal
 from interlock.domain.chat import approval_events as ae
 from interlock.domain.chat import events as ev
 from interlock.domain.chat.aggregate import Chat
-from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.fork_events import ChatForked, ChatForkedTo
 from interlock.domain.chat.messages import Message, text_message
 from interlock.domain.chat.state import ChatState
@@ -50,9 +51,16 @@ def request_body(agent: Agent | None, messages: Iterable[Message]) -> dict[str, 
             "tools": [d.model_dump(mode="json") for d in agent.definitions]}
 
 
+def key_of(value: Any) -> str:
+    """A lookup key of a JSON value: its sorted, compact JSON's SHA-256 (never stored, so
+    not the canonical form of the log's hashes, which costs five times as much)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def tool_key(name: str, input: Any, resumed: Any) -> str:
     """A tool run is told apart by its tool, its input and a restart's metadata."""
-    return sha256_hex({"name": name, "input": input, "resumed": resumed})
+    return key_of({"name": name, "input": input, "resumed": resumed})
 
 
 @dataclass
@@ -150,7 +158,7 @@ class _Reader:
         agent = self.baselines.get(state.fingerprint or "")
         self.unknown |= agent is None
         body = request_body(agent, state.messages)
-        self.calls.append(ModelCall(event.originator_version, sha256_hex(body), body,
+        self.calls.append(ModelCall(event.originator_version, key_of(body), body,
                                     event.message, agent is not None))
 
 

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any, Literal
 from uuid import UUID
 
+from eventsourcing.persistence import Recording
 from pydantic import BaseModel
 
 from interlock.domain.application import IN_MEMORY, Interlock
@@ -76,6 +77,11 @@ class Replayer:
             options.live_model) else {}
         self._scratch: Interlock | None = None
         self._served = 0
+        self.committed: list[ev.ChatEvent] = []
+
+    def _committed(self, recordings: list[Recording[UUID]]) -> None:
+        """What the scratch service commits, as committed (not read back and decoded)."""
+        self.committed.extend(r.domain_event for r in recordings)  # type: ignore[misc]
 
     def close(self) -> None:
         if self._scratch is not None:
@@ -97,8 +103,9 @@ class Replayer:
                 detail=f"no new agent is named {recording.agent}"), None)
         session = Session(recording, self.live.get(agent.name))
         token = SESSION.set(session)
+        service, self.committed = self._service(), []
         try:
-            found = await _Driver(self._service(), recording, session).run()
+            found = await _Driver(service, recording, session, self.committed).run()
         finally:
             SESSION.reset(token)
         return _verdict(recording, found, session, agent)
@@ -108,6 +115,7 @@ class Replayer:
             self.close()
             self._scratch = Interlock([stand_in(a) for a in self.agents.values()],
                                       env=IN_MEMORY, io_threads=1)
+            self._scratch.commit_listeners.append(self._committed)
             self._served = 0
         self._served += 1
         return self._scratch
@@ -142,8 +150,10 @@ def _verdict(recording: ChatRecording, found: Difference | None, session: Sessio
 class _Driver:
     """Gives one recorded chat's inputs to the scratch service, comparing as it goes."""
 
-    def __init__(self, service: Interlock, recording: ChatRecording, session: Session) -> None:
+    def __init__(self, service: Interlock, recording: ChatRecording, session: Session,
+                 committed: list[ev.ChatEvent]) -> None:
         self.service, self.recording, self.session = service, recording, session
+        self.committed = committed  # the scratch chat's events, as they are committed
         self.chat_id: UUID = recording.chat_id
 
     async def run(self) -> Difference | None:
@@ -155,13 +165,13 @@ class _Driver:
             if found is not None:
                 return found if found.version else found.model_copy(
                     update={"version": step.version})
-            events = self.service.chat_events(self.chat_id, after=version)
+            events = self.committed[version:]
             found = first_difference(step.events, events, masked=True)
             if found is not None:
                 return found
             version += len(events)
         recorded = [e for step in self.recording.steps for e in step.events]
-        return first_difference(recorded, self.service.chat_events(self.chat_id), masked=False)
+        return first_difference(recorded, self.committed, masked=False)
 
     async def _step(self, step: Step) -> Difference | None:
         try:

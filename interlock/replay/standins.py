@@ -9,7 +9,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.events import ToolRequested
 from interlock.domain.chat.messages import Message
 from interlock.domain.errors import ModelError
@@ -18,7 +17,7 @@ from interlock.domain.runtime.middleware import ToolInputError, ToolInvocation, 
 from interlock.domain.runtime.models import ChunkSink, Model, ModelRequest, ModelResponse
 from interlock.domain.runtime.tools import SchemaError
 from interlock.replay.differences import Difference, readable_diff
-from interlock.replay.recording import ChatRecording, Outcome, tool_key
+from interlock.replay.recording import ChatRecording, Outcome, key_of, tool_key
 
 
 class ReplayStopped(ModelError):
@@ -73,7 +72,7 @@ class RecordedModel:
 
     def _recorded(self, session: Session, request: ModelRequest) -> Message | None:
         for body in _bodies(request, self.name, session.recording.unknown_agent):
-            replies = session.answers.get(sha256_hex(body))
+            replies = session.answers.get(key_of(body))
             if replies:
                 return replies.popleft() if len(replies) > 1 else replies[0]
         return None

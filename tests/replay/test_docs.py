@@ -26,7 +26,7 @@ def test_every_sample_of_docs_replay_runs(tmp_path: Path, monkeypatch: pytest.Mo
     python = _blocks("python")
     assert len(python) == 4
     for block in python:
-        exec(compile(block, str(DOC), "exec"), namespace)  # noqa: S102 - the doc's own code
+        exec(compile(block, str(DOC), "exec"), namespace)
     assert "1 different (policy_changed 1)" in capsys.readouterr().out
     commands = [line for block in _blocks("sh") for line in block.splitlines() if line]
     assert len(commands) == 2
