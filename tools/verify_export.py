@@ -8,6 +8,12 @@ those of docs/audit.md; this script is their reference implementation for outsid
         [--manifest export.jsonl.manifest.json] [--checkpoints checkpoints.jsonl]
         [--secrets-file secrets.txt]
 
+An evidence pack (a zip from `interlock audit evidence`) is checked whole: its manifest's
+signature, each file's SHA-256, the checkpoint's signature, every stream's chain, that each
+stream ends at the head the checkpoint lists (its Merkle audit path leads to the signed
+root), that each item's decision is in the pack, and that the findings and sign-off are
+what the review's own events say.
+
 It checks: the manifest's signature and the export's SHA-256; the signature, Merkle root
 and sequence of the checkpoint(s); for an events export, every chat's chain (format 2
 hashes; seals and format 1 chains too when given the HMAC secrets, one per line), the
@@ -24,6 +30,7 @@ import json
 import math
 import re
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -249,11 +256,136 @@ def check_events(lines: list[str], secrets: list[bytes],
     return out
 
 
+# -- evidence packs (interlock audit evidence) ----------------------------------------------
+
+DECISIONS = {"interlock:Responded", "interlock:Restarted", "interlock:ApprovalVoted",
+             "interlock:InterruptExpired", "interlock:InterruptWithdrawn"}
+
+
+def root_from_path(index: int, size: int, leaf_hash: bytes, path: list[str]) -> bytes | None:
+    """The Merkle root an audit path leads to (RFC 6962 tree), or None if it is malformed."""
+    if not 0 <= index < size:
+        return None
+    node, used = leaf_hash, 0
+    while size > 1:
+        if index % 2 or index + 1 < size:
+            if used >= len(path):
+                return None
+            sibling = bytes.fromhex(path[used])
+            used += 1
+            pair = sibling + node if index % 2 else node + sibling
+            node = hashlib.sha256(b"\x01" + pair).digest()
+        index, size = index // 2, (size + 1) // 2
+    return node if used == len(path) else None
+
+
+def _progress(done: int, total: int) -> None:
+    if sys.stderr.isatty():
+        print(f"\rverifying: events {done}/{total}", end="", file=sys.stderr, flush=True)
+
+
+def verify_evidence(path: str, key: Key) -> list[str]:
+    """Every check of an evidence pack: signatures, hashes, chains, proofs, findings."""
+    with zipfile.ZipFile(path) as pack:
+        files = {n: pack.read(n) for n in pack.namelist()}
+    manifest = json.loads(files.pop("manifest.json"))
+    signature = manifest.pop("signature", "")
+    if manifest.get("format") != "interlock-evidence-1" or manifest.get("key_id") != key.id \
+            or not key.check(jcs(manifest).encode(), signature):
+        return ["manifest: signature does not verify (edited, or another key)"]
+    for name, meta in manifest["files"].items():
+        if name not in files or hashlib.sha256(files[name]).hexdigest() != meta["sha256"]:
+            return [f"{name}: missing, or its SHA-256 is not the one the manifest signs"]
+    if set(files) != set(manifest["files"]):
+        return [f"unlisted files in the pack: {sorted(set(files) - set(manifest['files']))}"]
+    statement = manifest["checkpoint"]["statement"]
+    cp = {"statement": statement, "signature": manifest["checkpoint"]["signature"]}
+    if statement.get("format") != "interlock-checkpoint-1" or statement.get("key_id") != key.id \
+            or not key.check(jcs(statement).encode(), cp["signature"]):
+        return ["checkpoint: signature does not verify"]
+    streams, problems = _chains(files["events.jsonl"].decode().splitlines())
+    problems += _proven(files["proofs.jsonl"].decode().splitlines(), streams, statement)
+    return problems or _review(manifest, streams, json.loads(files["findings.json"]))
+
+
+def _chains(lines: list[str]) -> tuple[dict[str, tuple[Chat, list[dict[str, Any]]]], list[str]]:
+    streams: dict[str, tuple[Chat, list[dict[str, Any]]]] = {}
+    problems: list[str] = []
+    for done, line in enumerate(lines, start=1):
+        row = json.loads(line)
+        chat, rows = streams.setdefault(row["chat_id"], (Chat([]), []))
+        problem = chat.add(row)
+        if problem:
+            problems.append(f"stream {row['chat_id']}: version {row['version']}: {problem}")
+        rows.append(row)
+        if done % 1000 == 0 or done == len(lines):
+            _progress(done, len(lines))
+    if lines and sys.stderr.isatty():
+        print(file=sys.stderr)
+    return streams, problems[:20]
+
+
+def _proven(lines: list[str], streams: dict[str, tuple[Chat, list[dict[str, Any]]]],
+            statement: dict[str, Any]) -> list[str]:
+    """Each stream ends at the head the checkpoint lists, proven against its signed root."""
+    problems, proven = [], set()
+    for line in lines:
+        p = json.loads(line)
+        chat = streams.get(p["chat_id"], (None, []))[0]
+        ends = chat is not None and chat.version == p["version"]
+        if chat is None or not ends or chat.links.get(p["version"]) != p["link"]:
+            problems.append(f"stream {p['chat_id']}: does not end at the head its proof names")
+            continue
+        root = root_from_path(p["index"], statement["chats"],
+                              leaf(p["chat_id"], p["version"], p["link"]), p["path"])
+        if root is None or root.hex() != statement["root"]:
+            problems.append(f"stream {p['chat_id']}: not in the signed checkpoint")
+        proven.add(p["chat_id"])
+    problems += [f"stream {s}: no proof" for s in streams if s not in proven]
+    return problems
+
+
+def _review(manifest: dict[str, Any], streams: dict[str, tuple[Chat, list[dict[str, Any]]]],
+            findings: dict[str, Any]) -> list[str]:
+    """The review's own events say what the manifest and findings.json say."""
+    rows = streams.get(manifest["review_id"], (None, []))[1]
+    events = [(r["topic"], json.loads(r["state"])) for r in rows]
+    if not events or events[0][0] != "interlock:ReviewOpened":
+        return ["the review's stream does not begin with ReviewOpened"]
+    opened = events[0][1]
+    if (opened["query"], opened["sample"]) != (manifest["query"], manifest["sample"]):
+        return ["the manifest's query or sample is not the one the review recorded"]
+    assessed = {e["item"]: e for t, e in events if t == "interlock:ItemAssessed"}
+    signed = [e for t, e in events if t == "interlock:ReviewSignedOff"]
+    problems = [] if signed else ["the review was not signed off"]
+    for item in opened["items"]:
+        problems += _item(item, streams)
+        done, said = assessed.get(item["n"]), findings["items"][item["n"] - 1]["assessment"]
+        if done is None or said is None or any(
+                said[k] != done[k] for k in ("verdict", "severity", "note", "actor")):
+            problems.append(f"item {item['n']}: findings.json does not say what was assessed")
+    if signed and findings.get("signed_off_by") != signed[-1]["actor"]:
+        problems.append("findings.json names another signer than the review's events")
+    return problems
+
+
+def _item(item: dict[str, Any], streams: dict[str, tuple[Chat, list[dict[str, Any]]]]
+          ) -> list[str]:
+    rows = streams.get(item["chat_id"], (None, []))[1]
+    decided = [r for r in rows if r["version"] == item["version"]]
+    if not decided or decided[0]["topic"] not in DECISIONS:
+        return [f"item {item['n']}: its decision {item['chat_id']}#{item['version']} "
+                "is not in the pack"]
+    return []
+
+
 # -- the command ----------------------------------------------------------------------------
 
 
 def verify(args: argparse.Namespace) -> list[str]:
     key = Key(Path(args.public_key).read_text())
+    if zipfile.is_zipfile(args.export):
+        return verify_evidence(args.export, key)
     data = Path(args.export).read_bytes()
     manifest = json.loads(Path(args.manifest or f"{args.export}.manifest.json").read_text())
     signature = manifest.pop("signature", "")
@@ -297,11 +429,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         problems = verify(args)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, zipfile.BadZipFile) as exc:
         problems = [f"unreadable input: {exc}"]
     for p in problems:
         print(p)
-    print("export verifies" if not problems else f"{len(problems)} problem(s)")
+    what = "evidence pack" if args.export.endswith(".zip") else "export"
+    print(f"{what} verifies" if not problems else f"{len(problems)} problem(s)")
     return 1 if problems else 0
 
 

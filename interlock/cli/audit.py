@@ -16,7 +16,7 @@ from uuid import UUID
 from eventsourcing.postgres import PostgresApplicationRecorder
 
 from interlock.bootstrap import service_from
-from interlock.cli import audit_export, audit_trail
+from interlock.cli import audit_export, audit_trail, review
 from interlock.domain import Interlock
 from interlock.domain.chat.events import ChatEvent
 from interlock.domain.errors import ChatNotFoundError
@@ -114,6 +114,7 @@ def _register_audit(subparsers: Any) -> None:
     audit_trail.register_audit(sub, _add_store)
     ex = sub.add_parser("export", help="write decisions (CSV, JSON Lines) or stored events",
                         description="Stream every decision in [since, until), or the stored "
+    review.register_evidence(sub, _add_store)
                                     "events (--format events), to stdout or a file; with --key, "
                                     "take a checkpoint and sign a manifest beside the file.")
     ex.add_argument("--since", type=datetime.fromisoformat, help="ISO-8601, inclusive")

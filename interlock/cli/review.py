@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +18,10 @@ from typing import Any
 from uuid import UUID
 
 from interlock.api.auth import load_auth
+from interlock.audit import evidence
+from interlock.audit.signing import Signer
 from interlock.cli import audit_trail
+from interlock.cli.audit_trail import PRIVATE_ENV
 from interlock.domain.errors import InvalidRequestError
 from interlock.domain.review.queries import SHIPPED
 from interlock.domain.review.sampling import STRATA
@@ -184,3 +188,43 @@ def _show(args: argparse.Namespace) -> int:
         _print({"id": str(review.id), "version": review.version,
                 **review.state.model_dump(mode="json", exclude={"chain_tip"})})
     return 0
+
+
+# -- interlock audit evidence ------------------------------------------------------------------
+
+
+def register_evidence(sub: Any, add_store: Any) -> None:
+    """`interlock audit evidence`: registered among the audit commands (cli/audit.py)."""
+    ev = sub.add_parser("evidence", help="write a review's signed evidence pack",
+                        description="Take a checkpoint, then write one zip with the review "
+                                    "(query, version, parameters, seed, findings, sign-off), "
+                                    "the events of every item's chat and their proofs against "
+                                    "the signed checkpoint; tools/verify_export.py checks it.")
+    ev.add_argument("--review", required=True, type=UUID, help="the review's id")
+    ev.add_argument("--key", default=os.environ.get(PRIVATE_ENV),
+                    help=f"the checkpoint private key file (default: {PRIVATE_ENV})")
+    ev.add_argument("--output", "-o", required=True, help="the zip to write")
+    add_store(ev)
+    ev.set_defaults(run=_evidence)
+
+
+def _evidence(args: argparse.Namespace) -> int:
+    if not args.key:
+        raise InvalidRequestError(f"give --key or set {PRIVATE_ENV}")
+    signer = Signer.load(args.key)
+    app = audit_trail.open_app(args.store)
+    try:
+        manifest = evidence.write(app, args.review, signer, Path(args.output),
+                                  progress if sys.stderr.isatty() else None)
+    finally:
+        app.close()
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    print(f"evidence pack {args.output}: review {args.review}, checkpoint "
+          f"{manifest['checkpoint']['statement']['seq']}")
+    return 0
+
+
+def progress(what: str, done: int, total: int) -> None:
+    """One line redrawn in place on a terminal."""
+    print(f"\r{what}: {done}/{total}", end="", file=sys.stderr, flush=True)
