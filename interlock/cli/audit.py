@@ -13,13 +13,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 from uuid import UUID
 
+from eventsourcing.domain import OriginatorVersionError
 from eventsourcing.postgres import PostgresApplicationRecorder
 
+from interlock.audit import reading
 from interlock.bootstrap import service_from
 from interlock.cli import audit_export, audit_trail, review
 from interlock.domain import Interlock
 from interlock.domain.chat.events import ChatEvent
-from interlock.domain.errors import ChatNotFoundError
+from interlock.domain.errors import ChatNotFoundError, InternalError
 from interlock.domain.storage.erasure import ERASED
 from interlock.process import tune_gc
 from interlock.projections import READ_MODELS, open_views
@@ -210,12 +212,29 @@ def _essentials(event: ChatEvent) -> str:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    """The timeline and state; 1 when the chat's chain does not verify (it says where)."""
     app = audit_trail.open_app(args.store)
+    broken = reading.verifier(app, app.sealer.keys).verify_chat(args.chat_id)
     try:
-        chat = app.get_chat(args.chat_id, version=args.version)
+        shown = _show(app, args)
     except ChatNotFoundError:
         print(f"chat {args.chat_id} not found", file=sys.stderr)
         return 2
+    except OriginatorVersionError:  # a version is missing: the log refuses to load
+        print(f"chat {args.chat_id}: cannot be replayed: its versions skip", file=sys.stderr)
+        shown = 1
+    except InternalError as exc:  # a record that contradicts itself is refused on read
+        print(f"chat {args.chat_id}: cannot be replayed: {exc}", file=sys.stderr)
+        shown = 1
+    if broken is not None:
+        print(f"{audit_trail.describe(broken)} (the log was changed: nothing above from "
+              "there on can be trusted; run interlock verify)", file=sys.stderr)
+        return 1
+    return shown
+
+
+def _show(app: Interlock, args: argparse.Namespace) -> int:
+    chat = app.get_chat(args.chat_id, version=args.version)
     erased = audit_trail.keys_of(app).erased_at(args.chat_id)
     if erased is not None:
         print(f"personal data of this chat was erased at {erased}: shown as {ERASED!r}")
