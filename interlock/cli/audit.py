@@ -114,9 +114,9 @@ def _register_audit(subparsers: Any) -> None:
                                           "signed checkpoints of the event chains.")
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     audit_trail.register_audit(sub, _add_store)
+    review.register_evidence(sub, _add_store)
     ex = sub.add_parser("export", help="write decisions (CSV, JSON Lines) or stored events",
                         description="Stream every decision in [since, until), or the stored "
-    review.register_evidence(sub, _add_store)
                                     "events (--format events), to stdout or a file; with --key, "
                                     "take a checkpoint and sign a manifest beside the file.")
     ex.add_argument("--since", type=datetime.fromisoformat, help="ISO-8601, inclusive")
