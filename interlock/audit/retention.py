@@ -55,9 +55,12 @@ def expired(app: Interlock, policy: Policy, now: datetime) -> list[Removal]:
 
 def enforce(app: Interlock, policy: Policy, signer: Signer, now: Callable[[], datetime],
             *, dry_run: bool = False) -> list[Removal]:
-    """Remove expired chats: log them (signed) first, delete, then sign a checkpoint."""
+    """Remove expired chats: log them (signed) first, delete, then sign a checkpoint.
+
+    A policy under the minimum retention (its `override` given) is logged even when it
+    removes nothing: the override itself is on record."""
     removals = expired(app, policy, now())
-    if dry_run or not removals:
+    if dry_run or not (removals or policy.override):  # an override is recorded, even idle
         return removals
     log = RetentionLog(app.factory.aggregate_recorder("retention"))
     entries = log.all()

@@ -1,9 +1,12 @@
 """Retention: per-tenant policies, which chats have expired, and the signed retention log.
 
-A policy keeps a tenant's chats at least `keep_months` after their last event and
-removes them once `delete_after_years` have passed. What is removed is recorded first in
-a retention log whose entries are signed (Ed25519) and chained, and which checkpoints
-name, so a lawful removal is told apart from a deletion. docs/audit.md has the formats.
+A policy keeps a tenant's chats at least `keep_months` after their last event (six when
+not given: MINIMUM_MONTHS) and removes them once `delete_after_years` have passed. A rule
+keeping chats less than MINIMUM_MONTHS is refused unless the policy carries an explicit
+`override` (who and why), which every signed entry made under it records. What is
+removed is recorded first in a retention log whose entries are signed (Ed25519) and
+chained, and which checkpoints name, so a lawful removal is told apart from a deletion.
+docs/audit.md has the formats.
 """
 
 from __future__ import annotations
@@ -19,6 +22,23 @@ from interlock.domain.chat.canonical import jcs
 from interlock.domain.errors import InvalidRequestError
 
 FORMAT = "interlock-retention-1"
+MINIMUM_MONTHS = 6  # EU AI Act Art. 19/26: logs of high-risk systems kept at least six months
+
+
+@dataclass(frozen=True)
+class Override:
+    """Who allowed a retention under the minimum, and why: recorded with the policy."""
+
+    reason: str
+    by: str
+
+    @classmethod
+    def parse(cls, data: Any) -> Override:
+        if not isinstance(data, dict) or set(data) != {"reason", "by"} or not all(
+                isinstance(v, str) and v.strip() for v in data.values()):
+            raise InvalidRequestError(
+                'retention override: {"reason": "why", "by": "who allowed it"}, both given')
+        return cls(data["reason"], data["by"])
 
 
 @dataclass(frozen=True)
@@ -48,19 +68,36 @@ class Policy:
 
     tenants: dict[str, Rule]
     default: Rule | None = None
+    override: Override | None = None
 
     @classmethod
-    def parse(cls, data: Any) -> Policy:
-        """From `{"default": rule?, "tenants": {name: rule}}`, a rule being
-        `{"keep_months": n, "delete_after_years": m}`."""
-        if not isinstance(data, dict) or not set(data) <= {"default", "tenants"}:
+    def parse(cls, data: Any, *, minimum: bool = True) -> Policy:
+        """From `{"default": rule?, "tenants": {name: rule}, "override": {...}?}`, a rule
+        being `{"keep_months": n?, "delete_after_years": m}`; `minimum=False` reads a
+        recorded policy as it was (entries older than the minimum rule)."""
+        if not isinstance(data, dict) or not set(data) <= {"default", "tenants", "override"}:
             raise InvalidRequestError('retention policy: {"default": ..., "tenants": {...}}')
         tenants = data.get("tenants") or {}
         if not isinstance(tenants, dict):
             raise InvalidRequestError("retention policy: tenants is an object")
         default = data.get("default")
-        return cls({str(t): _rule(r) for t, r in tenants.items()},
-                   _rule(default) if default is not None else None)
+        override = data.get("override")
+        policy = cls({str(t): _rule(r) for t, r in tenants.items()},
+                     _rule(default) if default is not None else None,
+                     Override.parse(override) if override is not None else None)
+        if minimum:
+            policy.check_minimum()
+        return policy
+
+    def check_minimum(self) -> None:
+        """A rule under MINIMUM_MONTHS needs the policy's explicit override."""
+        short = sorted(name for name, rule in (("default", self.default), *self.tenants.items())
+                       if rule is not None and rule.keep_months < MINIMUM_MONTHS)
+        if short and self.override is None:
+            raise InvalidRequestError(
+                f"retention: {', '.join(short)} would keep chats less than {MINIMUM_MONTHS}"
+                ' months; add "override": {"reason": ..., "by": ...} to the policy to allow it'
+                " (the signed retention log records it)", rules=short)
 
     def rule(self, tenant: str) -> Rule | None:
         return self.tenants.get(tenant, self.default)
@@ -68,16 +105,21 @@ class Policy:
     def to_json(self) -> dict[str, Any]:
         def one(r: Rule) -> dict[str, int]:
             return {"keep_months": r.keep_months, "delete_after_years": r.delete_after_years}
-        return {"default": one(self.default) if self.default else None,
-                "tenants": {t: one(r) for t, r in sorted(self.tenants.items())}}
+        shown: dict[str, Any] = {
+            "default": one(self.default) if self.default else None,
+            "tenants": {t: one(r) for t, r in sorted(self.tenants.items())}}
+        if self.override is not None:
+            shown["override"] = {"reason": self.override.reason, "by": self.override.by}
+        return shown
 
 
 def _rule(data: Any) -> Rule:
-    if not isinstance(data, dict) or set(data) != {"keep_months", "delete_after_years"} or not all(
+    if not isinstance(data, dict) or not {"delete_after_years"} <= set(data) <= {
+            "keep_months", "delete_after_years"} or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in data.values()):
         raise InvalidRequestError(
-            'retention rule: {"keep_months": int, "delete_after_years": int}')
-    return Rule(data["keep_months"], data["delete_after_years"])
+            'retention rule: {"keep_months": int (default 6), "delete_after_years": int}')
+    return Rule(data.get("keep_months", MINIMUM_MONTHS), data["delete_after_years"])
 
 
 def months_before(moment: datetime, months: int) -> datetime:
@@ -132,7 +174,7 @@ def check_entries(entries: Sequence[Entry], key_id: str, check: CheckSignature) 
 
 def _within_policy(entry: Entry) -> str | None:
     s = entry.statement
-    policy, at = Policy.parse(s["policy"]), datetime.fromisoformat(s["at"])
+    policy, at = Policy.parse(s["policy"], minimum=False), datetime.fromisoformat(s["at"])
     for r in entry.removals():
         rule = policy.rule(r.tenant)
         if rule is None or not rule.expired(datetime.fromisoformat(r.last_activity), at):
