@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import importlib
 import json
 import logging
@@ -14,6 +15,7 @@ from interlock.api.app import enable_tracing, make_app
 from interlock.api.auth import AuthConfig, is_loopback, load_auth
 from interlock.api.observability.logs import configure_logging
 from interlock.domain import Agent, Interlock
+from interlock.domain.application import DEV_SECRET
 from interlock.domain.errors import ConfigurationError
 from interlock.domain.runtime.models import Model
 from interlock.domain.storage.keys import Keyring
@@ -21,13 +23,12 @@ from interlock.process import tune_gc
 from interlock.projections import open_read_models
 from interlock.settings import Settings, load_settings
 from interlock.stores.erasure_keys import KeyStore
-from interlock.stores.postgres import store_guard
 from interlock.stores.snapshots import open_snapshots
 from interlock.stores.urls import store_env
 from interlock.sweeper import Sweeper
-from interlock.webhooks import DeliveryPolicy
 
 log = logging.getLogger("interlock")
+MIN_SECRET_BYTES = 32  # the chain's HMAC key: SHA-256's block of randomness, not a password
 
 
 def build_service(
@@ -36,11 +37,9 @@ def build_service(
     *,
     secret: bytes | Keyring | None = None,
     resolve_model: Callable[[str], Model] | None = None,
-    deadline: float | None = None,
 ) -> Interlock:
-    """The application service on the store a URL names; `deadline`: the seconds a store
-    call may wait for PostgreSQL (then StoreUnavailableError, a 503)."""
-    env = store_env(store, deadline)
+    """The application service on the store a URL names."""
+    env = store_env(store)
     if secret is None and not store.startswith("memory"):
         log.warning(
             "INTERLOCK_SECRET is not set: the event chain is keyed with the public "
@@ -59,7 +58,7 @@ def service_from(settings: Settings, *, with_agents: bool = True) -> Interlock:
     """
     agents = load_agents(settings.agents) if with_agents else []
     service = build_service(settings.store, agents, secret=settings.keyring(),
-                            resolve_model=model_resolver(), deadline=settings.store_deadline)
+                            resolve_model=model_resolver())
     service.protect_personal_data(KeyStore.open(service))
     return service
 
@@ -77,27 +76,15 @@ def build_app(settings: Settings) -> FastAPI:
     views = open_read_models(service)
     sweeper = Sweeper(service, views)  # due approvals expire in process, beside the views
     sweeper.start()
-    guard = store_guard(service)
-    if guard is not None:  # PostgreSQL: probed, so calls fail fast while it is down
-        guard.listeners += [views.store_changed, sweeper.store_changed]
-        guard.start()
 
     def close() -> None:
-        if guard is not None:
-            guard.stop()
         sweeper.stop()
         views.close()
         service.close()
 
-    app = make_app(service, views, auth, on_shutdown=close, delivery=delivery_policy(settings))
+    app = make_app(service, views, auth, on_shutdown=close)
     tune_gc(settings.gc_threshold)  # each worker process, once everything is loaded
     return app
-
-
-def delivery_policy(settings: Settings) -> DeliveryPolicy:
-    """How webhooks are delivered: which private addresses are allowed, how long rows stay."""
-    allow = tuple(h.strip() for h in settings.webhook_allow_hosts.split(",") if h.strip())
-    return DeliveryPolicy(allow=allow, retention=settings.webhook_retention_days * 86400)
 
 
 def create_app() -> FastAPI:
@@ -134,14 +121,26 @@ def check_serving(settings: Settings) -> None:
 
 
 def check_secret(settings: Settings, auth: AuthConfig) -> None:
-    """API keys mean real users: the public dev secret would make the event chain prove nothing."""
-    if auth.dev_mode or settings.secret is not None or settings.allow_dev_secret:
+    """API keys mean real users: the public dev secret, or one short enough to guess, would
+    make the event chain prove nothing."""
+    if auth.dev_mode or settings.allow_dev_secret:
         return
     if settings.store.startswith("memory"):
         return  # nothing outlives the process: there is no chain to forge
-    raise ConfigurationError(
-        "refusing to serve with API keys and the public dev secret: set INTERLOCK_SECRET "
-        "(or the file interlock_secret), or pass --allow-dev-secret for development")
+    secret = settings.secret_bytes()
+    if secret is None:
+        raise ConfigurationError(
+            "refusing to serve with API keys and the public dev secret: set INTERLOCK_SECRET "
+            "(or the file interlock_secret), or pass --allow-dev-secret for development")
+    if hmac.compare_digest(secret, DEV_SECRET):
+        raise ConfigurationError(
+            "refusing to serve with API keys: INTERLOCK_SECRET is the public dev secret; set a "
+            "random one (e.g. python -c 'import secrets; print(secrets.token_urlsafe(48))')")
+    if len(secret) < MIN_SECRET_BYTES:
+        raise ConfigurationError(
+            f"refusing to serve with API keys: INTERLOCK_SECRET has {len(secret)} bytes, fewer "
+            f"than {MIN_SECRET_BYTES}; set a random one (e.g. python -c 'import secrets; "
+            "print(secrets.token_urlsafe(48))')")
 
 
 def check_exposure(host: str, auth: AuthConfig) -> None:

@@ -180,8 +180,26 @@ def test_serve_refuses_api_keys_with_the_dev_secret(
                           "secret") and "\n" not in err
     allowed = load_settings(store=store, api_keys_file=keys, allow_dev_secret=True)
     check_serving(allowed)  # the flag allows it (development)
-    check_serving(load_settings(store=store, api_keys_file=keys, secret="s3cret"))
+    check_serving(load_settings(store=store, api_keys_file=keys, secret="s" * 32))
     check_serving(load_settings(store=store))  # dev mode, loopback: no keys, no users
+
+
+@pytest.mark.parametrize(("secret", "says"), [
+    ("interlock-dev-secret-change-me", "INTERLOCK_SECRET is the public dev secret"),
+    ("x", "INTERLOCK_SECRET has 1 bytes, fewer than 32"),
+    ("s" * 31, "INTERLOCK_SECRET has 31 bytes, fewer than 32"),
+])
+def test_serve_refuses_api_keys_with_a_public_or_short_secret(
+    tmp_path: Path, secret: str, says: str
+) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps(KEYS))
+    keys.chmod(0o600)
+    store = f"sqlite:///{tmp_path / 'a.db'}"
+    with pytest.raises(ConfigurationError, match="refusing to serve with API keys") as refused:
+        check_serving(load_settings(store=store, api_keys_file=keys, secret=secret))
+    assert says in str(refused.value)
+    check_serving(load_settings(store=store, secret=secret))  # dev mode: no users to protect
 
 
 def test_allow_dev_secret_is_also_a_variable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -57,6 +57,9 @@ class ThreadServer:
 SERVE = (sys.executable, "-m", "interlock.cli.main", "serve")
 
 
+SERVED_SECRET = "test-secret-of-the-served-tests-0123456789"
+
+
 class ServeProcess:
     """`python -m interlock.cli.main serve --port 0 ...` (or `command`), up and answering.
 
@@ -73,8 +76,9 @@ class ServeProcess:
     ) -> None:
         self.proc = subprocess.Popen(
             [*command, "--port", "0", *args],
-            # A secret of the tests' own: serve refuses API keys with the public dev secret.
-            cwd=ROOT, env={"INTERLOCK_SECRET": "test-secret", **os.environ, **(env or {})},
+            # A secret of the tests' own: serve refuses API keys with the public dev secret
+            # or one shorter than 32 bytes.
+            cwd=ROOT, env={"INTERLOCK_SECRET": SERVED_SECRET, **os.environ, **(env or {})},
             stderr=subprocess.PIPE, text=True,
         )
         assert self.proc.stderr is not None
