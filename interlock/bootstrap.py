@@ -23,9 +23,11 @@ from interlock.process import tune_gc
 from interlock.projections import open_read_models
 from interlock.settings import Settings, load_settings
 from interlock.stores.erasure_keys import KeyStore
+from interlock.stores.postgres import store_guard
 from interlock.stores.snapshots import open_snapshots
 from interlock.stores.urls import store_env
 from interlock.sweeper import Sweeper
+from interlock.webhooks import DeliveryPolicy
 
 log = logging.getLogger("interlock")
 MIN_SECRET_BYTES = 32  # the chain's HMAC key: SHA-256's block of randomness, not a password
@@ -37,9 +39,11 @@ def build_service(
     *,
     secret: bytes | Keyring | None = None,
     resolve_model: Callable[[str], Model] | None = None,
+    deadline: float | None = None,
 ) -> Interlock:
-    """The application service on the store a URL names."""
-    env = store_env(store)
+    """The application service on the store a URL names; `deadline`: the seconds a store
+    call may wait for PostgreSQL (then StoreUnavailableError, a 503)."""
+    env = store_env(store, deadline)
     if secret is None and not store.startswith("memory"):
         log.warning(
             "INTERLOCK_SECRET is not set: the event chain is keyed with the public "
@@ -58,7 +62,7 @@ def service_from(settings: Settings, *, with_agents: bool = True) -> Interlock:
     """
     agents = load_agents(settings.agents) if with_agents else []
     service = build_service(settings.store, agents, secret=settings.keyring(),
-                            resolve_model=model_resolver())
+                            resolve_model=model_resolver(), deadline=settings.store_deadline)
     service.protect_personal_data(KeyStore.open(service))
     return service
 
@@ -76,15 +80,27 @@ def build_app(settings: Settings) -> FastAPI:
     views = open_read_models(service)
     sweeper = Sweeper(service, views)  # due approvals expire in process, beside the views
     sweeper.start()
+    guard = store_guard(service)
+    if guard is not None:  # PostgreSQL: probed, so calls fail fast while it is down
+        guard.listeners += [views.store_changed, sweeper.store_changed]
+        guard.start()
 
     def close() -> None:
+        if guard is not None:
+            guard.stop()
         sweeper.stop()
         views.close()
         service.close()
 
-    app = make_app(service, views, auth, on_shutdown=close)
+    app = make_app(service, views, auth, on_shutdown=close, delivery=delivery_policy(settings))
     tune_gc(settings.gc_threshold)  # each worker process, once everything is loaded
     return app
+
+
+def delivery_policy(settings: Settings) -> DeliveryPolicy:
+    """How webhooks are delivered: which private addresses are allowed, how long rows stay."""
+    allow = tuple(h.strip() for h in settings.webhook_allow_hosts.split(",") if h.strip())
+    return DeliveryPolicy(allow=allow, retention=settings.webhook_retention_days * 86400)
 
 
 def create_app() -> FastAPI:
