@@ -48,7 +48,7 @@ async def test_a_view_reset_on_an_idle_log_is_caught_up(
 async def test_a_write_from_another_thread_during_a_pass_is_a_transaction_of_its_own(
     app: Interlock, views: SqlReadModels
 ) -> None:
-    """The webhook deliverer and the API write a view (leases, subscriptions) while the views
+    """The webhook deliverer and the API write a view (leases, secrets) while the views
     thread is inside a pass over it: neither may write into, or end, the other's batch."""
     await banking_flows(app)
     views.catch_up()
@@ -59,14 +59,14 @@ async def test_a_write_from_another_thread_during_a_pass_is_a_transaction_of_its
     outcome: list[object] = []
 
     def subscribe() -> None:
-        outcome.append(hooks.subscribe("acme", "http://127.0.0.1:1/hook", ["turn.finished"]))
+        outcome.append(hooks.keep_secret("sub_in_the_pass", "whsec_x"))
 
     with joint, hooks.batch(start, start):
         other = threading.Thread(target=subscribe)
         other.start()
         other.join(10)
         assert not other.is_alive(), "the other thread waited on this pass"
-        assert [s.url for s in hooks.subscriptions("acme")] == ["http://127.0.0.1:1/hook"]
+        assert hooks.secret("sub_in_the_pass") == "whsec_x"  # committed on its own
         hooks.chat_started("chat-in-the-pass", "acme", "bankingAgent")  # still this batch's
     assert len(outcome) == 1
     assert {r["id"] for r in hooks.dump() if r["kind"] == "chat"} >= {"chat-in-the-pass"}
