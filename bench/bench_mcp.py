@@ -142,11 +142,13 @@ def main() -> None:
         close_mcp()
     local = statistics.median(times["local"])
     print(f"store {args.store}, {args.cycles} cycles x {args.rounds} rounds, medians")
-    print(f"{'tool':<10} {'cycles/s':>9} {'ms/cycle':>9} {'added ms':>9} {'ratio':>6}")
+    print(f"{'tool':<10} {'cycles/s':>9} {'ms/cycle':>9} {'rounds ms':>13} {'added ms':>9} "
+          f"{'ratio':>6}")
     for name, spans in times.items():
         t = statistics.median(spans)
-        print(f"{name:<10} {1 / t:>9.0f} {t * 1000:>9.2f} {(t - local) * 1000:>9.2f} "
-              f"{t / local:>6.2f}")
+        spread = f"{min(spans) * 1000:.2f}-{max(spans) * 1000:.2f}"
+        print(f"{name:<10} {1 / t:>9.0f} {t * 1000:>9.2f} {spread:>13} "
+              f"{(t - local) * 1000:>9.2f} {t / local:>6.2f}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """A live session with one MCP server, reopened after any failure.
 
 Every call goes over the server's one session (JSON-RPC multiplexes concurrent calls); a
-lost connection, a dead server or a call past the timeout drops the session and fails the
-call (a read-only call is tried once more on a fresh one), and the next call reconnects.
-So a server restart costs one failed call, and a turn resumed days later simply connects.
+lost connection or a dead server drops the session and fails the call (a read-only call
+is tried once more on a fresh one), and the next call reconnects. A call past the timeout
+fails alone: the session stays for the other calls it carries. So a server restart costs
+one failed call, and a turn resumed days later simply connects.
 On each connect the tool list is read again: a call is refused when the server's tools
 changed since the agent was built (its fingerprint names the old list).
 """
@@ -12,30 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-import httpx2
-from mcp import Client, MCPError, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp import Client, MCPError
 from mcp.types import CallToolResult
 from mcp.types import Tool as McpTool
 from mcp_types import CONNECTION_CLOSED, SERVER_INFO_META_KEY, Implementation, RequestParamsMeta
-from pydantic import ValidationError
 
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.mcp.config import McpConfig
 from interlock.mcp.errors import McpCallError
 from interlock.mcp.loop import block_on_mcp_loop, register_exit
+from interlock.mcp.session import TRANSPORT_ERRORS, Session, describe
 from interlock.mcp.spec import ServerSpec
 
-# What a broken connection raises: the SDK's errors, the HTTP client's, the OS's (a dead
-# pipe), anyio's streams', and a server's answer that is not MCP.
-TRANSPORT_ERRORS = (MCPError, httpx2.HTTPError, OSError, anyio.BrokenResourceError,
-                    anyio.ClosedResourceError, anyio.EndOfStream, ValidationError)
 MAX_PAGES = 100
 
 
@@ -49,93 +41,13 @@ class Listing:
     sha256: str
 
 
-class _Session:
-    """One connection: a task that entered the SDK's client and holds it until closed."""
-
-    def __init__(self) -> None:
-        self.client: Client | None = None
-        self.error: BaseException | None = None
-        self.refused_with: int | None = None  # the HTTP status of a refusal (the SDK drops it)
-        self._ready = asyncio.Event()
-        self._closing = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    async def open(self, spec: ServerSpec, config: McpConfig) -> Client:
-        self._task = asyncio.create_task(self._hold(spec, config))
-        try:
-            async with asyncio.timeout(config.connect_timeout):
-                await self._ready.wait()
-        except TimeoutError:
-            await self.close()
-            raise McpCallError(f"cannot connect within {config.connect_timeout:g} s") from None
-        if self.client is None:
-            status = f" (HTTP {self.refused_with})" if self.refused_with else ""
-            raise McpCallError(f"cannot connect: {_describe(self.error)}{status}")
-        return self.client
-
-    @property
-    def alive(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    async def close(self) -> None:
-        self._closing.set()
-        if self._task is None:
-            return
-        try:
-            async with asyncio.timeout(5):
-                await asyncio.shield(self._task)
-        except TimeoutError:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _hold(self, spec: ServerSpec, config: McpConfig) -> None:
-        try:
-            async with AsyncExitStack() as stack:
-                transport = await self._transport(spec, config, stack)
-                client = await stack.enter_async_context(Client(transport, cache=None))
-                self.client = client
-                self._ready.set()
-                await self._closing.wait()
-        except* TRANSPORT_ERRORS as group:
-            self.error = _leaf(group)
-        finally:
-            self.client = None
-            self._ready.set()
-
-
-    async def _transport(self, spec: ServerSpec, config: McpConfig, stack: AsyncExitStack
-                         ) -> Any:
-        if spec.kind == "stdio":
-            argv = spec.argv
-            return stdio_client(StdioServerParameters(command=argv[0], args=list(argv[1:])))
-        http = await stack.enter_async_context(
-            create_mcp_http_client(headers=config.headers_for(spec.url)))
-        http.event_hooks = {"response": [self._note_refusal]}
-        return streamable_http_client(spec.url, http_client=http)
-
-    async def _note_refusal(self, response: httpx2.Response) -> None:
-        if response.status_code >= 400:
-            self.refused_with = response.status_code
-
-
-def _leaf(error: BaseException) -> BaseException:
-    """The first error inside (nested) task-group errors: the one worth naming."""
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error
-
-
-def _describe(error: BaseException | None) -> str:
-    return f"{type(error).__name__}: {error}" if error is not None else "no reason given"
-
-
 class Connection:
     """The session with one server, opened on first use and again after a failure."""
 
     def __init__(self, spec: ServerSpec, config: McpConfig) -> None:
         self.spec = spec
         self.config = config
-        self._session: _Session | None = None
+        self._session: Session | None = None
         self._listing: Listing | None = None
         self._lock: asyncio.Lock | None = None
 
@@ -175,7 +87,7 @@ class Connection:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _call(self, session: _Session, name: str, arguments: Any,
+    async def _call(self, session: Session, name: str, arguments: Any,
                     meta: RequestParamsMeta) -> CallToolResult:
         client = session.client
         if client is None:
@@ -191,14 +103,14 @@ class Connection:
                 raise _Refused(exc.message) from None
             raise McpCallError("the connection to the server was lost mid-call") from None
         except TRANSPORT_ERRORS as exc:
-            raise McpCallError(f"the connection failed: {_describe(exc)}") from None
+            raise McpCallError(f"the connection failed: {describe(exc)}") from None
 
-    async def _open(self) -> tuple[_Session, Listing]:
+    async def _open(self) -> tuple[Session, Listing]:
         self._lock = self._lock or asyncio.Lock()
         async with self._lock:
             if self._session is not None and self._session.alive and self._listing:
                 return self._session, self._listing
-            session = _Session()
+            session = Session()
             self._session, self._listing = session, None
             try:
                 client = await session.open(self.spec, self.config)
@@ -208,7 +120,7 @@ class Connection:
                 raise
             return session, self._listing
 
-    async def _drop(self, session: _Session) -> None:
+    async def _drop(self, session: Session) -> None:
         if self._session is session:
             self._session = None
         await session.close()
@@ -242,7 +154,7 @@ async def _list(client: Client, timeout: float) -> Listing:
     except TimeoutError:
         raise McpCallError(f"no tool list within {timeout:g} s") from None
     except TRANSPORT_ERRORS as exc:
-        raise McpCallError(f"cannot list its tools: {_describe(exc)}") from None
+        raise McpCallError(f"cannot list its tools: {describe(exc)}") from None
     # Who answered this listing: a stateless HTTP session may outlive a server's restart,
     # so the identity its answers carry wins over the one from connecting.
     info = Implementation.model_validate(stamped) if stamped else client.server_info
