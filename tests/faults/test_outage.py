@@ -3,15 +3,20 @@ and comes back by itself (issue 33)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from uuid import UUID
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
 from interlock.bootstrap import build_app
+from interlock.domain import Interlock
 from interlock.settings import load_settings
 from tests.api.server import ThreadServer
 from tests.faults.agents import RUNS
@@ -27,14 +32,20 @@ OUTAGE = 3.0  # seconds PostgreSQL stays stopped
 RECOVERY = 10.0  # seconds the service may take to be ready again
 
 
+@dataclass(frozen=True)
+class Served:
+    url: str
+    service: Interlock
+
+
 @pytest.fixture
-def served(fault_store: str) -> Iterator[str]:
+def served(fault_store: str) -> Iterator[Served]:
     settings = load_settings(store=fault_store, agents="tests.faults.agents:AGENTS",
                              store_deadline=DEADLINE)
     app: FastAPI = build_app(settings)
     server = ThreadServer(app)
     try:
-        yield server.url
+        yield Served(server.url, app.state.service)
     finally:
         server.stop()
 
@@ -54,13 +65,13 @@ def _sent(load: Load) -> int:
 
 
 def test_an_outage_under_load_answers_503_fast_and_the_service_comes_back_by_itself(
-    cluster: Cluster, served: str, caplog: pytest.LogCaptureFixture,
+    cluster: Cluster, served: Served, caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING)
     RUNS.clear()
-    readiness = Readiness(served).start()
+    readiness = Readiness(served.url).start()
     _until(lambda: readiness.first(200, 0.0) is not None, 10, "ready at start")
-    load = Load(served).start()
+    load = Load(served.url).start()
     _until(lambda: _sent(load) >= 20, 30, "20 turns before the outage")
 
     cluster.stop()
@@ -87,13 +98,16 @@ def test_an_outage_under_load_answers_503_fast_and_the_service_comes_back_by_its
     assert outage_probes and set(outage_probes) == {503}
     assert ready - started < RECOVERY and serving - started < RECOVERY
 
-    _check_nothing_lost_nothing_twice(served, load)
+    _check_nothing_lost_nothing_twice(served.url, load)
     _check_one_line_per_change(caplog)
+    effects = sum(RUNS.values())
+    retried = _retry_what_the_outage_stopped(served, load)
     print(f"\noutage {OUTAGE}s: {len(during)} answers during it, all 503 store_unavailable,"
           f" slowest {max(a.seconds for a in during):.3f}s; readyz slowest"
           f" {max(s for _, _, s in readiness.seen):.3f}s; ready {ready - started:.2f}s and"
           f" serving {serving - started:.2f}s after the start; acknowledged"
-          f" {_sent(load)} turns, {sum(RUNS.values())} side effects")
+          f" {_sent(load)} turns, {effects} side effects; {retried} turns caught mid-way"
+          " finished by a retry")
 
 
 def _check_nothing_lost_nothing_twice(url: str, load: Load) -> None:
@@ -108,6 +122,24 @@ def _check_nothing_lost_nothing_twice(url: str, load: Load) -> None:
                 chat = http.get(f"/v1/chats/{answer.chat}").json()
                 assert chat["status"] == "idle", chat
                 assert answer.chat in paid
+
+
+def _retry_what_the_outage_stopped(served: Served, load: Load) -> int:
+    """Each chat whose turn the outage stopped is left retryable, as after a crash (its
+    lease is waived here rather than waited for); how many there were."""
+    acknowledged = {a.chat for a in load.answers if a.what == "send" and a.status == 200}
+    created = {a.chat for a in load.answers if a.what == "create" and a.status == 201}
+    stopped = 0
+    for chat in sorted(c for c in created - acknowledged if c is not None):
+        state = served.service.get_chat(UUID(chat)).status
+        if state == "idle" and not served.service.get_chat(UUID(chat)).state.messages:
+            continue  # created, never sent to: nothing to finish
+        assert state in ("running", "failed"), state
+        result = asyncio.run(served.service.retry(UUID(chat), actor="dev", tenant="default",
+                                                  stale_after=timedelta(0)))
+        assert result.finish_reason == "stop"
+        stopped += 1
+    return stopped
 
 
 def _check_one_line_per_change(caplog: pytest.LogCaptureFixture) -> None:

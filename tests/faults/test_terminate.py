@@ -10,7 +10,13 @@ import pytest
 from tests.faults.agents import RUNS
 from tests.faults.cluster import Cluster
 from tests.faults.load import Load
-from tests.faults.test_outage import _check_nothing_lost_nothing_twice, _sent, _until, served
+from tests.faults.test_outage import (
+    Served,
+    _check_nothing_lost_nothing_twice,
+    _sent,
+    _until,
+    served,
+)
 
 pytestmark = pytest.mark.postgres
 __all__ = ["served"]  # the fixture, shared with the outage test
@@ -19,10 +25,10 @@ KILLING = 3.0  # seconds of killing every session caught inside the append funct
 
 
 def test_sessions_killed_mid_group_commit_lose_nothing_and_run_nothing_twice(
-    cluster: Cluster, served: str,
+    cluster: Cluster, served: Served,
 ) -> None:
     RUNS.clear()
-    load = Load(served, clients=8).start()
+    load = Load(served.url, clients=8).start()
     _until(lambda: _sent(load) >= 10, 30, "turns before the killing")
     ended = cluster.terminate("append_groups", KILLING)
     before = _sent(load)
@@ -32,9 +38,9 @@ def test_sessions_killed_mid_group_commit_lose_nothing_and_run_nothing_twice(
     assert ended >= 3  # sessions really died inside group commits
     statuses = {(a.status, a.code) for a in load.answers}
     assert statuses <= {(201, None), (200, None), (503, "store_unavailable")}, statuses
-    with httpx.Client(base_url=served, timeout=10) as http:
+    with httpx.Client(base_url=served.url, timeout=10) as http:
         assert http.get("/readyz").status_code == 200
-    _check_nothing_lost_nothing_twice(served, load)
+    _check_nothing_lost_nothing_twice(served.url, load)
     refused = sum(1 for a in load.answers if a.status == 503)
     print(f"\n{ended} sessions killed inside the append function in {KILLING}s;"
           f" {len(load.answers)} answers, {refused} of them 503; acknowledged {_sent(load)}"
