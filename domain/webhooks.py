@@ -10,15 +10,27 @@ without letting anyone sign with it. The secret itself is kept beside the outbox
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from interlock.domain.chat.events import ChatEvent, now
+from interlock.domain.errors import ChatNotFoundError
+
+if TYPE_CHECKING:
+    from interlock.domain.chat.aggregate import Chat
 
 PREFIX = "sub_"
 Signer = Callable[[str | None, ChatEvent], str]
 
 
-class WebhookSubscribed(ChatEvent):
+class WebhookEvent(ChatEvent):
+    """Sealed and stored like a chat's events, but no chat is made of them."""
+
+    def mutate(self, chat: Chat | None) -> Chat:
+        raise ChatNotFoundError(self.originator_id)  # a chat id that names a subscription
+
+
+class WebhookSubscribed(WebhookEvent):
     """An admin of `tenant` asked for `events` to be POSTed to `url`."""
 
     tenant: str
@@ -28,7 +40,7 @@ class WebhookSubscribed(ChatEvent):
     secret_sha256: str
 
 
-class WebhookUnsubscribed(ChatEvent):
+class WebhookUnsubscribed(WebhookEvent):
     """An admin removed the subscription; its undelivered notifications go with it."""
 
     tenant: str

@@ -9,8 +9,10 @@ from uuid import UUID
 
 import pytest
 
+from interlock.audit import reading
 from interlock.cli.main import main as cli
 from interlock.domain.chat.policies import Decider
+from interlock.domain.errors import ChatNotFoundError
 from interlock.domain.webhooks import WebhookSubscribed, WebhookUnsubscribed, parse_id
 from interlock.projections.views.webhooks import WebhooksView
 from interlock.stores.erasure_keys import KeyStore
@@ -112,3 +114,19 @@ def test_subscriptions_of_the_old_table_are_recorded_once(sqlite_store: str) -> 
         recorded = h.service.get_webhook(UUID(hex="ab" * 16))
         assert recorded is not None and recorded.subscribed.actor == MIGRATED_BY
         assert recorded.subscribed.secret_sha256 == hashlib.sha256(b"whsec_old").hexdigest()
+
+
+def test_a_subscriptions_stream_verifies_and_is_no_chat(store: str) -> None:
+    """Its events are chained like a chat's (verify covers them); as a chat it does not exist."""
+    with hub(store) as h:
+        made = h.subs.subscribe("acme", "https://hooks.example.com/in", "hooks.example.com",
+                                ["turn.finished"], "root")
+        assert h.subs.unsubscribe("acme", made.id, "root")
+        assert not h.subs.unsubscribe("acme", made.id, "root")  # removed once
+        hook_id = parse_id(made.id)
+        assert hook_id is not None
+        assert reading.verifier(h.service, h.service.sealer.keys).verify_all() == []
+        with pytest.raises(ChatNotFoundError):
+            h.service.get_chat(hook_id)
+        with pytest.raises(ChatNotFoundError):
+            h.service.chat_events(hook_id)
