@@ -77,10 +77,14 @@ def test_an_outage_under_load_answers_503_fast_and_the_service_comes_back_by_its
     cluster.stop()
     down = time.monotonic()  # PostgreSQL has stopped: every session is gone
     time.sleep(OUTAGE)  # the fault lasts this long; nothing to wait on but the clock
+    during_metrics = _store_metrics(served.url)
     back = time.monotonic()
     cluster.start()
     started = time.monotonic()
     ready = _until(lambda: readiness.first(200, started) is not None, RECOVERY, "ready again")
+    assert during_metrics == {"interlock_store_up": 0.0, "interlock_store_outages": 1.0,
+                              "interlock_views_failing": 1.0}
+    assert _store_metrics(served.url)["interlock_store_up"] == 1.0
     before = _sent(load)
     serving = _until(lambda: _sent(load) > before, RECOVERY, "turns again")
     load.stop()
@@ -122,6 +126,14 @@ def _check_nothing_lost_nothing_twice(url: str, load: Load) -> None:
                 chat = http.get(f"/v1/chats/{answer.chat}").json()
                 assert chat["status"] == "idle", chat
                 assert answer.chat in paid
+
+
+def _store_metrics(url: str) -> dict[str, float]:
+    """The store's and the views' state as /metrics says it (it answers during an outage)."""
+    wanted = ("interlock_store_up", "interlock_store_outages", "interlock_views_failing")
+    text = httpx.get(f"{url}/metrics", timeout=5).text
+    return {name: float(value) for name, _, value in
+            (line.partition(" ") for line in text.splitlines()) if name in wanted}
 
 
 def _retry_what_the_outage_stopped(served: Served, load: Load) -> int:
