@@ -26,6 +26,8 @@ def shown(event: ev.ChatEvent, masked: bool = False) -> dict[str, Any]:
     data = {"type": type(event).__name__, **data}
     if isinstance(event, ae.ApprovalRequested):
         _relative(data["terms"], event)
+    if isinstance(event, ae.InterruptExpired):
+        data["expires_at"] = "(its terms' deadline)"  # compared there, as an offset
     if masked:
         _mask(data)
     return data

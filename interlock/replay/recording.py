@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ _KINDS: Mapping[type[ev.ChatEvent], StepKind] = {
     ae.InterruptWithdrawn: "withdraw", ae.ApprovalEscalated: "escalate",
     ae.InterruptExpired: "expire",
 }
+_ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)?")
 # Facts of the run or of the log, not of the conversation: never compared.
 UNCOMPARED = (ev.TurnHeartbeat, ae.AgentFingerprinted, ChatForkedTo)
 
@@ -56,6 +58,22 @@ def key_of(value: Any) -> str:
     not the canonical form of the log's hashes, which costs five times as much)."""
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def request_key(body: dict[str, Any]) -> str:
+    """A request's key; times in tools' responses (an expiry's deadline) are the clock's,
+    not the agent's, so they are left out."""
+    return key_of(_timeless(body))
+
+
+def _timeless(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_timeless(v) for v in value]
+    if isinstance(value, str) and _ISO.fullmatch(value):
+        return "(a time)"
+    return value
 
 
 def tool_key(name: str, input: Any, resumed: Any) -> str:
@@ -84,7 +102,7 @@ class ModelCall:
     version: int
     key: str
     request: dict[str, Any]
-    reply: Message
+    reply: Message | str  # text: the call failed so (a TurnFinished `failed`)
     known_agent: bool
 
 
@@ -104,9 +122,9 @@ class ChatRecording:
         """A fork begins with its source's history, not with inputs a replay could give."""
         return any(isinstance(e, ChatForked) for e in self.steps[0].events)
 
-    def answers(self) -> dict[str, deque[Message]]:
-        """The recorded replies by request key, in the order they were given."""
-        found: dict[str, deque[Message]] = {}
+    def answers(self) -> dict[str, deque[Message | str]]:
+        """The recorded replies (a failure's text) by request key, in the order given."""
+        found: dict[str, deque[Message | str]] = {}
         for call in self.calls:
             found.setdefault(call.key, deque()).append(call.reply)
         return found
@@ -148,18 +166,21 @@ class _Reader:
 
     def _observe(self, state: ChatState, event: ev.ChatEvent) -> None:
         if isinstance(event, ev.ModelResponded):
-            self._model_call(state, event)
+            self._model_call(state, event, event.message)
+        elif isinstance(event, ev.TurnFinished) and event.reason == "failed" and (
+                self.chat is not None and self.chat.needs_model()):
+            self._model_call(state, event, event.error or "")  # the model call failed
         elif isinstance(event, ev.ToolCompleted | ev.ToolFailed | ev.Interrupted):
             call = state.calls[event.ref]
             key = tool_key(call.name, call.input, call.resumed)
             self.tools.setdefault(key, []).append(_outcome(event))
 
-    def _model_call(self, state: ChatState, event: ev.ModelResponded) -> None:
+    def _model_call(self, state: ChatState, event: ev.ChatEvent, reply: Message | str) -> None:
         agent = self.baselines.get(state.fingerprint or "")
         self.unknown |= agent is None
         body = request_body(agent, state.messages)
-        self.calls.append(ModelCall(event.originator_version, key_of(body), body,
-                                    event.message, agent is not None))
+        self.calls.append(ModelCall(event.originator_version, request_key(body), body, reply,
+                                    agent is not None))
 
 
 def _joins(step: Step, kind: StepKind, event: ev.ChatEvent) -> bool:

@@ -17,7 +17,7 @@ from interlock.domain.runtime.middleware import ToolInputError, ToolInvocation, 
 from interlock.domain.runtime.models import ChunkSink, Model, ModelRequest, ModelResponse
 from interlock.domain.runtime.tools import SchemaError
 from interlock.replay.differences import Difference, readable_diff
-from interlock.replay.recording import ChatRecording, Outcome, key_of, tool_key
+from interlock.replay.recording import ChatRecording, Outcome, request_key, tool_key
 
 
 class ReplayStopped(ModelError):
@@ -30,7 +30,7 @@ class Session:
 
     recording: ChatRecording
     live: Model | None = None  # --live-model: the new agent's own model answers
-    answers: dict[str, deque[Message]] = field(default_factory=dict)
+    answers: dict[str, deque[Message | str]] = field(default_factory=dict)
     outcomes: dict[str, deque[Outcome]] = field(default_factory=dict)
     model_calls: int = 0
     tool_runs: int = 0
@@ -67,12 +67,14 @@ class RecordedModel:
             return answer
         if reply is None:
             self._drift(session, index, request, None)
+        if isinstance(reply, str):
+            raise ModelError(reply)  # it failed so when it was recorded
         assert reply is not None
         return ModelResponse(message=reply)
 
-    def _recorded(self, session: Session, request: ModelRequest) -> Message | None:
+    def _recorded(self, session: Session, request: ModelRequest) -> Message | str | None:
         for body in _bodies(request, self.name, session.recording.unknown_agent):
-            replies = session.answers.get(key_of(body))
+            replies = session.answers.get(request_key(body))
             if replies:
                 return replies.popleft() if len(replies) > 1 else replies[0]
         return None

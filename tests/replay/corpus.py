@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from uuid import UUID
 
 from interlock.bootstrap import build_service
-from interlock.domain import ApproveEntry, Interlock, RespondEntry, RestartEntry
+from interlock.domain import Agent, ApproveEntry, Interlock, RespondEntry, RestartEntry
 from interlock.examples.banking import AGENTS
 from interlock.stores.erasure_keys import KeyStore
 
@@ -73,9 +73,9 @@ CONVERSATIONS: tuple[Conversation, ...] = (
     small_transfer, large_transfer, declined, treasury, treasury_small)
 
 
-def served(store: str) -> Interlock:
+def served(store: str, agents: Sequence[Agent] = AGENTS) -> Interlock:
     """The service as `interlock serve` builds it: the banking agents, personal data keyed."""
-    app = build_service(store, AGENTS)
+    app = build_service(store, agents)
     app.protect_personal_data(KeyStore.open(app))
     return app
 
