@@ -24,6 +24,7 @@ from interlock.domain.chat.fork_events import ChatForked, ChatForkedTo
 from interlock.domain.chat.messages import Message, text_message
 from interlock.domain.chat.state import ChatState
 from interlock.domain.runtime.agent import Agent
+from interlock.domain.storage.erasure import ERASED
 
 StepKind = Literal["start", "send", "resume", "retry", "withdraw", "escalate", "expire"]
 Outcome = tuple[Literal["completed", "failed", "interrupted"], Any]
@@ -121,6 +122,12 @@ class ChatRecording:
     def forked(self) -> bool:
         """A fork begins with its source's history, not with inputs a replay could give."""
         return any(isinstance(e, ChatForked) for e in self.steps[0].events)
+
+    @property
+    def erased(self) -> bool:
+        """Its personal data was erased: its messages read as placeholders."""
+        return any(isinstance(e, ev.UserMessageSent) and e.text == ERASED
+                   for s in self.steps for e in s.inputs)
 
     def answers(self) -> dict[str, deque[Message | str]]:
         """The recorded replies (a failure's text) by request key, in the order given."""

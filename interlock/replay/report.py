@@ -64,7 +64,7 @@ class Report(BaseModel):
     identical: int = 0
     allowed: int = 0
     different: int = 0
-    skipped: int = 0  # forks: their source's replay tests their history
+    skipped: int = 0  # forks (their source's replay tests their history), erased chats
     seconds: float = 0.0
 
     @classmethod
@@ -83,7 +83,7 @@ class Report(BaseModel):
 
     def summary(self) -> str:
         kinds = ", ".join(f"{k} {n}" for k, n in self.totals.items()) or "none"
-        skipped = f", {self.skipped} skipped (forks)" if self.skipped else ""
+        skipped = f", {self.skipped} skipped (forks, erased)" if self.skipped else ""
         return (f"{len(self.chats)} chats: {self.identical} identical, {self.allowed} allowed, "
                 f"{self.different} different ({kinds}){skipped} in {self.seconds:.1f}s")
 

@@ -39,6 +39,7 @@ from interlock.replay.standins import SESSION, Session, stand_in
 
 Status = Literal["identical", "different", "allowed", "skipped"]
 SKIPPED_FORK = "a fork: it began with its source's history, which its source's replay tests"
+SKIPPED_ERASED = "its personal data was erased: there is nothing left to replay"
 RECYCLE_EVERY = 200  # chats per scratch service: its memory store is dropped after them
 
 
@@ -93,9 +94,10 @@ class Replayer:
 
     async def replay(self, recording: ChatRecording) -> ChatResult:
         agent = self.agents.get(recording.agent)
-        if recording.forked:
+        if recording.forked or recording.erased:
             return ChatResult(chat_id=str(recording.chat_id), agent=recording.agent,
-                              status="skipped", notes=[SKIPPED_FORK])
+                              status="skipped",
+                              notes=[SKIPPED_FORK if recording.forked else SKIPPED_ERASED])
         if agent is None:
             return _verdict(recording, Difference(
                 kind="not_replayable", version=1, event="ChatStarted",

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from interlock.examples.banking import AGENTS, LEDGER, banking
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from interlock.domain import FunctionModel, ModelRequest, ModelResponse
+from interlock.examples.banking import AGENTS, LEDGER, banking, banking_script
 from interlock.replay import ReplayOptions, Report, Selection, replay_test
+from interlock.replay.runner import SKIPPED_ERASED
+from interlock.stores.erasure_keys import KeyStore
 from tests.replay import variants
 from tests.replay.conftest import Recorded
+from tests.replay.corpus import served
 
 # The corpus (tests/replay/corpus.py), in order: small transfer, large transfer (override),
 # declined, treasury (held, two votes), treasury small (not held).
@@ -101,6 +108,9 @@ def test_a_selection_replays_only_its_chats(recorded: Recorded) -> None:
     named = replay_test(recorded.url, options, Selection(chats=[recorded.chats[LARGE]]))
     assert [c.chat_id for c in named.chats] == [str(recorded.chats[LARGE])]
     assert len(replay_test(recorded.url, options, Selection(limit=2)).chats) == 2
+    later = datetime.now(UTC) + timedelta(minutes=1)
+    assert replay_test(recorded.url, options, Selection(since=later)).chats == []
+    assert len(replay_test(recorded.url, options, Selection(until=later)).chats) == 5
 
 
 def test_a_chat_of_an_agent_the_new_version_lacks_is_not_replayable(recorded: Recorded) -> None:
@@ -108,3 +118,29 @@ def test_a_chat_of_an_agent_the_new_version_lacks_is_not_replayable(recorded: Re
     assert _kinds(report)[TREASURY] == "not_replayable"
     assert report.chats[TREASURY].difference.detail == (  # type: ignore[union-attr]
         "no new agent is named treasuryBankingAgent")
+
+
+def test_an_erased_chat_is_skipped_not_failed(recorded: Recorded) -> None:
+    app = served(recorded.url)
+    try:
+        KeyStore.open(app).erase(recorded.chats[DECLINED])
+    finally:
+        app.close()
+    report = replay_test(recorded.url, ReplayOptions(agents=AGENTS))
+    declined = report.chats[DECLINED]
+    assert (declined.status, declined.notes) == ("skipped", [SKIPPED_ERASED])
+    assert report.passed and (report.identical, report.skipped) == (4, 1)
+
+
+def test_a_live_model_is_called_and_an_unchanged_one_answers_alike(recorded: Recorded) -> None:
+    calls: list[ModelRequest] = []
+
+    def script(request: ModelRequest) -> ModelResponse:
+        calls.append(request)
+        return banking_script(request)
+
+    model = FunctionModel(script, name="banking-script")
+    agents = [replace(a, model=model) for a in AGENTS]
+    report = replay_test(recorded.url, ReplayOptions(agents=agents, live_model=True))
+    assert report.identical == 5
+    assert len(calls) == sum(c.model_calls for c in report.chats) == 15
