@@ -131,8 +131,28 @@ class Sweeper:
             log.log(level, "sweeper cannot expire %s %s: %s", chat_id, ref, exc)
             return ""
         except InterlockError as exc:  # a decision or another sweeper won: theirs stands
+            if self._erased(chat_id):
+                return await self._expire_erased(chat_id, ref)
             log.debug("sweeper skipped %s %s: %s", chat_id, ref, exc.code)
             return ""
+
+    def _erased(self, chat_id: UUID) -> bool:
+        personal = self.service.mapper.personal
+        return personal is not None and not personal.readable(chat_id)
+
+    async def _expire_erased(self, chat_id: UUID, ref: str) -> str:
+        """An erased chat takes nothing with personal data, so its turn cannot go on (the
+        model's answer, even `TurnFinished`, has such fields): record the expiry alone, which
+        has none, and the inbox lets the call go (issue 25, D31)."""
+        try:
+            chat = await self.service.off_loop(self.service.get_chat, chat_id)
+            if not chat.expire(ref, datetime.now(UTC)):
+                return ""
+            await self.service.off_loop(self.service.commit, chat)
+        except InterlockError as exc:
+            log.debug("sweeper skipped erased %s %s: %s", chat_id, ref, exc.code)
+            return ""
+        return "expired"
 
     def start(self) -> None:
         self._thread.start()

@@ -294,6 +294,18 @@ class Chat:
             self._trigger(InterruptWithdrawn, ref=ref, actor=decider.id, reason=reason,
                           input_sha256=sha256_hex(self.state.calls[ref].input))
 
+    def close_pending(self, *, actor: str, reason: str) -> list[str]:
+        """Withdraw every pending call as `actor` (an operator's act, as an admin) and end
+        the turn without calling the model; the refs withdrawn. Before an erasure: once the
+        chat's key is gone, nothing that carries personal data (a vote, a model's answer) can
+        be recorded, so what is left pending would wait in the inbox for ever (D31)."""
+        refs = [c.ref for c in self.pending_interrupts()]
+        if self.state.status != "interrupted" or not refs:
+            return []
+        self.withdraw(refs, decider=Decider(actor, frozenset({"admin"})), reason=reason)
+        self.finish_turn("stop")
+        return refs
+
     def record_fingerprint(self, fingerprint: str) -> None:
         """Record the agent's fingerprint when it differs from the one last recorded."""
         if self.state.fingerprint != fingerprint:

@@ -141,6 +141,9 @@ def _register_audit(subparsers: Any) -> None:
 
 # -- commands ------------------------------------------------------------------------------
 
+ERASURE = "interlock:erasure"  # the actor of the withdrawals an erasure records
+ERASURE_REASON = "the chat's personal data is being erased"
+
 
 def _models(store: str, batch: int = 1000) -> SqlReadModels:
     models = open_views(audit_trail.open_app(store))
@@ -302,13 +305,28 @@ def _export_decisions(args: argparse.Namespace) -> None:
         models.close()
 
 
+def _close_pending(app: Interlock, chat_id: UUID) -> list[str]:
+    """Withdraw the chat's pending calls, if it can still be erased (it has its key).
+
+    Once erased, the chat takes no vote and no model answer: what is pending would wait in
+    the inbox for ever (issue 25, D31), so it is closed first, as recorded events."""
+    chat = app.get_chat(chat_id)  # an unknown chat is an error, not a no-op
+    if not audit_trail.keys_of(app).readable(chat_id):  # in plaintext, or erased already
+        return []
+    withdrawn = chat.close_pending(actor=ERASURE, reason=ERASURE_REASON)
+    app.commit(chat)
+    return withdrawn
+
+
 def _erase(args: argparse.Namespace) -> int:
     app = audit_trail.open_app(args.store)
     try:
-        app.get_chat(args.chat_id)  # an unknown chat is an error, not a no-op
+        withdrawn = _close_pending(app, args.chat_id)
         when = audit_trail.keys_of(app).erase(args.chat_id)
     finally:
         app.close()
+    if withdrawn:
+        print(f"withdrew its pending calls as {ERASURE}: {', '.join(withdrawn)}")
     print(f"chat {args.chat_id}: personal data erased at {when}")
     _forget_notifications(args.store, args.chat_id)
     if not args.no_rebuild:

@@ -384,3 +384,13 @@ def test_a_vote_cannot_decide_a_tools_own_interrupt() -> None:
     chat.finish_turn("interrupted")
     chat.collect_events()
     refused(NotAnApprovalError, chat, treasurer("bob"), ApproveEntry(ref="a1", name="ask"))
+
+
+def test_closing_before_an_erasure_withdraws_every_pending_call_and_ends_the_turn() -> None:
+    chat = held(Approval(roles=["treasury"]))
+    assert chat.close_pending(actor="interlock:erasure", reason="erased") == ["p1"]
+    withdrawn, finished = chat.collect_events()
+    assert isinstance(withdrawn, InterruptWithdrawn) and withdrawn.actor == "interlock:erasure"
+    assert type(finished).__name__ == "TurnFinished" and chat.status == "idle"
+    assert chat.close_pending(actor="interlock:erasure", reason="erased") == []
+    assert chat.collect_events() == []
