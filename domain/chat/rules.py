@@ -182,7 +182,7 @@ AWAITS_AGENT = "a pending request ended; retry to continue"
 
 
 class ApproveEntry(BaseModel):
-    """A yes to a held call, on the input shown (echo its `input_sha256` to be sure)."""
+    """A yes to a held call, on the input `input_sha256` names (none: as requested, unchanged)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
