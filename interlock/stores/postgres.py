@@ -10,9 +10,12 @@ in autocommit with plain arrays; each chat's version check still holds on its ow
 from __future__ import annotations
 
 import math
+import os
+import socket
+import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 from uuid import UUID
 
@@ -193,10 +196,14 @@ class GuardedDatastore(PostgresDatastore):
     """The library's datastore, bounded: a call fails at once while the store is down (its
     StoreGuard), waits at most the deadline for a connection, and a connection found broken
     purges the pool of the others a restart broke with it, so the library's retry gets a
-    fresh connection, not the next broken one."""
+    fresh connection, not the next broken one. When the guard finds the store down, the
+    connections in use are cut (their sockets shut down): a call waiting on a server that no
+    longer answers (frozen, or its host gone) fails now instead of when TCP gives up."""
 
     guard: StoreGuard
     _purged: float
+    _in_use: set[Connection[DictRow]]
+    _in_use_lock: threading.Lock
 
     @classmethod
     def adopt(cls, datastore: PostgresDatastore, deadline: float) -> GuardedDatastore:
@@ -211,7 +218,9 @@ class GuardedDatastore(PostgresDatastore):
                            keepalives_idle=max(1, math.ceil(deadline)), keepalives_interval=1,
                            keepalives_count=3, tcp_user_timeout=int(deadline * 1000))
         datastore.guard = StoreGuard(datastore.probe_connection, deadline=deadline)
+        datastore.guard.listeners.append(datastore._store_changed)
         datastore._purged = 0.0
+        datastore._in_use, datastore._in_use_lock = set(), threading.Lock()
         return datastore
 
     def probe_connection(self, timeout: float) -> Connection[Any]:
@@ -227,7 +236,7 @@ class GuardedDatastore(PostgresDatastore):
     def get_connection(self) -> Iterator[Connection[DictRow]]:
         self.guard.admit()
         try:
-            with super().get_connection() as conn:
+            with super().get_connection() as conn, self._using(conn):
                 yield conn
         except (OperationalError, InterfaceError) as exc:
             if isinstance(exc.__cause__, PoolTimeout):
@@ -235,11 +244,36 @@ class GuardedDatastore(PostgresDatastore):
             self._broken()
             raise  # the library's retry tries again: a fresh connection, or a refusal
 
+    @contextmanager
+    def _using(self, conn: Connection[DictRow]) -> Iterator[None]:
+        with self._in_use_lock:
+            self._in_use.add(conn)
+        try:
+            yield
+        finally:
+            with self._in_use_lock:
+                self._in_use.discard(conn)
+
+    def _store_changed(self, up: bool) -> None:
+        """The guard found the store down: cut the connections in use, whose calls would
+        otherwise wait for a server that may never answer them."""
+        if up:
+            return
+        with self._in_use_lock:
+            using = list(self._in_use)
+        for conn in using:
+            # A duplicate of the descriptor: shutting it down ends the connection for its
+            # user (who gets an OperationalError); closing the duplicate leaves theirs open.
+            with suppress(psycopg.Error, OSError), \
+                    socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+
     def _broken(self) -> None:
-        """A connection failed in use: probe the store, and drop the pool's broken ones."""
+        """A connection failed in use: probe the store, and drop the pool's broken ones
+        (not while it is down: pinging a frozen server's connections would hang)."""
         self.guard.suspect()
         now = time.monotonic()
-        if now - self._purged >= PURGE_EVERY:
+        if self.guard.up and now - self._purged >= PURGE_EVERY:
             self._purged = now
             self.pool.check()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -75,6 +76,22 @@ class Cluster:
     def stop(self) -> None:
         """A fast shutdown: sessions are ended, transactions in flight roll back."""
         self._run(BIN / "pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop")
+
+    def freeze(self) -> None:
+        """Stop every process of the cluster (SIGSTOP): it accepts, its kernel acknowledges,
+        nothing answers, as a server stalled on its disk or swapping."""
+        for pid in self._pids():
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in self._pids():
+            os.kill(pid, signal.SIGCONT)
+
+    def _pids(self) -> list[int]:
+        """The postmaster (from its pid file) and its children."""
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
+        return [postmaster, *(int(c) for c in children)]
 
     def schema(self, name: str) -> str:
         """A store URL in a new schema of this cluster."""
