@@ -12,7 +12,7 @@ from urllib.parse import quote
 from uuid import UUID
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import ValidationError
 
 from interlock.api.auth import Principal
@@ -22,6 +22,7 @@ from interlock.api.ui.render import checked_form, redirect, render
 from interlock.api.ui.router import Visitor
 from interlock.api.ui.views import InterruptPage, interrupt_page
 from interlock.domain import Interlock
+from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.rules import (
     ApproveEntry,
     EditEntry,
@@ -40,6 +41,7 @@ from interlock.domain.errors import (
     InvalidToolOutputError,
     NotAnApprovalError,
     StaleInterruptError,
+    UnknownInterruptError,
 )
 from interlock.domain.results import TurnResult
 
@@ -67,6 +69,20 @@ def interrupt(request: Request, chat_id: UUID, ref: str, service: ServiceDep,
     if recorded is not None:
         page.notice, page.notice_ok = _recorded(recorded, page), True
     return render(request, "interrupt.html", who=who, p=page)
+
+
+@router.get("/chats/{chat_id}/interrupts/{ref}/state")
+def interrupt_state(chat_id: UUID, ref: str, service: ServiceDep, who: Visitor) -> JSONResponse:
+    """What an open page watches: a decision, a vote or an edit made elsewhere."""
+    call = service.get_chat(chat_id, tenant=who.tenant).state.calls.get(ref)
+    if call is None or call.interrupted_at is None:
+        raise UnknownInterruptError(ref)
+    said = (f"{call.decision} by {call.decided_by}" if call.decision is not None
+            and call.status != "interrupted" else None)
+    votes = len(call.approval.votes) if call.approval is not None else 0
+    return JSONResponse({"pending": call.status == "interrupted", "decided": said,
+                         "votes": votes, "input_sha256": sha256_hex(call.input)},
+                        headers={"Cache-Control": "no-store"})
 
 
 @router.post("/chats/{chat_id}/interrupts/{ref}/{action}")

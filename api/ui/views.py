@@ -123,20 +123,31 @@ class ChatPage:
     chain_ok: bool
     chain_problem: str | None
     changed: dict[str, ToolCall]  # calls with a replaced input: the conversation shows it
+    broken_at: int | None = None  # the first version that does not verify: shown up to it
+
+    @property
+    def live(self) -> bool:
+        """The chat as it is now: its waiting calls may be decided from here."""
+        return self.version == self.latest and self.chain_ok
 
 
 def chat_page(service: Interlock, who: Principal, chat_id: UUID, version: int | None) -> ChatPage:
-    """The chat page; `version` None is now."""
-    events = [EventPublic.of(e) for e in service.chat_events(chat_id, tenant=who.tenant)]
-    chat = service.get_chat(chat_id, version=version, tenant=who.tenant)
+    """The chat page; `version` None is now. A broken chain is read only up to its break."""
     broken = verify_chain(service, chat_id)
+    trusted = broken.version - 1 if broken is not None and broken.version > 1 else None
+    events = [EventPublic.of(e) for e in
+              service.chat_events(chat_id, tenant=who.tenant, limit=trusted)]
+    if trusted is not None:
+        version = min(version or trusted, trusted)
+    chat = service.get_chat(chat_id, version=version, tenant=who.tenant)
     return ChatPage(
         chat_id=str(chat_id), agent=chat.state.agent, status=chat.state.status,
         version=chat.version, latest=len(events), events=events,
         messages=[m for m in chat.state.messages if m.role != "system"],
         pending=chat.pending_interrupts(), chain_ok=broken is None,
-        changed=changed_inputs(chat.state.calls, _requested_refs(chat.state.messages)),
         chain_problem=None if broken is None else f"version {broken.version}: {broken.reason}",
+        changed=changed_inputs(chat.state.calls, _requested_refs(chat.state.messages)),
+        broken_at=broken.version if broken is not None else None,
     )
 
 

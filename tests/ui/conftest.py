@@ -36,6 +36,7 @@ class ConsoleLive(Live):
     """The API tests' live server, with the console's own agents (formsAgent) added."""
 
     def __init__(self, store: str) -> None:
+        self.store = store
         self.service = build_service(store, AGENTS)
         self.views = open_read_models(self.service)
         self.server = ThreadServer(make_app(self.service, self.views,
@@ -44,7 +45,7 @@ class ConsoleLive(Live):
 
 
 @pytest.fixture
-def live(request: pytest.FixtureRequest) -> Iterator[Live]:
+def live(request: pytest.FixtureRequest) -> Iterator[ConsoleLive]:
     store = request.getfixturevalue(os.environ.get("INTERLOCK_UI_STORE", "pg_store"))
     server = ConsoleLive(store)
     try:

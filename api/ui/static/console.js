@@ -86,9 +86,49 @@ function wireRemove(root, add) {
   });
 }
 
+// An open interrupt page: say so when it is decided, voted on or edited elsewhere.
+function watchInterrupt(slot) {
+  let timer = null;
+  function tell(text) {
+    const notice = document.createElement("p");
+    notice.id = "live-notice";
+    notice.className = "notice warn";
+    notice.setAttribute("role", "alert");
+    notice.textContent = text + " Nothing you typed here was sent. ";
+    const link = document.createElement("a");
+    link.href = location.pathname;
+    link.textContent = "Show what happened";
+    notice.appendChild(link);
+    slot.replaceChildren(notice);
+  }
+  async function check() {
+    if (document.hidden) return;
+    const response = await fetch(slot.dataset.watch, {
+      headers: { "x-console-fetch": "1" }, credentials: "same-origin" });
+    if (!response.ok) return;
+    const now = await response.json();
+    if (!now.pending) {
+      tell("Decided elsewhere: " + (now.decided || "no longer pending") + ".");
+      document.querySelectorAll("form.decide").forEach((form) => {
+        form.querySelectorAll("button, input, select, textarea").forEach((e) => { e.disabled = true; });
+      });
+    } else if (now.input_sha256 !== slot.dataset.sha) {
+      tell("Someone changed the input meanwhile: review it again before you decide.");
+    } else if (String(now.votes) !== slot.dataset.votes) {
+      tell("Someone voted meanwhile.");
+    } else {
+      return;
+    }
+    window.clearInterval(timer);
+  }
+  timer = window.setInterval(() => check().catch(() => {}), 2000);
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   const inbox = document.querySelector("table[data-poll]");
   if (inbox) pollInbox(inbox);
+  const watched = document.querySelector("#notice-slot[data-watch]");
+  if (watched) watchInterrupt(watched);
   document.querySelectorAll("form[data-validate]").forEach(validateForm);
   focusOutcome();
 });
