@@ -36,7 +36,8 @@ class Settings(BaseSettings):
                         description="module:attribute holding an Agent or a list of them")
     secret: SecretStr | None = Field(None, description="HMAC key of the event chain")
     old_secrets: SecretStr | None = Field(
-        None, description="older chain keys, comma-separated: they verify what they sealed"
+        None, description="older chain keys, comma-separated, each SECRET@RETIRED-AT (ISO-8601"
+                          " with zone): they verify only what they sealed until then"
     )
     api_keys: SecretStr | None = Field(None, description="API keys as JSON text")
     api_keys_file: Path | None = Field(None, description="API keys file, JSON or TOML")
@@ -87,7 +88,13 @@ class Settings(BaseSettings):
         if self.secret is None and self.old_secrets is None:
             return None
         old = self.old_secrets.get_secret_value() if self.old_secrets else ""
-        return Keyring.parse(self.secret_bytes() or DEV_SECRET, old)
+        ring = Keyring.parse(self.secret_bytes() or DEV_SECRET, old)
+        if ring.untimed():
+            raise ConfigurationError(
+                f"{env_name('old_secrets')}: key {ring.untimed()[0]} has no retirement time: "
+                "write it as SECRET@TIME, TIME being when it stopped sealing (ISO-8601 with "
+                "zone, e.g. 2026-12-02T14:00:00Z); it then verifies only what it sealed before")
+        return ring
 
     def to_env(self) -> dict[str, str]:
         """These settings as INTERLOCK_* variables, for worker processes to read back."""

@@ -51,6 +51,12 @@ def link_value(chain: str | None) -> str:
     return match.group(2) if match else chain
 
 
+def key_of(chain: str | None) -> str | None:
+    """The key id a format 2 chain names; None for format 1 (it names none) or no chain."""
+    match = CHAIN_V2.fullmatch(chain) if chain else None
+    return match.group(1) if match else None
+
+
 def with_chain(body: bytes, chain: str) -> bytes:
     """The stored JSON: the body with `chain` appended as its last member."""
     return body[:-1] + _TAIL + chain.encode() + b'"}'

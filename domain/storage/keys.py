@@ -1,4 +1,5 @@
-"""Sealing keys with ids: the active key seals new events, older keys still verify."""
+"""Sealing keys with ids: the active key seals new events, retired keys still verify what
+they sealed before they were retired, and nothing after."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import hashlib
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from interlock.domain.errors import InvalidRequestError
 
@@ -17,12 +19,34 @@ def key_id(secret: bytes) -> str:
     return "k" + hashlib.sha256(b"interlock-key-id\n" + secret).hexdigest()[:12]
 
 
+def retirement(text: str) -> tuple[str, datetime | None]:
+    """An old secret as configured, `SECRET` or `SECRET@ISO-8601 time`: the secret and when
+    it was retired (None: not said)."""
+    secret, at, when = text.rpartition("@")
+    if not at:
+        return text, None
+    try:
+        retired = datetime.fromisoformat(when)
+    except ValueError:
+        return text, None  # an "@" of the secret itself
+    if retired.tzinfo is None:
+        return text, None
+    return secret, retired.astimezone(UTC)
+
+
+def aware(when: datetime) -> datetime:
+    """A timestamp as UTC; a naive one (never written by Interlock) is read as UTC."""
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
 @dataclass(frozen=True)
 class Keyring:
-    """HMAC keys by id; `active` names the one that seals new events."""
+    """HMAC keys by id; `active` names the one that seals new events, `retired` when each
+    older key stopped sealing (a key missing there: retired, at a time not said)."""
 
     active: str
     keys: Mapping[str, bytes] = field(repr=False)
+    retired: Mapping[str, datetime] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for kid in self.keys:
@@ -30,6 +54,8 @@ class Keyring:
                 raise InvalidRequestError(f"key id {kid!r} must match {KEY_ID.pattern}")
         if self.active not in self.keys:
             raise InvalidRequestError(f"active key {self.active!r} is not in the keyring")
+        if self.active in self.retired or not set(self.retired) <= set(self.keys):
+            raise InvalidRequestError("only old keys of the keyring can be retired")
 
     @classmethod
     def single(cls, secret: bytes) -> Keyring:
@@ -38,11 +64,37 @@ class Keyring:
 
     @classmethod
     def parse(cls, active: bytes, old: str = "") -> Keyring:
-        """The active secret and comma-separated older ones; ids are their fingerprints."""
-        ring = {key_id(active): active}
+        """The active secret and comma-separated older ones (`SECRET@retired-at` or just
+        `SECRET`); ids are their fingerprints."""
+        ring, retired = {key_id(active): active}, {}
         for text in filter(None, (t.strip() for t in old.split(","))):
-            ring.setdefault(key_id(text.encode()), text.encode())
-        return cls(key_id(active), ring)
+            secret, when = retirement(text)
+            kid = key_id(secret.encode())
+            ring.setdefault(kid, secret.encode())
+            if when is not None and kid != key_id(active):
+                retired[kid] = when
+        return cls(key_id(active), ring, retired)
+
+    def untimed(self) -> list[str]:
+        """The old keys whose retirement time is not said."""
+        return [k for k in self.keys if k != self.active and k not in self.retired]
+
+    def late(self, kid: str, sealed_at: datetime) -> str | None:
+        """Why a seal by `kid` dated `sealed_at` is refused (after the key's retirement)."""
+        retired = self.retired.get(kid)
+        if retired is None or aware(sealed_at) <= retired:
+            return None
+        return f"sealed with key {kid!r} after it was retired ({retired.isoformat()})"
+
+    def goes_back(self, before: str, kid: str) -> bool:
+        """Whether a chat whose previous event `before` sealed returns to an older key `kid`:
+        from the active key to any other, or to a key retired before `before` was."""
+        if kid == before or kid == self.active:
+            return False
+        if before == self.active:
+            return True
+        earlier, later = self.retired.get(kid), self.retired.get(before)
+        return earlier is not None and later is not None and earlier < later
 
     def secret(self, kid: str) -> bytes:
         return self.keys[kid]
@@ -55,3 +107,7 @@ class Keyring:
         yield self.keys[self.active]
         yield from (s for k, s in self.keys.items() if k != self.active)
 
+    def ids(self) -> Iterator[tuple[str, bytes]]:
+        """Each key id and secret, the active key first."""
+        yield self.active, self.keys[self.active]
+        yield from ((k, s) for k, s in self.keys.items() if k != self.active)

@@ -15,7 +15,7 @@ from eventsourcing.utils import TopicError, resolve_topic
 from interlock.domain.chat.canonical import canonical_json
 from interlock.domain.chat.events import ChatEvent
 from interlock.domain.errors import InternalError
-from interlock.domain.storage.chain import Record, chain_v2, link_value, with_chain
+from interlock.domain.storage.chain import Record, chain_v2, key_of, link_value, with_chain
 from interlock.domain.storage.erasure import MARKER, PERSONAL, FieldCipher, open_fields, sealed_body
 from interlock.domain.storage.keys import Keyring
 
@@ -46,10 +46,12 @@ class PydanticMapper(Mapper[UUID]):
     The stored JSON is the whole event (ids included) with its chain as the last member,
     so the common case decodes in one `model_validate_json`; an event class past
     version 1 goes through its upcasters. A record whose JSON ids disagree with its
-    columns, or whose topic is not an Interlock class, is refused (TamperedEventError).
+    columns, or whose topic is not an Interlock class, or that names a key retired before
+    its timestamp, is refused (TamperedEventError).
     """
 
     personal: FieldCipher | None = None  # set by Interlock.protect_personal_data
+    keys: Keyring | None = None  # the chain's keys: a retired key's late seal is refused
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -107,6 +109,10 @@ class PydanticMapper(Mapper[UUID]):
         if (event.originator_id, event.originator_version) != (
             stored_event.originator_id, stored_event.originator_version):
             raise _refused(stored_event, "its JSON names another chat or version")
+        if self.keys is not None and self.keys.retired:
+            late = self.keys.late(key_of(event.chain) or "", event.timestamp)
+            if late is not None:
+                raise _refused(stored_event, late)
         return event
 
 

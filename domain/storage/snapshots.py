@@ -171,7 +171,7 @@ def resume(kept: Snapshot, keys: Keyring, cipher: FieldCipher | None,
     first = next(log, None)
     logged = first.chain if first is not None and first.originator_version == kept.version \
         else None
-    why = against_log(kept, keys, logged)
+    why = against_log(kept, keys, logged) or _retired(kept, keys)
     if why is not None:
         raise _refused(kept, why)
     state = _state(kept, cipher)
@@ -184,6 +184,14 @@ def resume(kept: Snapshot, keys: Keyring, cipher: FieldCipher | None,
     for event in log:
         chat = event.mutate(chat)
     return chat
+
+
+def _retired(snapshot: Snapshot, keys: Keyring) -> str | None:
+    """A load believes only a snapshot of the active key: a retired key's seal carries no
+    date, so one made after the key was retired cannot be told apart (the log is read)."""
+    if snapshot.seal.split(":")[1] != keys.active:
+        return "sealed with a retired key"
+    return None
 
 
 @functools.cache

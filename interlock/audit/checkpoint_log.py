@@ -79,6 +79,8 @@ def take_checkpoint(log: CheckpointLog, verifier: Verifier, *, key_id: str, sign
     """
     prev = log.latest()
     heads = {h.chat_id: (h.version, h.link) for h in prev.heads} if prev else {}
+    if prev is not None:
+        verifier.checkpointed_at(prev.statement["created_at"])
     breaks = verifier.verify_since(prev.position if prev else 0, heads)
     if breaks:
         raise ChainsBrokenError(breaks)

@@ -4,8 +4,9 @@ Each record carries its chain (domain/chain.py, docs/audit.md): format 2 hashes 
 record's chat id, version, topic and exact JSON bytes and seals the hash with a named
 key; format 1 (older events) is an HMAC over sorted JSON. An edit, a deletion, an
 insertion, a swap, a moved event or a chain recomputed without the secret breaks the
-chain at the first version touched. Dropping a chat's *last* events, or a whole chat,
-leaves valid chains: signed checkpoints (domain/checkpoints.py) catch those.
+chain at the first version touched. A seal by a retired key dated after its retirement,
+or a chat that goes back to an older key, breaks it too. Dropping a chat's *last* events,
+or a whole chat, leaves valid chains: signed checkpoints (audit/checkpoints.py) catch those.
 """
 
 from __future__ import annotations
@@ -15,17 +16,20 @@ import hmac
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 from eventsourcing.utils import TopicError, resolve_topic
+from pydantic import TypeAdapter, ValidationError
 
 from interlock.domain.chat.canonical import canonical_json
 from interlock.domain.storage.chain import CHAIN_V1, TOPIC, Record, Seals, check_stored_v2
-from interlock.domain.storage.keys import Keyring
+from interlock.domain.storage.keys import Keyring, aware
 
 _PAGE = 5000
+_WHEN = TypeAdapter(datetime)  # read as the mapper reads an event's timestamp
 Decode = Callable[[bytes], bytes]
 Row = tuple[int, str, int, str, bytes]  # position, chat id (canonical text), version, topic, JSON
 Rows = Callable[[int, int], Sequence[Row]]  # the rows after a position, at most a limit
@@ -51,6 +55,8 @@ class _Chain:
     broken: ChainBreak | None = None
     mark: int | None = None  # a version whose link a checkpoint names
     marked: str | None = field(default=None)
+    kid: str | None = None  # the key that sealed the last verified event
+    stale: frozenset[str] = frozenset()  # keys retired before the checkpoint past `mark`
 
     def check(self, version: int, topic: str, state: bytes, seals: Seals | None) -> None:
         """Verify the chat's next stored event (`state`: its decoded JSON bytes)."""
@@ -61,45 +67,74 @@ class _Chain:
             self._break(expected, f"version {expected} missing (found {version})")
             return
         found = check_stored_v2(seals, self.link, self.chat_id, expected, topic, state)
+        kid = None
         if found is not None:
             self.format = 2
             chain, problem = found
             link = chain[-129:-65]  # "2:kid:<hash>:<seal>": the hash is the link
+            kid = chain[2:-130]
         elif self.format == 2:
             chain, problem = None, "format 1 event after format 2 (downgrade)"
         else:
             record = Record(self.chat_id, expected, topic, state)
-            chain, problem = check_v1(seals.keys if seals else None, self.link or None, record)
+            chain, problem, kid = check_v1(seals.keys if seals else None, self.link or None,
+                                           record)
             link = chain or ""
+        if problem is None and seals is not None and kid is not None:
+            problem = self._key_problem(seals.keys, kid, state)
         if problem is not None or chain is None:
             self._break(expected, problem or "no chain")
             return
-        self.link, self.version = link, expected
+        self.link, self.version, self.kid = link, expected, kid
         if expected == self.mark:
             self.marked = link
+
+    def _key_problem(self, keys: Keyring, kid: str, state: bytes) -> str | None:
+        """Why the key that sealed the next event may not have sealed it, or None."""
+        if self.kid is not None and keys.goes_back(self.kid, kid):
+            return f"goes back to an older key {kid!r} after {self.kid!r}"
+        if kid in self.stale and self.version >= (self.mark or 0):
+            return f"sealed with key {kid!r} after a checkpoint signed once it was retired"
+        if kid not in keys.retired:
+            return None
+        sealed_at = _sealed_at(state)
+        if sealed_at is None:
+            return "the event's timestamp does not read as a time"
+        return keys.late(kid, sealed_at)
 
     def _break(self, version: int, reason: str) -> None:
         self.broken = ChainBreak(self.chat_id, version, reason)
 
 
+def _sealed_at(state: bytes) -> datetime | None:
+    """The event's timestamp as the application reads it, or None."""
+    data = _json_object(state)
+    try:
+        return _WHEN.validate_python(data.get("timestamp")) if data is not None else None
+    except ValidationError:
+        return None
+
+
 def check_v1(keys: Keyring | None, prev: str | None,
-             record: Record) -> tuple[str | None, str | None]:
-    """A format 1 record's chain and why it fails, if it does."""
+             record: Record) -> tuple[str | None, str | None, str | None]:
+    """A format 1 record's chain, why it fails if it does, and the id of the key it holds
+    under (format 1 names none: each key is tried)."""
     data = _json_object(record.state)
     chain = data.pop("chain", None) if data is not None else None
     if data is None or not isinstance(chain, str) or CHAIN_V1.fullmatch(chain) is None:
-        return None, "chain does not match the event"
+        return None, "chain does not match the event", None
     if (data.get("originator_id"), data.get("originator_version")) != (
             str(record.chat_id), record.version):
-        return None, "the event's JSON names another chat or version"
+        return None, "the event's JSON names another chat or version", None
     if not _fits_topic(record.topic, data):
-        return None, "the topic does not fit the event"
+        return None, "the topic does not fit the event", None
     if keys is None:
-        return None, "format 1 chains need the secret"
+        return None, "format 1 chains need the secret", None
     message = f"{prev or ''}\n{canonical_json(data)}".encode()
-    if not any(hmac.compare_digest(_hmac(k, message), chain) for k in keys):
-        return None, "chain does not match the event"
-    return chain, None
+    kid = next((k for k, s in keys.ids() if hmac.compare_digest(_hmac(s, message), chain)), None)
+    if kid is None:
+        return None, "chain does not match the event", None
+    return chain, None, kid
 
 
 def _json_object(state: bytes) -> dict[str, Any] | None:
@@ -163,10 +198,18 @@ class Verifier:
         self.checked = 0
         self.position = 0
         self.chains: dict[str, _Chain] = {}
+        self.stale: frozenset[str] = frozenset()
+
+    def checkpointed_at(self, created_at: str) -> None:
+        """Past the heads of a checkpoint signed at `created_at` (its marks), no key retired
+        before then may seal: a retired key's seal there is forged, however it is dated."""
+        signed = datetime.fromisoformat(created_at)
+        retired = self.keys.retired.items() if self.keys is not None else ()
+        self.stale = frozenset(k for k, at in retired if at < aware(signed))
 
     def verify_chat(self, chat_id: UUID, mark: int | None = None) -> ChainBreak | None:
         """The first broken version of one chat, or None when it verifies."""
-        chain = self.chains[str(chat_id)] = _Chain(str(chat_id), mark=mark)
+        chain = self.chains[str(chat_id)] = _Chain(str(chat_id), mark=mark, stale=self.stale)
         for stored in self.recorder.select_events(chat_id):
             state = self.decode(stored.state) if self.decode else stored.state
             chain.check(stored.originator_version, stored.topic, state, self.seals)
@@ -185,14 +228,16 @@ class Verifier:
         marks = marks or {}
         chains, seals, decode = self.chains, self.seals, self.decode
         for chat_id, (version, link) in heads.items():
-            chains[chat_id] = _Chain(chat_id, link=link, version=version, mark=marks.get(chat_id))
+            chains[chat_id] = _Chain(chat_id, link=link, version=version,
+                                     mark=marks.get(chat_id), stale=self.stale)
         self.position = position
         while True:
             page = self.rows(self.position, _PAGE)
             for _, chat_id, version, topic, state in page:
                 chain = chains.get(chat_id)
                 if chain is None:
-                    chain = chains[chat_id] = _Chain(chat_id, mark=marks.get(chat_id))
+                    chain = chains[chat_id] = _Chain(chat_id, mark=marks.get(chat_id),
+                                                     stale=self.stale)
                 chain.check(version, topic, decode(state) if decode else state, seals)
             self.checked += len(page)
             if page:

@@ -159,6 +159,8 @@ def _read(path: str) -> str:
 def _breaks(args: argparse.Namespace, verifier: Verifier, latest: Checkpoint | None,
             removed: dict[str, int]) -> list[ChainBreak]:
     marks = {h.chat_id: h.version for h in latest.heads} if latest else {}
+    if latest is not None:
+        verifier.checkpointed_at(latest.statement["created_at"])
     if args.all:
         breaks = verifier.verify_all(marks)
         return breaks + (against_checkpoint(latest, verifier, removed=removed) if latest else [])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from interlock.audit.integrity import Verifier
@@ -16,10 +18,16 @@ pytestmark = pytest.mark.anyio
 A, B, C = b"first-secret", b"second-secret", b"third-secret"
 
 
+RETIRED: dict[bytes, str] = {}  # when each key stopped sealing (set as the keys rotate)
+
+
+def _old(*old: bytes) -> str:
+    """INTERLOCK_OLD_SECRETS for these keys: each with the time it was retired."""
+    return ",".join(f"{o.decode()}@{RETIRED[o]}" for o in old)
+
+
 def _app(store: str, active: bytes, *old: bytes) -> Interlock:
-    return build_service(
-        store, AGENTS, secret=Keyring.parse(active, ",".join(o.decode() for o in old))
-    )
+    return build_service(store, AGENTS, secret=Keyring.parse(active, _old(*old)))
 
 
 async def _three_keys(store: str) -> tuple[str, list[str]]:
@@ -28,12 +36,14 @@ async def _three_keys(store: str) -> tuple[str, list[str]]:
     chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
     result = await app.send(chat.id, "transfer $50 to bob", actor="alice")
     app.close()
+    RETIRED[A] = datetime.now(UTC).isoformat()
     app = _app(store, B, A)
     approve = RespondEntry(
         ref=result.interrupts[0].ref, name="userApproval", output={"approved": True}
     )
     assert not (await app.resume(chat.id, respond=[approve], actor="bob")).interrupts
     app.close()
+    RETIRED[B] = datetime.now(UTC).isoformat()
     app = _app(store, C, A, B)
     await app.send(chat.id, "transfer $5 to carol", actor="alice")
     app.close()
@@ -48,9 +58,9 @@ async def test_three_keys_seal_in_turn_and_all_verify(
     assert kids[0] == key_id(A) and set(kids) == {key_id(A), key_id(B), key_id(C)}
     assert kids == sorted(kids, key=[key_id(A), key_id(B), key_id(C)].index)
     monkeypatch.setenv("INTERLOCK_SECRET", C.decode())
-    monkeypatch.setenv("INTERLOCK_OLD_SECRETS", f"{A.decode()},{B.decode()}")
+    monkeypatch.setenv("INTERLOCK_OLD_SECRETS", _old(A, B))
     assert main(["verify", chat_id, "--store", store]) == 0
-    monkeypatch.setenv("INTERLOCK_OLD_SECRETS", B.decode())  # key A dropped from the ring
+    monkeypatch.setenv("INTERLOCK_OLD_SECRETS", _old(B))  # key A dropped from the ring
     assert main(["verify", chat_id, "--store", store]) == 1
     assert f"broken at version 1: sealed with unknown key '{key_id(A)}'" in capsys.readouterr().out
 
