@@ -13,6 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from interlock.bootstrap import load_agents, model_resolver
+from interlock.domain.application import Interlock
 from interlock.domain.errors import ConfigurationError
 from interlock.replay import (
     ReplayOptions,
@@ -22,6 +23,7 @@ from interlock.replay import (
     open_recorded,
     replay_recorded,
 )
+from interlock.replay.source import started_chats
 from interlock.replay.whatif import table, what_if
 from interlock.settings import flag_help as _help
 from interlock.settings import load_settings
@@ -105,7 +107,8 @@ def run_replay_test(args: argparse.Namespace) -> int:
     selection = _selection(args)
     recorded = open_recorded(settings.store, settings.keyring())
     try:
-        report = replay_recorded(recorded, options, selection, allowed, progress=_bar())
+        report = replay_recorded(recorded, options, selection, allowed,
+                                 progress=_progress(recorded, selection))
     finally:
         recorded.close()
     _write(args, report)
@@ -127,21 +130,27 @@ def _write(args: argparse.Namespace, report: Report) -> None:
         args.junit.write_text(report.to_junit(), encoding="utf-8")
 
 
-def _bar() -> Callable[[int], None] | None:
-    """A progress line on a terminal (stderr); nothing when piped or in CI logs."""
-    if not sys.stderr.isatty():
-        return None
-
+def _bar(total: int) -> Callable[[int], None]:
+    """A progress bar on stderr: chats done of `total`, and the rate."""
     started = time.perf_counter()
 
     def show(done: int) -> None:
-        filled = done // 10 % (BAR + 1)  # the total is not known before the end: it cycles
+        filled = BAR * done // max(total, 1)
         rate = done / max(time.perf_counter() - started, 1e-6)
-        sys.stderr.write(f"\rreplaying [{'#' * filled}{'.' * (BAR - filled)}] {done} chats, "
-                         f"{rate:.0f}/s")
+        sys.stderr.write(f"\rreplaying [{'#' * filled}{'.' * (BAR - filled)}] "
+                         f"{done}/{total} chats, {rate:.0f}/s")
+        if done >= total:
+            sys.stderr.write("\n")
         sys.stderr.flush()
 
     return show
+
+
+def _progress(recorded: Interlock, selection: Selection) -> Callable[[int], None] | None:
+    """A bar on a terminal only (the selection is counted first); nothing in CI logs."""
+    if not sys.stderr.isatty():
+        return None
+    return _bar(sum(1 for _ in started_chats(recorded, selection)))
 
 
 def run_what_if(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from interlock.cli.main import main
+from interlock.cli.replay_test import _bar
 from tests.replay.conftest import Recorded
 
 NEW_PROMPT = "tests.replay.variants:PROMPT_CHANGED"
@@ -97,3 +98,12 @@ def test_policy_what_if_counts_by_agent_and_tool(
     treasury = rows["treasuryBankingAgent", "transferMoney"]
     assert (treasury["counts"]["quorum"], treasury["counts"]["unchanged"]) == (1, 1)
     assert rows["bankingAgent", "userApproval"]["counts"]["unchanged"] == 3
+
+
+def test_the_progress_bar_counts_towards_the_total(capsys: pytest.CaptureFixture[str]) -> None:
+    show = _bar(4)
+    show(1)
+    show(4)
+    err = capsys.readouterr().err
+    assert "\rreplaying [#######.......................] 1/4 chats" in err
+    assert "[##############################] 4/4 chats" in err and err.endswith("\n")
