@@ -104,9 +104,17 @@ InboxQuery = Annotated[InboxFilter, Depends(inbox_filter)]
 
 def _inbox(views: ReadModels, f: InboxFilter, cursor: str | None) -> dict[str, Any]:
     rows = views.inbox(f, PAGE, cursor or None)
-    title = views.inbox(InboxFilter(tenant=f.tenant), TITLE_COUNT_CAP)
-    count = f"{len(title.items)}{'+' if title.next_cursor else ''}"
-    return {"page": rows, "count": count, "now": datetime.now(UTC)}
+    count = _count(views, InboxFilter(tenant=f.tenant))
+    filtered = f != InboxFilter(tenant=f.tenant, newest_first=f.newest_first)
+    heading = f"{_count(views, f)} of {count} pending match" if filtered else f"{count} pending"
+    return {"page": rows, "count": count, "heading": heading, "filtered": filtered,
+            "now": datetime.now(UTC)}
+
+
+def _count(views: ReadModels, f: InboxFilter) -> str:
+    """How many match, "100+" beyond the cap: a count never scans the inbox."""
+    found = views.inbox(f, TITLE_COUNT_CAP)
+    return f"{len(found.items)}{'+' if found.next_cursor else ''}"
 
 
 @router.get("/inbox", response_class=HTMLResponse)
@@ -123,6 +131,7 @@ def inbox_rows(request: Request, views: CurrentViews, f: InboxQuery,
     context = _inbox(views, f, cursor)
     response = render(request, "_inbox_rows.html", **context)
     response.headers["X-Inbox-Count"] = context["count"]
+    response.headers["X-Inbox-Heading"] = context["heading"]
     return response
 
 

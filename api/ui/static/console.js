@@ -17,7 +17,7 @@ function pollInbox(table) {
     if (!response.ok) return;
     const n = response.headers.get("X-Inbox-Count") || "0";
     rows.innerHTML = await response.text();
-    count.textContent = n + " pending";
+    count.textContent = response.headers.get("X-Inbox-Heading") || (n + " pending");
     document.title = "(" + n + ") " + table.dataset.title + " · Interlock";
   }
   window.setInterval(() => refresh().catch(() => {}), 2000);
