@@ -17,7 +17,7 @@ from interlock.domain.chat.history import history
 from interlock.domain.chat.jsonsafe import UnsafeJsonError, check_json
 from interlock.domain.chat.messages import Message, text_message
 from interlock.domain.chat.state import ToolCall
-from interlock.domain.errors import ConcurrencyError, ModelError
+from interlock.domain.errors import ConcurrencyError, ModelError, UnavailableError
 from interlock.domain.results import StreamEvent, TurnResult
 from interlock.domain.runtime.agent import Agent
 from interlock.domain.runtime.gating import hold_for_approval
@@ -84,6 +84,10 @@ class TurnLoop:
             position = await self.commit(chat)
         except ConcurrencyError:
             raise  # another writer moved the chat on: this copy must record nothing more
+        except UnavailableError:
+            # The store failed a commit: the turn stays as its last commit left it, retried
+            # as after a crash (its lease), not recorded failed by an outage.
+            raise
         except Exception as exc:  # noqa: BLE001 - tools, models, emit: no failure may wedge a chat
             chat.finish_turn("failed", error=f"{type(exc).__name__}: {exc}")
             position = await self.commit(chat)
