@@ -25,6 +25,7 @@ from interlock.api.routers import (
     decisions,
     health,
     interrupts,
+    notifications,
     reviews,
     webhooks,
 )
@@ -125,7 +126,7 @@ def make_app(
     app.state.webhooks, app.state.subscriptions = hooks, subscriptions
     errors.install(app)
     routers = [m.router for m in (health, chats, interrupts, decisions, agents, webhooks,
-                                  agent_protocol, reviews)]
+                                  agent_protocol, reviews, notifications)]
     for router in routers:
         app.include_router(router)
     install_openapi(app, routers)

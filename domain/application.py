@@ -19,6 +19,14 @@ from eventsourcing.persistence import (
     Transcoder,
 )
 
+from interlock.domain.channels import (
+    ChannelKind,
+    Channels,
+    EmailChannel,
+    SlackChannel,
+    channels_id,
+)
+from interlock.domain.channels import replay as replay_channels
 from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.events import ChatEvent, TurnFinished, now
@@ -445,6 +453,37 @@ class Interlock(Application[UUID]):
         for listener in self.commit_listeners:
             listener(recordings)
         return recordings[-1].notification.id
+
+    # -- notification channels ---------------------------------------------------------------
+
+    def set_channel(self, tenant: str, kind: ChannelKind, config: EmailChannel | SlackChannel,
+                    *, actor: str) -> Channels:
+        """Record the tenant's `kind` channel (replacing any); ConcurrencyError on a race."""
+        channels = self.get_channels(tenant)
+        channels.set(kind, config, actor)
+        self._save_channels(channels)
+        return channels
+
+    def remove_channel(self, tenant: str, kind: ChannelKind, *, actor: str) -> bool:
+        """Record the removal; False when the tenant had no such channel."""
+        channels = self.get_channels(tenant)
+        if not channels.remove(kind, actor):
+            return False
+        self._save_channels(channels)
+        return True
+
+    def get_channels(self, tenant: str) -> Channels:
+        return replay_channels(tenant, self.events.get(channels_id(tenant)))
+
+    def _save_channels(self, channels: Channels) -> None:
+        processing: ProcessingEvent[UUID] = ProcessingEvent()
+        processing.events.extend(channels.seal(self.sealer.sign))
+        try:
+            recordings = self._record(processing)
+        except IntegrityError:
+            raise ConcurrencyError(channels.id) from None
+        for listener in self.commit_listeners:
+            listener(recordings)
 
     # -- queries -----------------------------------------------------------------------------
 

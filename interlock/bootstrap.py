@@ -19,6 +19,9 @@ from interlock.domain.application import DEV_SECRET
 from interlock.domain.errors import ConfigurationError
 from interlock.domain.runtime.models import Model
 from interlock.domain.storage.keys import Keyring
+from interlock.notify.config import NotifyConfig
+from interlock.notify.notifier import Notifier
+from interlock.notify.slack_actions import SlackActions
 from interlock.process import tune_gc
 from interlock.projections import open_read_models
 from interlock.settings import Settings, load_settings
@@ -92,9 +95,46 @@ def build_app(settings: Settings) -> FastAPI:
         views.close()
         service.close()
 
-    app = make_app(service, views, auth, on_shutdown=close, delivery=delivery_policy(settings))
+    notifier = notifications(settings, service, auth)
+    if notifier is not None:
+        notifier.start()
+
+    def closing() -> None:
+        if notifier is not None:
+            notifier.stop()
+        close()
+
+    app = make_app(service, views, auth, on_shutdown=closing,
+                   delivery=delivery_policy(settings))
+    app.state.slack_actions = slack_actions(settings, service, auth, notifier)
     tune_gc(settings.gc_threshold)  # each worker process, once everything is loaded
     return app
+
+
+def notify_config(settings: Settings) -> NotifyConfig:
+    secret = settings.smtp_password.get_secret_value() if settings.smtp_password else None
+    token = settings.slack_token.get_secret_value() if settings.slack_token else None
+    return NotifyConfig(
+        smtp_host=settings.smtp_host, smtp_port=settings.smtp_port,
+        smtp_starttls=settings.smtp_starttls, smtp_user=settings.smtp_user,
+        smtp_password=secret, mail_from=settings.mail_from, slack_token=token,
+        slack_base_url=settings.slack_base_url, console_url=settings.console_url)
+
+
+def notifications(settings: Settings, service: Interlock, auth: AuthConfig) -> Notifier | None:
+    """The notifier, when mail or Slack is configured and the store keeps tables."""
+    if settings.smtp_host is None and settings.slack_token is None:
+        return None
+    return Notifier(service, auth, notify_config(settings))
+
+
+def slack_actions(settings: Settings, service: Interlock, auth: AuthConfig,
+                  notifier: Notifier | None) -> SlackActions | None:
+    """Slack's callbacks are taken only with a signing secret to check them by."""
+    if settings.slack_signing_secret is None or notifier is None:
+        return None
+    return SlackActions(service, auth, settings.slack_signing_secret.get_secret_value(),
+                        notifier.store, notifier.slack)
 
 
 def delivery_policy(settings: Settings) -> DeliveryPolicy:

@@ -71,6 +71,18 @@ class Settings(BaseSettings):
         30.0, gt=0, le=3600, description="seconds an MCP tool call may take")
     mcp_connect_timeout: float = Field(
         30.0, gt=0, le=3600, description="seconds connecting to an MCP server may take")
+    smtp_host: str | None = Field(None, description="SMTP server that mails held calls")
+    smtp_port: int = Field(587, ge=1, le=65535, description="SMTP port")
+    smtp_starttls: bool = Field(True, description="upgrade the SMTP connection with STARTTLS")
+    smtp_user: str | None = Field(None, description="SMTP user (with smtp_password)")
+    smtp_password: SecretStr | None = Field(None, description="SMTP password")
+    mail_from: str = Field("interlock@localhost", description="the From of notification mail")
+    slack_token: SecretStr | None = Field(None, description="Slack bot token (xoxb-...)")
+    slack_base_url: str = Field("https://slack.com/api/", description="Slack's Web API URL")
+    slack_signing_secret: SecretStr | None = Field(
+        None, description="verifies Slack's interactive callbacks (from the Slack app)")
+    console_url: str = Field(
+        "http://127.0.0.1:8000", description="the console's address, for links in messages")
 
     @model_validator(mode="after")
     def _no_retired_variables(self) -> Settings:

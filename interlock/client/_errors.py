@@ -30,6 +30,12 @@ class ReviewNotFoundError(NotFoundError):
     code = "review_not_found"
 
 
+class AssistantNotFoundError(NotFoundError):
+    """Agent Protocol: no agent of that name on the server."""
+
+    code = "assistant_not_found"
+
+
 class RouteNotFoundError(NotFoundError):
     code = "not_found"
 

@@ -1,0 +1,123 @@
+"""Notification channels as events: which tenant tells its approvers by email or Slack, to
+which addresses, who set it and when. One stream per tenant, chained like a chat's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from interlock.domain.chat.events import ChatEvent, now
+
+ChannelKind = Literal["email", "slack"]
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,199}$"
+Signer = Callable[[str | None, ChatEvent], str]
+
+
+class EmailChannel(BaseModel):
+    """Held calls are mailed to the routed principals that have an address here."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    addresses: dict[str, str] = Field(
+        description="principal id -> email address", max_length=10_000)
+
+
+class SlackChannel(BaseModel):
+    """Held calls are sent as direct messages to the routed principals' Slack users; a vote
+    from a message counts as the principal its Slack user is mapped to here."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    users: dict[str, str] = Field(
+        description="Slack user id -> principal id", max_length=10_000)
+
+
+CONFIGS: dict[ChannelKind, type[EmailChannel] | type[SlackChannel]] = {
+    "email": EmailChannel, "slack": SlackChannel}
+
+
+class ChannelSet(ChatEvent):
+    """An admin of `tenant` set (or replaced) the `kind` channel."""
+
+    tenant: str
+    kind: ChannelKind
+    config: dict[str, Any]
+    actor: str
+
+
+class ChannelRemoved(ChatEvent):
+    tenant: str
+    kind: ChannelKind
+    actor: str
+
+
+def channels_id(tenant: str) -> UUID:
+    """The tenant's channel stream: one per tenant, found without an index."""
+    return uuid5(NAMESPACE_URL, f"interlock:channels:{tenant}")
+
+
+class Channels:
+    """A tenant's channels, replayed from their events."""
+
+    def __init__(self, tenant: str) -> None:
+        self.tenant, self.id = tenant, channels_id(tenant)
+        self.version = 0
+        self.chain_tip: str | None = None
+        self.configured: dict[ChannelKind, dict[str, Any]] = {}
+        self.set_by: dict[ChannelKind, str] = {}
+        self.pending_events: list[ChatEvent] = []
+
+    def email(self) -> EmailChannel | None:
+        found = self.configured.get("email")
+        return EmailChannel.model_validate(found) if found is not None else None
+
+    def slack(self) -> SlackChannel | None:
+        found = self.configured.get("slack")
+        return SlackChannel.model_validate(found) if found is not None else None
+
+    def set(self, kind: ChannelKind, config: EmailChannel | SlackChannel, actor: str) -> None:
+        self._record(ChannelSet(originator_id=self.id, originator_version=self.version + 1,
+                                timestamp=now(), tenant=self.tenant, kind=kind,
+                                config=config.model_dump(), actor=actor))
+
+    def remove(self, kind: ChannelKind, actor: str) -> bool:
+        """Record the removal; False when there was no such channel."""
+        if kind not in self.configured:
+            return False
+        self._record(ChannelRemoved(originator_id=self.id, originator_version=self.version + 1,
+                                    timestamp=now(), tenant=self.tenant, kind=kind, actor=actor))
+        return True
+
+    def _record(self, event: ChatEvent) -> None:
+        self.apply(event)
+        self.pending_events.append(event)
+
+    def apply(self, event: ChatEvent) -> None:
+        if isinstance(event, ChannelSet):
+            self.configured[event.kind] = event.config
+            self.set_by[event.kind] = event.actor
+        elif isinstance(event, ChannelRemoved):
+            self.configured.pop(event.kind, None)
+        self.version = event.originator_version
+        self.chain_tip = event.chain or self.chain_tip
+
+    def seal(self, sign: Signer) -> list[ChatEvent]:
+        """The pending events chained to the tenant's channel stream, taken out of it."""
+        sealed, tip = [], self.chain_tip
+        for event in self.pending_events:
+            tip = sign(tip, event)
+            sealed.append(event.model_copy(update={"chain": tip}))
+        self.pending_events, self.chain_tip = [], tip
+        return sealed
+
+
+def replay(tenant: str, events: Iterable[object]) -> Channels:
+    """The tenant's channels as recorded (none configured when the stream is empty)."""
+    channels = Channels(tenant)
+    for event in events:
+        if isinstance(event, ChannelSet | ChannelRemoved) and event.tenant == tenant:
+            channels.apply(event)
+    return channels

@@ -1,0 +1,78 @@
+"""What an approver is told: the tool, its input, who asked, the policy and the deadline, and
+where to decide. Email never carries an action (scanners follow links); Slack carries buttons
+whose callbacks are signed by Slack and checked here."""
+
+from __future__ import annotations
+
+import json
+from email.message import EmailMessage
+from typing import Any
+
+from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.state import ToolCall
+
+OPEN = "open_console"
+APPROVE = "approve"
+REJECT = "reject"
+
+
+def facts(call: ToolCall, chat_id: str, tenant: str, console_url: str) -> dict[str, Any]:
+    """The call as every message tells it (kept in the outbox row: sent as it was asked)."""
+    terms = call.approval.terms if call.approval is not None else None
+    return {
+        "chat_id": chat_id, "ref": call.ref, "tool": call.name, "tenant": tenant,
+        "input": call.input, "input_sha256": sha256_hex(call.input),
+        "requested_by": terms.requested_by if terms else call.requested_by,
+        "roles": terms.roles if terms else [], "quorum": terms.quorum if terms else 1,
+        "expires_at": terms.expires_at.isoformat() if terms and terms.expires_at else None,
+        "link": f"{console_url.rstrip('/')}/ui/chats/{chat_id}/interrupts/{call.ref}",
+    }
+
+
+def summary(f: dict[str, Any]) -> str:
+    deadline = f"; decide by {f['expires_at']}" if f["expires_at"] else ""
+    return (f"{f['requested_by'] or 'someone'} asks to run {f['tool']} "
+            f"({', '.join(f['roles'])}, {f['quorum']} approval{'s' * (f['quorum'] > 1)}"
+            f"{deadline})")
+
+
+def email(f: dict[str, Any], to: str, sender: str) -> EmailMessage:
+    message = EmailMessage()
+    message["Subject"] = f"Approval needed: {f['tool']}"
+    message["From"], message["To"] = sender, to
+    message.set_content(
+        f"{summary(f)}.\n\nInput:\n{json.dumps(f['input'], indent=2, ensure_ascii=False)}\n\n"
+        f"Open the call to decide (sign in first): {f['link']}\n")
+    return message
+
+
+def slack_blocks(f: dict[str, Any]) -> list[dict[str, Any]]:
+    value = json.dumps({"chat_id": f["chat_id"], "ref": f["ref"],
+                        "input_sha256": f["input_sha256"]})
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": f"*{summary(f)}*"}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": "```" + json.dumps(
+            f["input"], ensure_ascii=False)[:2800] + "```"}},
+        {"type": "actions", "block_id": "decide", "elements": [
+            {"type": "button", "action_id": APPROVE, "style": "primary", "value": value,
+             "text": {"type": "plain_text", "text": "Approve"}},
+            {"type": "button", "action_id": REJECT, "style": "danger", "value": value,
+             "text": {"type": "plain_text", "text": "Reject"}},
+            {"type": "button", "action_id": OPEN, "url": f["link"],
+             "text": {"type": "plain_text", "text": "Open in console"}},
+        ]},
+    ]
+
+
+def slack_decided(f: dict[str, Any], outcome: str) -> list[dict[str, Any]]:
+    return [{"type": "section", "text": {"type": "mrkdwn",
+                                          "text": f"~{summary(f)}~\n*{outcome}*"}}]
+
+
+def reject_modal(value: str) -> dict[str, Any]:
+    return {"type": "modal", "callback_id": REJECT, "private_metadata": value,
+            "title": {"type": "plain_text", "text": "Reject"},
+            "submit": {"type": "plain_text", "text": "Reject"},
+            "blocks": [{"type": "input", "block_id": "reason", "label": {
+                "type": "plain_text", "text": "Why?"}, "element": {
+                "type": "plain_text_input", "action_id": "reason", "multiline": True}}]}
