@@ -129,9 +129,11 @@ def _register_audit(subparsers: Any) -> None:
     _add_store(ex)
     ex.set_defaults(run=_export)
     er = sub.add_parser("erase", help="erase a chat's personal data (destroy its key)",
-                        description="Destroy the chat's personal-data key: its events stay and "
-                                    "still verify, their text, inputs, outputs and metadata "
-                                    "read as erased; then rebuild the views without them.")
+                        description="Withdraw the chat's pending calls (nothing can decide "
+                                    "them once erased), then destroy its personal-data key: its "
+                                    "events stay and still verify, their text, inputs, outputs "
+                                    "and metadata read as erased; then rebuild the views "
+                                    "without them.")
     er.add_argument("chat_id", type=UUID, help="the chat's id")
     er.add_argument("--no-rebuild", action="store_true",
                     help="leave the views as they are (rebuild them later)")
