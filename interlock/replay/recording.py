@@ -64,7 +64,8 @@ def key_of(value: Any) -> str:
 def request_key(body: dict[str, Any]) -> str:
     """A request's key; times in tools' responses (an expiry's deadline) are the clock's,
     not the agent's, so they are left out."""
-    return key_of(_timeless(body))
+    messages = [_timeless(m) if m.get("role") == "tool" else m for m in body["messages"]]
+    return key_of({**body, "messages": messages})
 
 
 def _timeless(value: Any) -> Any:

@@ -105,6 +105,8 @@ def _named(app: Interlock, selection: Selection) -> Iterator[ChatStarted]:
 
 def events_of(app: Interlock, chat_ids: Sequence[UUID]) -> dict[UUID, list[ChatEvent]]:
     """Every event of these chats (one query on PostgreSQL), each chat's oldest first."""
+    if app.mapper.personal is not None:
+        app.mapper.personal.warm(chat_ids)  # their keys in one query, not one each
     many: Any = getattr(app.recorder, "select_events_of", None)
     if many is None:
         return {c: list(app.chat_events(c)) for c in chat_ids}
