@@ -135,11 +135,19 @@ def _checkpoints(args: argparse.Namespace, checkpoints: list[Checkpoint],
         return None, None
     kid, check = public_key(_read(args.public_key))
     if not checkpoints:
-        print("note: no checkpoint yet: a deleted chat or a cut tail goes unnoticed")
-        return None, None
+        return None, _none_found(entries)
     latest = checkpoints[-1]
     return latest, (check_sequence(checkpoints, kid, check)
                     or check_entries(entries, kid, check) or _names_retention(latest, entries))
+
+
+def _none_found(entries: list[Entry]) -> str:
+    """A public key asks for checkpoints: none at all means they were deleted (or never
+    taken), and a deleted chat or a cut tail would go unnoticed: a failure, not a note."""
+    why = (f"the retention log has {len(entries)} signed entr{'y' if len(entries) == 1 else 'ies'}"
+           ", each made with one" if entries else "take one with `interlock audit checkpoint`")
+    return ("no checkpoint found, yet --public-key asks to check them: they were deleted or "
+            f"never taken ({why}); a deleted chat or a cut tail cannot be ruled out")
 
 
 def _names_retention(checkpoint: Checkpoint, entries: list[Entry]) -> str | None:

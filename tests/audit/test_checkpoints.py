@@ -120,6 +120,32 @@ async def test_a_checkpoint_of_another_key_or_a_missing_one_is_refused(
     assert "checkpoint 2: does not follow the previous checkpoint" in capsys.readouterr().out
 
 
+async def test_every_checkpoint_deleted_and_a_tail_cut_fails_with_the_public_key(
+    app: Interlock, store: str, keys: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    chats, _ = await banking_flows(app)
+    assert _checkpoint(store, keys) == 0
+    assert _checkpoint(store, keys) == 0
+    EventsTable(store, chats[1]).delete_from(app.get_chat(chats[1]).version - 1)
+    rows = CheckpointRows(store)
+    for seq in rows.load():
+        rows.delete(seq)
+    assert _verify(store, keys) == 1
+    assert _verify(store, keys, str(chats[1])) == 1
+    out = capsys.readouterr().out
+    assert out.count("no checkpoint found, yet --public-key asks to check them: they were "
+                     "deleted or never taken") == 2
+
+
+async def test_a_store_never_checkpointed_fails_with_the_public_key_and_says_what_to_do(
+    app: Interlock, store: str, keys: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    await banking_flows(app)
+    assert _verify(store, keys) == 1
+    assert "take one with `interlock audit checkpoint`" in capsys.readouterr().out
+    assert main(["verify", "--all", "--store", store]) == 0  # without the key: the chains
+
+
 async def test_a_checkpoint_is_refused_over_broken_chains(
     app: Interlock, store: str, keys: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
