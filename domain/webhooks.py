@@ -45,7 +45,6 @@ class WebhookUnsubscribed(WebhookEvent):
 
     tenant: str
     actor: str
-    reason: str | None = None
 
 
 class Webhook:
@@ -81,13 +80,12 @@ class Webhook:
         hook.pending_events.append(first)
         return hook
 
-    def unsubscribe(self, *, actor: str, reason: str | None = None) -> None:
+    def unsubscribe(self, *, actor: str) -> None:
         """Record the removal; a removed subscription is not removed twice."""
         if self.removed is not None:
             return
         event = WebhookUnsubscribed(originator_id=self.id, originator_version=self.version + 1,
-                                    timestamp=now(), tenant=self.tenant, actor=actor,
-                                    reason=reason)
+                                    timestamp=now(), tenant=self.tenant, actor=actor)
         self._apply(event)
         self.pending_events.append(event)
 
