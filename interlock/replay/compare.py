@@ -17,7 +17,8 @@ from interlock.domain.chat import events as ev
 from interlock.replay.differences import Difference, Kind
 from interlock.replay.recording import UNCOMPARED
 
-_RUN_FIELDS = {"originator_id", "originator_version", "timestamp", "chain"}
+# The run's, not the agent's: ids, versions, times, the chain, a provider's token counts.
+_RUN_FIELDS = {"originator_id", "originator_version", "timestamp", "chain", "usage"}
 
 
 def shown(event: ev.ChatEvent, masked: bool = False) -> dict[str, Any]:

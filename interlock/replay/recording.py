@@ -192,12 +192,13 @@ class _Reader:
 
 
 def _joins(step: Step, kind: StepKind, event: ev.ChatEvent) -> bool:
-    """Decisions (or withdrawals) in a row by one actor were one resume (one withdrawal)."""
+    """Decisions (or withdrawals) in a row by one actor, with nothing recorded between them,
+    were one resume (one withdrawal), or replay alike as one."""
     if kind != step.kind or kind not in ("resume", "withdraw") or step.events != step.inputs:
         return False
     first = step.inputs[0]
-    same = getattr(first, "actor", None) == getattr(event, "actor", None)
-    return same and getattr(first, "reason", None) == getattr(event, "reason", None)
+    return all(getattr(first, name, None) == getattr(event, name, None)
+               for name in ("actor", "reason", "request_key", "resume_metadata"))
 
 
 def _outcome(event: ev.ChatEvent) -> Outcome:

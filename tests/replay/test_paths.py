@@ -17,6 +17,7 @@ from interlock.domain import (
     RejectEntry,
     RespondEntry,
     RestartEntry,
+    Usage,
 )
 from interlock.domain.chat.events import now
 from interlock.domain.errors import ModelError
@@ -37,9 +38,16 @@ class Flaky:
         return banking_script(request)
 
 
+def metered(request: ModelRequest) -> ModelResponse:
+    """The banking script with the token counts a provider reports (the run's, not the agent's)."""
+    return banking_script(request).model_copy(update={"usage": Usage(input_tokens=len(
+        request.messages), output_tokens=7)})
+
+
 FLAKY = Flaky()
 FLAKY_AGENTS = [*AGENTS, replace(banking, name="flakyAgent",
-                                 model=FunctionModel(FLAKY, name="flaky-script"))]
+                                 model=FunctionModel(FLAKY, name="flaky-script")),
+                replace(banking, name="meteredAgent", model=FunctionModel(metered))]
 
 
 async def _asked(app: Interlock, agent: str, amount: int) -> tuple[UUID, list[str]]:
@@ -49,6 +57,12 @@ async def _asked(app: Interlock, agent: str, amount: int) -> tuple[UUID, list[st
     held = await app.resume(chat.id, actor="bob", respond=[
         RespondEntry(ref=ask.ref, name=ask.name, output={"approved": True})])
     return chat.id, [i.ref for i in held.interrupts]
+
+
+async def metered_transfer(app: Interlock) -> None:
+    chat_id, _ = await _asked(app, "meteredAgent", 500)
+    [reply, *_] = [e for e in app.chat_events(chat_id) if type(e).__name__ == "ModelResponded"]
+    assert reply.usage == {"input_tokens": 2, "output_tokens": 7}  # type: ignore[attr-defined]
 
 
 async def failed_then_retried(app: Interlock) -> None:
@@ -86,13 +100,14 @@ async def expired(app: Interlock) -> None:
 def test_every_kind_of_input_replays_identical(store: str) -> None:
     app = served(store, FLAKY_AGENTS)
     try:
-        for conversation in (failed_then_retried, replaced, rejected, withdrawn, expired):
+        for conversation in (failed_then_retried, replaced, rejected, withdrawn, expired,
+                             metered_transfer):
             asyncio.run(conversation(app))
     finally:
         app.close()
     transfers = LEDGER.transfers
     report = replay_test(store, ReplayOptions(agents=FLAKY_AGENTS))
-    assert report.identical == 5, report.to_json()
+    assert report.identical == 6, report.to_json()
     assert LEDGER.transfers == transfers
     failed_first = report.chats[0]
     assert failed_first.model_calls == 4  # the failed call, its retry, then two more
