@@ -8,6 +8,7 @@ import logging
 import re
 import stat
 import tomllib
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from ipaddress import ip_address
@@ -21,6 +22,9 @@ from interlock.domain.errors import ConfigurationError, ForbiddenError, Unauthen
 
 Role = Literal["requester", "approver", "auditor", "admin"]
 NAME = r"^[a-z][a-z0-9_.-]{0,63}$"  # a role or group name, such as `treasury`
+# A principal id: ASCII letters, digits and ._@+- only, so no two ids read the same (no
+# invisible characters, no look-alike letters of another script, no spaces)
+PRINCIPAL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}")
 ALL_ROLES: frozenset[str] = frozenset({"requester", "approver", "auditor", "admin"})
 log = logging.getLogger("interlock.auth")
 
@@ -40,6 +44,12 @@ class Principal(BaseModel):
     def _plain_id(cls, value: str) -> str:
         if value != value.strip():
             raise ValueError("a principal id must not start or end with spaces")
+        if PRINCIPAL_ID.fullmatch(value) is None:
+            odd = next((c for c in value if not (c.isascii() and (c.isalnum() or c in "._@+-"))),
+                       value[:1])
+            raise ValueError(
+                f"principal id {value!r} may hold only ASCII letters, digits and . _ @ + - "
+                f"(beginning with a letter or digit); it holds {_named(odd)}")
         return value
 
     def decider(self) -> Decider:
@@ -50,6 +60,11 @@ class Principal(BaseModel):
         """Admins may do anything; everyone else needs the role."""
         if role not in self.roles and "admin" not in self.roles:
             raise ForbiddenError(f"{self.id} lacks the {role} role", principal=self.id, role=role)
+
+
+def _named(char: str) -> str:
+    """A character with its code point and name, so a reader can tell look-alikes apart."""
+    return f"{char!r} (U+{ord(char):04X} {unicodedata.name(char, 'unnamed')})"
 
 
 DEV_PRINCIPAL = Principal(id="dev", tenant="default", roles=ALL_ROLES)

@@ -21,8 +21,13 @@ DEFAULT_ROLES = ("approver",)
 
 
 def normalise_id(principal: str | None) -> str:
-    """One person, one id: "dave", "Dave" and "dave " compare equal (NFKC, trimmed, casefolded)."""
-    return unicodedata.normalize("NFKC", principal or "").strip().casefold()
+    """One person, one id: "dave", "Dave", "dave " and "da\u00adve" compare equal (NFKC,
+    invisible format characters such as a zero-width space or a soft hyphen dropped, trimmed,
+    casefolded). Look-alike letters of other scripts stay apart: the API refuses such ids."""
+    if principal is None or principal.isascii():
+        return (principal or "").strip().casefold()
+    text = unicodedata.normalize("NFKC", principal)
+    return "".join(c for c in text if unicodedata.category(c) != "Cf").strip().casefold()
 
 
 def _names(values: Iterable[str]) -> tuple[str, ...]:

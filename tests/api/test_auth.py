@@ -4,6 +4,7 @@ auditors read everything and change nothing; dev mode stays on loopback."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from interlock.api.auth import AuthConfig, load_auth
 from interlock.bootstrap import auth_from
 from interlock.client import ChatNotFoundError, Client, ForbiddenError
 from interlock.domain import errors as domain_errors
+from interlock.domain.chat.policies import normalise_id
 from interlock.settings import load_settings
 from tests.api.conftest import KEYS, ClientFor
 from tests.api.server import ServeProcess
@@ -118,3 +120,25 @@ def test_serve_in_dev_mode_says_so(sqlite_store: str) -> None:
     finally:
         server.stop()
     assert any("DEV MODE" in line for line in server.log)
+
+
+@pytest.mark.parametrize(("spelling", "named"), [
+    ("dave\u200b", "U+200B ZERO WIDTH SPACE"),
+    ("da\u00adve", "U+00AD SOFT HYPHEN"),
+    ("d\u0430ve", "U+0430 CYRILLIC SMALL LETTER A"),
+    ("dave smith", "U+0020 SPACE"),
+    ("-dave", "U+002D HYPHEN-MINUS"),
+])
+def test_a_principal_id_that_could_read_as_another_is_refused(spelling: str, named: str) -> None:
+    """Two ids that print alike would be two people to the four-eyes rule and one to a reader."""
+    with pytest.raises(domain_errors.ConfigurationError, match=re.escape(named)):
+        AuthConfig.from_mapping({"key-1": {"id": "dave"}, "key-2": {"id": spelling}})
+    with pytest.raises(domain_errors.ConfigurationError, match="may hold only ASCII letters"):
+        AuthConfig.from_mapping({"key-2": {"id": spelling}})
+    ok = AuthConfig.from_mapping({"k": {"id": "dave.smith+ops@example-1.com"}})
+    assert ok.authenticate("Bearer k", None).id == "dave.smith+ops@example-1.com"
+
+
+def test_ids_that_differ_only_by_invisible_characters_are_one_person_to_the_rules() -> None:
+    """Actors reach the rules by other ways than the keys file (in-process callers)."""
+    assert normalise_id("Da\u00adve\u200b") == normalise_id("dave") == normalise_id(" DAVE ")
