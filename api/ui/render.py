@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -99,13 +100,23 @@ async def checked_form(request: Request) -> dict[str, str]:
     return data
 
 
-def instant(name: str, raw: str | None) -> datetime | None:
-    """A filter's date or date-time (UTC unless it says otherwise); blank is none."""
+def zone(raw: str | None) -> tzinfo:
+    """The viewer's time zone as the browser names it (`Asia/Tokyo`); blank is UTC."""
+    if not raw:
+        return UTC
+    try:
+        return ZoneInfo(raw)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InvalidRequestError(f"tz is not a time zone: {raw!r}", field="tz") from None
+
+
+def instant(name: str, raw: str | None, where: tzinfo = UTC) -> datetime | None:
+    """A filter's date or date-time (in `where` unless it says otherwise); blank is none."""
     if not raw:
         return None
     try:
         value = datetime.fromisoformat(raw)
-        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+        return (value if value.tzinfo else value.replace(tzinfo=where)).astimezone(UTC)
     except ValueError:
         raise InvalidRequestError(f"{name} is not a date or date-time: {raw!r}",
                                   field=name) from None

@@ -19,6 +19,7 @@ from interlock.api.ui.render import (
     redirect,
     render,
     sessions,
+    zone,
 )
 from interlock.api.ui.session import sign_out
 from interlock.api.ui.views import chat_page
@@ -140,11 +141,14 @@ def inbox_rows(request: Request, views: CurrentViews, f: InboxQuery,
 
 def decision_filter(
     who: Visitor, actor: Short = None, agent: Short = None, tool: Short = None,
-    kind: Kind = "", since: Short = None, until: Short = None,
+    kind: Kind = "", since: Short = None, until: Short = None, tz: Short = None,
 ) -> DecisionFilter:
+    """`since` and `until` without an offset are in `tz`, the browser's zone (else UTC)."""
+    where = zone(tz)
     return DecisionFilter(tenant=who.tenant, actor=actor or None, agent=agent or None,
-                          tool=tool or None, kind=kind or None, since=instant("since", since),
-                          until=instant("until", until))
+                          tool=tool or None, kind=kind or None,
+                          since=instant("since", since, where),
+                          until=instant("until", until, where))
 
 
 DecisionQuery = Annotated[DecisionFilter, Depends(decision_filter)]

@@ -17,6 +17,7 @@ function pollInbox(table) {
     if (!response.ok) return;
     const n = response.headers.get("X-Inbox-Count") || "0";
     rows.innerHTML = await response.text();
+    localTimes(rows);
     count.textContent = response.headers.get("X-Inbox-Heading") || (n + " pending");
     document.title = "(" + n + ") " + table.dataset.title + " · Interlock";
   }
@@ -124,7 +125,38 @@ function watchInterrupt(slot) {
   timer = window.setInterval(() => check().catch(() => {}), 2000);
 }
 
+// Times in the viewer's zone, named ("2026-12-02 23:05:00 GMT+9"); the UTC time on hover.
+function localTimes(root) {
+  root.querySelectorAll("time[datetime]:not(.left)").forEach((t) => {
+    const d = new Date(t.getAttribute("datetime"));
+    if (Number.isNaN(d.getTime())) return;
+    if (!t.title) t.title = t.textContent.trim();
+    t.textContent = stamp(d);
+  });
+}
+
+function stamp(d) {
+  const parts = {};
+  new Intl.DateTimeFormat("en-US", { year: "numeric", month: "2-digit", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23",
+    timeZoneName: "short" }).formatToParts(d).forEach((p) => { parts[p.type] = p.value; });
+  return parts.year + "-" + parts.month + "-" + parts.day + " " + parts.hour + ":"
+    + parts.minute + ":" + parts.second + " " + parts.timeZoneName;
+}
+
+// Filters name the browser's zone, so a date typed there means that zone's time.
+function browserZone() {
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  document.querySelectorAll("form input[name=tz]").forEach((input) => {
+    if (!input.value) input.value = zone;
+    const note = input.form.querySelector("[data-zone-note]");
+    if (note) note.textContent = "times in " + input.value;
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  localTimes(document);
+  browserZone();
   const inbox = document.querySelector("table[data-poll]");
   if (inbox) pollInbox(inbox);
   const watched = document.querySelector("#notice-slot[data-watch]");
