@@ -10,7 +10,7 @@ from interlock.domain.errors import InvalidFilterError
 from interlock.domain.review.aggregate import Review
 from interlock.domain.review.events import QueryRecord
 from interlock.domain.review.queries import SHIPPED, BoundQuery, resolve
-from interlock.domain.review.sampling import check_spec
+from interlock.domain.review.sampling import check_seed, check_spec, new_seed, stratum_name
 from interlock.domain.review.service import Reviews
 from interlock.projections.engine.pages import Page
 from interlock.projections.views.reviews import ReviewFact, ReviewsView, revoked
@@ -50,9 +50,12 @@ class ReviewDesk:
              seed: str | None = None) -> Review:
         """A review of a seeded sample of the query's answer."""
         check_spec(size, strata)
+        seed = new_seed() if seed is None else seed
+        check_seed(seed)
         bound = self.bind(tenant, name, params, custom)
-        population = self.view.population(tenant, bound.node, tuple(strata))
+        drawn, sizes = self.view.sample(tenant, bound.node, tuple(strata), size, seed)
         record = QueryRecord(name=bound.name, version=bound.version, filter=bound.filter,
                              params=bound.params)
-        return self.reviews.open(tenant=tenant, actor=actor, query=record,
-                                 population=population, size=size, strata=strata, seed=seed)
+        return self.reviews.open(tenant=tenant, actor=actor, query=record, drawn=drawn,
+                                 strata_sizes={stratum_name(k): n for k, n in sizes.items()},
+                                 size=size, strata=strata, seed=seed)

@@ -44,7 +44,7 @@ class SampleRecord(Frozen):
     strata: tuple[str, ...]
     seed: str
     population: int
-    population_sha256: str
+    strata_sizes: dict[str, int]  # each stratum's size ("a|b" for several), as allotted
 
 
 class ReviewItem(Frozen):

@@ -1,14 +1,17 @@
 """Seeded, stratified samples: the same seed over the same population draws the same items.
 
-Each candidate's rank is SHA-256(seed, key): the order does not depend on how the
-population was read, so anyone with the seed and the keys can draw the sample again.
-Strata get seats in proportion to their size (largest remainders, at least one each when
-there are seats enough); within a stratum the lowest ranks are drawn.
+A candidate's key is `chat_id#version` and its rank SHA-256("seed\nkey") (bytes compared
+as bytes). Within a stratum the lowest ranks are drawn: a simple random sample for a seed
+nobody could aim, the order does not depend on how the population was read, anyone with
+the seed and the keys draws it again, and a store ranks in SQL the same way (the view's
+`sample`: only the drawn rows leave the database). Strata get seats in proportion to
+their size (largest remainders, at least one each when there are seats enough).
 """
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,15 +38,8 @@ class Candidate:
 
 
 def rank(seed: str, key: str) -> bytes:
+    """Lower is drawn first."""
     return hashlib.sha256(f"{seed}\n{key}".encode()).digest()
-
-
-def population_sha256(population: Sequence[Candidate]) -> str:
-    """The hash of the population's sorted keys: what the sample was drawn from."""
-    digest = hashlib.sha256()
-    for key in sorted(c.key for c in population):
-        digest.update(key.encode() + b"\n")
-    return digest.hexdigest()
 
 
 def check_spec(size: int, strata: Sequence[str]) -> None:
@@ -55,12 +51,26 @@ def check_spec(size: int, strata: Sequence[str]) -> None:
                                   strata=list(strata))
 
 
+def new_seed() -> str:
+    """A seed for a sample nobody chose one for (recorded with it)."""
+    return secrets.token_hex(8)
+
+
+def check_seed(seed: str) -> None:
+    if not 1 <= len(seed) <= 200:
+        raise InvalidRequestError("a seed holds 1 to 200 characters")
+
+
+def stratum_name(values: Sequence[str]) -> str:
+    return "|".join(values)
+
+
 def draw(population: Sequence[Candidate], size: int, seed: str) -> list[Candidate]:
     """`size` candidates (all of them if fewer), in rank order within each stratum."""
     groups: dict[tuple[str, ...], list[Candidate]] = {}
     for c in population:
         groups.setdefault(c.strata, []).append(c)
-    seats = _seats({k: len(v) for k, v in groups.items()}, min(size, len(population)))
+    seats = allot({k: len(v) for k, v in groups.items()}, min(size, len(population)))
     drawn: list[Candidate] = []
     for stratum in sorted(groups):
         ranked = sorted(groups[stratum], key=lambda c: rank(seed, c.key))
@@ -68,7 +78,7 @@ def draw(population: Sequence[Candidate], size: int, seed: str) -> list[Candidat
     return drawn
 
 
-def _seats(sizes: dict[tuple[str, ...], int], total: int) -> dict[tuple[str, ...], int]:
+def allot(sizes: dict[tuple[str, ...], int], total: int) -> dict[tuple[str, ...], int]:
     """Seats per stratum: proportional, largest remainder, one each first if possible."""
     n = sum(sizes.values())
     if total == 0 or n == 0:

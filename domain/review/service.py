@@ -3,8 +3,7 @@ loads the review, calls it, seals and commits its events in the chats' event sto
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, ProcessingEvent
@@ -16,7 +15,7 @@ from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import ConcurrencyError, InvalidRequestError, ReviewNotFoundError
 from interlock.domain.review.aggregate import Review
 from interlock.domain.review.events import QueryRecord, ReviewItem, SampleRecord, Severity, Verdict
-from interlock.domain.review.sampling import Candidate, check_spec, draw, population_sha256
+from interlock.domain.review.sampling import Candidate, check_seed, check_spec
 from interlock.domain.storage.repository import replay
 
 
@@ -26,20 +25,18 @@ class Reviews:
     def __init__(self, app: Interlock) -> None:
         self.app = app
 
-    def open(self, *, tenant: str, actor: str, query: QueryRecord, population: Sequence[Candidate],
-             size: int, strata: Sequence[str] = (), seed: str | None = None) -> Review:
-        """Draw the sample (a seed is made and recorded if none is given) and open it."""
+    def open(self, *, tenant: str, actor: str, query: QueryRecord, drawn: Sequence[Candidate],
+             strata_sizes: Mapping[str, int], size: int, strata: Sequence[str],
+             seed: str) -> Review:
+        """Open a review of the `drawn` sample (sampling.py's rule, `seed`, `strata_sizes`)."""
         check_spec(size, strata)
-        seed = seed if seed is not None else secrets.token_hex(8)
-        if not 1 <= len(seed) <= 200:
-            raise InvalidRequestError("a seed holds 1 to 200 characters")
-        drawn = draw(population, size, seed)
+        check_seed(seed)
         sample = SampleRecord(size=size, strata=tuple(strata), seed=seed,
-                              population=len(population),
-                              population_sha256=population_sha256(population))
+                              population=sum(strata_sizes.values()),
+                              strata_sizes=dict(strata_sizes))
         review = Review.open(tenant=tenant, actor=actor, query=query, sample=sample,
                              items=self._items(tenant, drawn))
-        self._commit(review)
+        self.save(review)
         return review
 
     def get(self, review_id: UUID, *, tenant: str | None = None) -> Review:
@@ -56,20 +53,20 @@ class Reviews:
                severity: Severity | None = None, tenant: str | None = None) -> Review:
         review = self.get(review_id, tenant=tenant)
         review.assess(item, actor=actor, verdict=verdict, note=note, severity=severity)
-        self._commit(review)
+        self.save(review)
         return review
 
     def sign_off(self, review_id: UUID, *, actor: str, note: str = "",
                  tenant: str | None = None) -> Review:
         review = self.get(review_id, tenant=tenant)
         review.sign_off(actor=actor, note=note)
-        self._commit(review)
+        self.save(review)
         return review
 
     def close(self, review_id: UUID, *, actor: str, tenant: str | None = None) -> Review:
         review = self.get(review_id, tenant=tenant)
         review.close(actor=actor)
-        self._commit(review)
+        self.save(review)
         return review
 
     def _items(self, tenant: str, drawn: Sequence[Candidate]) -> list[ReviewItem]:
@@ -78,7 +75,8 @@ class Reviews:
         return [_item(n, c, chats.get(UUID(c.chat_id)), tenant)
                 for n, c in enumerate(drawn, start=1)]
 
-    def _commit(self, review: Review) -> int | None:
+    def save(self, review: Review) -> int | None:
+        """Seal and append the review's new events; the position of the last."""
         review.seal(self.app.sealer.sign)
         processing: ProcessingEvent[UUID] = ProcessingEvent()
         processing.events.extend(review.collect_events())

@@ -65,6 +65,12 @@ _FACT = (
     " WHERE c.chat_id = %(c)s AND c.ref = %(r)s")
 
 
+# A candidate's rank, as sampling.rank computes it: SHA-256 of "seed\nchat_id#version".
+RANK = {"postgresql": "sha256(convert_to(%(seed)s || chr(10) || chat_id || '#' || version::text,"
+                      " 'UTF8'))",
+        "sqlite": "review_rank(%(seed)s, chat_id, version)"}
+
+
 def fact_sql(dialect: Dialect) -> str:
     """The INSERT of one decision's fact, joined from its call and chat."""
     return _FACT.format(wait=_WAIT[dialect])

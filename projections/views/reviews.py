@@ -36,13 +36,13 @@ from interlock.domain.review.events import (
     ReviewSignedOff,
 )
 from interlock.domain.review.filters import Node
-from interlock.domain.review.sampling import Candidate
+from interlock.domain.review.sampling import Candidate, allot, rank
 from interlock.projections.engine import cursors
 from interlock.projections.engine.pages import Page, paginate
 from interlock.projections.engine.sql import ReadModel, Row, SqlView
 from interlock.projections.views.decisions import SWEEPER
 from interlock.projections.views.review_sql import compile_filter
-from interlock.projections.views.review_tables import DDL, FACT_COLUMNS, TABLES, fact_sql
+from interlock.projections.views.review_tables import DDL, FACT_COLUMNS, RANK, TABLES, fact_sql
 
 
 class ReviewFact(BaseModel):
@@ -110,6 +110,7 @@ class ReviewsView(SqlView):
         if self.dialect == "sqlite" and db is not None:  # what PostgreSQL does natively
             db.conn.create_function("review_isodow", 2, _isodow, deterministic=True)
             db.conn.create_function("review_clock", 2, _clock, deterministic=True)
+            db.conn.create_function("review_rank", 3, _rank, deterministic=True)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -195,12 +196,47 @@ class ReviewsView(SqlView):
                         lambda f: (f.decided_at, f.chat_id, f.version))
 
     def population(self, tenant: str, node: Node, strata: tuple[str, ...]) -> list[Candidate]:
-        """Every decision the filter selects, as sampling candidates."""
+        """Every decision the filter selects, as sampling candidates (tests, small answers)."""
         cond, params = compile_filter(node, self.dialect, self._ts)
         params["tenant"] = tenant
+        return self._candidates(f"tenant = %(tenant)s AND {cond}", params, strata)
+
+    def sample(self, tenant: str, node: Node, strata: tuple[str, ...], size: int,
+               seed: str) -> tuple[list[Candidate], dict[tuple[str, ...], int]]:
+        """sampling.draw over the filter's answer, ranked by the store; and each stratum's
+        size. Only the drawn rows leave the database."""
+        cond, params = compile_filter(node, self.dialect, self._ts)
+        params["tenant"] = tenant
+        columns = [_STRATA[s] for s in strata]
+        grouped = ", ".join(columns)
+        rows = self._fetch(
+            f"SELECT {grouped + ', ' if grouped else ''}count(*) AS n FROM {{review_facts}}"
+            f" WHERE tenant = %(tenant)s AND {cond}{' GROUP BY ' + grouped if grouped else ''}",
+            params)
+        sizes = {tuple(str(r[c]) for c in columns): int(r["n"]) for r in rows if r["n"]}
+        seats = allot(sizes, min(size, sum(sizes.values())))
+        drawn: list[Candidate] = []
+        for stratum in sorted(seats):
+            if seats[stratum]:
+                drawn += self._lowest(cond, params, strata, stratum, seats[stratum], seed)
+        return drawn, sizes
+
+    def _lowest(self, cond: str, params: dict[str, Any], strata: tuple[str, ...],
+                stratum: tuple[str, ...], seats: int, seed: str) -> list[Candidate]:
+        """The stratum's `seats` lowest ranks, ranked by the store (one pass, a top-N)."""
+        where = [f"tenant = %(tenant)s AND {cond}",
+                 *(f"{_STRATA[s]} = %(s{i})s" for i, s in enumerate(strata))]
+        params = {**params, **{f"s{i}": v for i, v in enumerate(stratum)}, "seed": seed,
+                  "seats": seats}
+        found = self._candidates(" AND ".join(where) + f" ORDER BY {RANK[self.dialect]},"
+                                 " chat_id, version LIMIT %(seats)s", params, strata)
+        return sorted(found, key=lambda c: rank(seed, c.key))
+
+    def _candidates(self, cond: str, params: dict[str, Any],
+                    strata: tuple[str, ...]) -> list[Candidate]:
         extra = "".join(f", {_STRATA[s]} AS s_{s}" for s in strata)
         rows = self._fetch(f"SELECT chat_id, version, ref, kind, actor{extra}"
-                           f" FROM {{review_facts}} WHERE tenant = %(tenant)s AND {cond}", params)
+                           f" FROM {{review_facts}} WHERE {cond}", params)
         return [Candidate(r["chat_id"], int(r["version"]), r["ref"], r["kind"], r["actor"],
                           tuple(str(r[f"s_{s}"]) for s in strata)) for r in rows]
 
@@ -226,6 +262,10 @@ def revoked(view: ReviewsView, tenant: str, active: set[str]) -> list[str]:
     """Deciders of `tenant` with no key now (`active`: the ids the keys file names)."""
     known = {normalise_id(a) for a in active}
     return [a for a in view.actors(tenant) if a not in known]
+
+
+def _rank(seed: str, chat_id: str, version: int) -> bytes:
+    return rank(seed, f"{chat_id}#{version}")
 
 
 def _isodow(ts: str | None, tz: str) -> int | None:
