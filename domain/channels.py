@@ -3,17 +3,17 @@ which addresses, who set it and when. One stream per tenant, chained like a chat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Literal
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from interlock.domain.chat.events import ChatEvent, now
+from interlock.domain.streams import Signer, StreamEvent, seal
 
 ChannelKind = Literal["email", "slack"]
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,199}$"
-Signer = Callable[[str | None, ChatEvent], str]
 
 
 class EmailChannel(BaseModel):
@@ -39,7 +39,7 @@ CONFIGS: dict[ChannelKind, type[EmailChannel] | type[SlackChannel]] = {
     "email": EmailChannel, "slack": SlackChannel}
 
 
-class ChannelSet(ChatEvent):
+class ChannelSet(StreamEvent):
     """An admin of `tenant` set (or replaced) the `kind` channel."""
 
     tenant: str
@@ -48,7 +48,7 @@ class ChannelSet(ChatEvent):
     actor: str
 
 
-class ChannelRemoved(ChatEvent):
+class ChannelRemoved(StreamEvent):
     tenant: str
     kind: ChannelKind
     actor: str
@@ -106,11 +106,8 @@ class Channels:
 
     def seal(self, sign: Signer) -> list[ChatEvent]:
         """The pending events chained to the tenant's channel stream, taken out of it."""
-        sealed, tip = [], self.chain_tip
-        for event in self.pending_events:
-            tip = sign(tip, event)
-            sealed.append(event.model_copy(update={"chain": tip}))
-        self.pending_events, self.chain_tip = [], tip
+        sealed, self.chain_tip = seal(self.pending_events, self.chain_tip, sign)
+        self.pending_events = []
         return sealed
 
 

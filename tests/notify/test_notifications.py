@@ -21,7 +21,8 @@ from slack_sdk.signature import SignatureVerifier
 from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig
 from interlock.bootstrap import build_service
-from interlock.client import Client, Interrupt
+from interlock.client import ChatNotFoundError, Client, Interrupt
+from interlock.domain.channels import channels_id
 from interlock.notify.config import NotifyConfig
 from interlock.notify.notifier import Notifier
 from interlock.notify.slack_actions import SlackActions
@@ -241,3 +242,11 @@ def test_a_notifier_killed_before_delivery_delivers_after_restart_exactly_once(
     assert restarted.run_once() == (0, 4)
     assert restarted.run_once() == (0, 0)
     assert len(world.mailbox.mails) == 2 and len(_posted(world)) == 2
+
+
+def test_the_channel_stream_is_no_chat(world: World) -> None:
+    stream = channels_id("acme")
+    with pytest.raises(ChatNotFoundError):
+        world.api("root").open_chat(str(stream)).state()
+    assert world.client.get(f"/v1/chats/{stream}/events", headers={
+        "Authorization": "Bearer key-root"}).status_code == 404

@@ -1,0 +1,33 @@
+"""Streams in the chats' log that are not chats (webhook subscriptions, notification channels):
+their events are sealed into a chain of their own and verified like a chat's, but no chat is
+ever made of them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from interlock.domain.chat.events import ChatEvent
+from interlock.domain.errors import ChatNotFoundError
+
+if TYPE_CHECKING:
+    from interlock.domain.chat.aggregate import Chat
+
+Signer = Callable[[str | None, ChatEvent], str]
+
+
+class StreamEvent(ChatEvent):
+    """An event of a stream that is no chat: asked for as a chat, it is not found."""
+
+    def mutate(self, chat: Chat | None) -> Chat:
+        raise ChatNotFoundError(self.originator_id)
+
+
+def seal(pending: Sequence[ChatEvent], tip: str | None,
+         sign: Signer) -> tuple[list[ChatEvent], str | None]:
+    """`pending` chained after `tip`, and the new tip."""
+    sealed = []
+    for event in pending:
+        tip = sign(tip, event)
+        sealed.append(event.model_copy(update={"chain": tip}))
+    return sealed, tip
