@@ -40,19 +40,23 @@ class Driver:
     async def run(self) -> Difference | None:
         version = 0
         for step in self.recording.steps:
-            found = await self._step(step)
-            if found is None and self.session.found is not None:
-                found = self.session.found
-            if found is not None:
-                return found if found.version else found.model_copy(
-                    update={"version": step.version})
+            found = await self._step(step) or self._found(step)
             events = self.committed[version:]
-            found = first_difference(step.events, events, masked=True)
+            seen = first_difference(step.events, events, masked=True)
+            if seen is not None and (found is None or seen.kind == "policy_changed"):
+                return seen  # a policy difference explains what a stand-in met after it
             if found is not None:
                 return found
             version += len(events)
         recorded = [e for step in self.recording.steps for e in step.events]
         return first_difference(recorded, self.committed, masked=False)
+
+    def _found(self, step: Step) -> Difference | None:
+        """What a stand-in met during the step, placed at the step if it named no version."""
+        found = self.session.found
+        if found is None or found.version:
+            return found
+        return found.model_copy(update={"version": step.version})
 
     async def _step(self, step: Step) -> Difference | None:
         try:

@@ -21,7 +21,7 @@ from interlock.domain import (
 )
 from interlock.domain.chat.events import now
 from interlock.domain.errors import ModelError
-from interlock.examples.banking import AGENTS, LEDGER, banking, banking_script
+from interlock.examples.banking import AGENTS, LEDGER, banking, banking_script, treasury_banking
 from interlock.replay import ReplayOptions, replay_test
 from tests.replay.corpus import served
 
@@ -111,3 +111,17 @@ def test_every_kind_of_input_replays_identical(store: str) -> None:
     assert LEDGER.transfers == transfers
     failed_first = report.chats[0]
     assert failed_first.model_calls == 4  # the failed call, its retry, then two more
+
+
+def test_a_call_no_longer_held_is_a_policy_change_even_where_it_never_ran(store: str) -> None:
+    app = served(store)
+    try:
+        asyncio.run(rejected(app))  # held, then rejected: transferMoney never ran
+    finally:
+        app.close()
+    unheld = [banking, replace(treasury_banking, approvals={})]
+    report = replay_test(store, ReplayOptions(agents=unheld, baselines=AGENTS))
+    [chat] = report.chats
+    assert chat.difference is not None and chat.difference.kind == "policy_changed"
+    assert chat.difference.detail == "the new policies no longer hold this call"
+    assert chat.tool_runs == 1  # userApproval's; the transfer met no recording, nor ran
