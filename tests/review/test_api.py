@@ -117,3 +117,14 @@ def test_segregation_is_a_typed_403_with_the_reason(http: TestClient, history: H
     error = answer.json()["error"]
     assert (answer.status_code, error["code"]) == (403, "segregation_of_duties")
     assert error["details"]["roles"] == ["edited", "decided"]
+
+
+def test_a_refused_opening_writes_nothing(http: TestClient, history: History) -> None:
+    head = history.app.recorder.max_notification_id()
+    for body in ({"query": "custom", "filter": "nope = 1", "size": 2},
+                 {"query": "fast_approval", "size": 2, "strata": ["mood"]},
+                 {"query": "fast_approval", "size": 20000},
+                 {"query": "fast_approval", "size": 2, "seed": ""}):
+        assert http.post("/v1/reviews", json=body, headers=_as("rita")).status_code == 422
+    assert history.app.recorder.max_notification_id() == head
+    assert http.get("/v1/reviews", headers=_as("rita")).json()["items"] == []
