@@ -6,6 +6,7 @@ import hmac
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -212,6 +213,9 @@ def load_agents(spec: str) -> list[Agent]:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ConfigurationError(f"agents must look like module:attribute, not {spec!r}")
+    here = os.getcwd()
+    if here not in sys.path:  # as `python -m` and uvicorn do: the current folder's modules
+        sys.path.insert(0, here)
     try:
         found = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
