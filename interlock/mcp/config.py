@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from interlock.mcp.errors import McpConfigurationError
 from interlock.settings import Settings, env_name, load_settings
@@ -18,6 +18,9 @@ class McpConfig:
     headers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     timeout: float = 30.0  # a call
     connect_timeout: float = 30.0  # starting a stdio server, connecting, listing its tools
+    # "auto" probes for the 2026-07-28 protocol and falls back to the initialize handshake;
+    # "legacy" goes straight to the handshake (and its stateful HTTP sessions).
+    protocol: Literal["auto", "legacy"] = "auto"
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> McpConfig:

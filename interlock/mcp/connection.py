@@ -19,7 +19,12 @@ from typing import Any
 from mcp import Client, MCPError
 from mcp.types import CallToolResult
 from mcp.types import Tool as McpTool
-from mcp_types import CONNECTION_CLOSED, SERVER_INFO_META_KEY, Implementation, RequestParamsMeta
+from mcp_types import (
+    CONNECTION_CLOSED,
+    SERVER_INFO_META_KEY,
+    Implementation,
+    RequestParamsMeta,
+)
 
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.mcp.config import McpConfig
@@ -81,6 +86,10 @@ class Connection:
             except (_Refused, _TimedOut):
                 raise  # the connection is fine: the server refused, or is slow (a retry would
                 # only double the wait; the session stays for the other calls it carries)
+            except _SessionGone:
+                await self._drop(session)  # the server never ran the call: always try again
+                if attempt == 2:
+                    raise
             except McpCallError:
                 await self._drop(session)
                 if attempt == 2 or not retry:
@@ -99,6 +108,8 @@ class Connection:
         except TimeoutError:
             raise _TimedOut(f"no answer from the server within {timeout:g} s") from None
         except MCPError as exc:
+            if session.gone:
+                raise _SessionGone("the server no longer knows this session") from None
             if exc.code != CONNECTION_CLOSED:
                 raise _Refused(exc.message) from None
             raise McpCallError("the connection to the server was lost mid-call") from None
@@ -132,6 +143,10 @@ class Connection:
 
 class _Refused(McpCallError):
     """The server answered the call with a protocol error: the connection is fine."""
+
+
+class _SessionGone(McpCallError):
+    """An HTTP server answered 404 to the session (it restarted): it did not run the call."""
 
 
 class _TimedOut(McpCallError):

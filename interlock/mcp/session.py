@@ -25,6 +25,7 @@ from interlock.mcp.spec import ServerSpec
 # pipe), anyio's streams', and a server's answer that is not MCP.
 TRANSPORT_ERRORS = (MCPError, httpx2.HTTPError, OSError, anyio.BrokenResourceError,
                     anyio.ClosedResourceError, anyio.EndOfStream, ValidationError)
+SESSION_HEADER = "mcp-session-id"
 SSE_READ_TIMEOUT = 300.0  # the SDK's own: a server may hold an event stream open
 
 
@@ -35,6 +36,7 @@ class Session:
         self.client: Client | None = None
         self.error: BaseException | None = None
         self.refused_with: int | None = None  # the HTTP status of a refusal (the SDK drops it)
+        self.gone = False  # an HTTP server answered 404 to this session: it restarted
         self._ready = asyncio.Event()
         self._closing = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -71,7 +73,8 @@ class Session:
         try:
             async with AsyncExitStack() as stack:
                 transport = await self._transport(spec, config, stack)
-                client = await stack.enter_async_context(Client(transport, cache=None))
+                client = await stack.enter_async_context(
+                    Client(transport, cache=None, mode=config.protocol))
                 self.client = client
                 self._ready.set()
                 await self._closing.wait()
@@ -95,6 +98,8 @@ class Session:
     async def _note_refusal(self, response: httpx2.Response) -> None:
         if response.status_code >= 400:
             self.refused_with = response.status_code
+        if response.status_code == 404 and SESSION_HEADER in response.request.headers:
+            self.gone = True  # the spec's sign of a lost session: the request did not run
 
 
 def _leaf(error: BaseException) -> BaseException:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -12,7 +12,7 @@ from interlock.bootstrap import build_service
 from interlock.domain import ApproveEntry, Decider, Interlock, RejectEntry
 from interlock.domain.errors import InterlockError
 from interlock.domain.runtime.tools import Tool
-from interlock.mcp import ToolMatch, mcp_tools
+from interlock.mcp import McpConfig, ToolMatch, close_mcp, mcp_tools
 from tests.kit import Effects, FunctionModel, Script, call, make_tools, run, say
 from tests.mcp.conftest import CONFIG, Ledger
 
@@ -203,3 +203,23 @@ def _meet_before_first_commit(app: Interlock, barrier: threading.Barrier) -> Non
         return insert(stored, **kw)
 
     app.recorder.insert_events = meeting  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])  # legacy: stateful HTTP sessions
+def test_a_turn_resumed_after_its_server_restarted_reconnects_and_runs_once(
+    spec: str, ledger: Ledger, sqlite_store: str, request: pytest.FixtureRequest,
+    protocol: Literal["auto", "legacy"]
+) -> None:
+    tools = mcp_tools(spec, config=McpConfig(timeout=10, protocol=protocol))
+    billing = Billing(sqlite_store, tools, [REFUND, say("refunded")])
+    billing.send()
+    if spec.startswith("http"):
+        request.getfixturevalue("http_server").restart()
+    else:
+        close_mcp()  # as a process that served the send and exited: its server is gone
+    later = Billing(sqlite_store, tools, [say("refunded")])  # days later, another process
+    done = run(later.app.resume(billing.chat.id, votes=[ApproveEntry(ref="r1", name="refund")],
+                                actor="bob", decider=BOB))
+    assert done.finish_reason == "stop" and done.text == "refunded"
+    assert later.tool_output() == {"invoice": "INV-7", "refunded": 40}
+    assert [c["tool"] for c in ledger.calls()] == ["refund"]
