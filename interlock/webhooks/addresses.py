@@ -25,7 +25,9 @@ ALLOW_SETTING = "INTERLOCK_WEBHOOK_ALLOW_HOSTS"
 _LOCAL_NAMES = ("localhost", "metadata")
 _LOCAL_SUFFIXES = (".localhost", ".internal", ".local")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-_DNS = ThreadPoolExecutor(4, thread_name_prefix="webhooks-dns")  # getaddrinfo has no timeout
+# getaddrinfo has no timeout: an attempt waits for its answer at most its deadline, and a
+# resolver that hangs holds one of these threads until the system gives up (seconds).
+_DNS = ThreadPoolExecutor(16, thread_name_prefix="webhooks-dns")
 
 
 class RefusedAddressError(InvalidRequestError):

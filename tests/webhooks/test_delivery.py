@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
@@ -175,3 +175,32 @@ def test_a_store_outage_is_logged_once_and_delivery_resumes_by_itself(
     assert "resumed" in lines[1]
     gaps = [b - a for a, b in zip(view.times, view.times[1:], strict=False)][:4]
     assert gaps[3] > gaps[0] and gaps[3] >= 0.15  # it waited longer each time, up to the cap
+
+
+class Kept:
+    """An outbox that only records when, and up to when, it was pruned."""
+
+    def __init__(self) -> None:
+        self.cutoffs: list[datetime] = []
+
+    def claim(self, limit: int, lease: timedelta, per_tenant: int = 1,
+              busy: dict[str, int] | None = None) -> list[Due]:
+        return []
+
+    def prune(self, before: datetime) -> int:
+        self.cutoffs.append(before)
+        return 0
+
+
+def test_delivered_and_failed_rows_are_pruned_after_the_retention() -> None:
+    """D23: the deliverer prunes what is older than the retention, every `prune_every`."""
+    view = Kept()
+    policy = DeliveryPolicy(poll=0.02, retention=3600, prune_every=0.05)
+    deliverer = Deliverer(view, policy)  # type: ignore[arg-type]
+    deliverer.start()
+    try:
+        until(lambda: len(view.cutoffs) >= 2, timeout=5)
+    finally:
+        deliverer.stop()
+    age = datetime.now(UTC) - view.cutoffs[0]
+    assert timedelta(minutes=59) < age < timedelta(minutes=61)

@@ -72,24 +72,32 @@ def test_a_rebuild_under_a_live_server_keeps_subscriptions_and_resends_nothing(
     assert len(ids) == len(set(ids)) == 8  # nothing sent twice, by either rebuild
 
 
-def test_erasure_redacts_the_chats_notifications(sqlite_store: str,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """D23: a withdrawal's reason, queued for a receiver that is down, goes with the erasure."""
+def test_erasure_redacts_the_chats_notifications_and_keeps_every_subscription(
+    sqlite_store: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """D23: a withdrawal's reason, queued for a receiver that is down, goes with the erasure;
+    D18: the rebuild that follows keeps every tenant's subscription and the outbox."""
     monkeypatch.setenv("INTERLOCK_STORE", sqlite_store)
     marker = "call Mrs Jane Roe on +44 20 7946 0958"
     with hub(sqlite_store, agents=[payer]) as h:
         h.service.protect_personal_data(KeyStore.open(h.service))
-        h.subs.subscribe("acme", "http://hooks.example.com/in", "hooks.example.com",
-                         ["interrupt.decided"], "root")
+        acme = h.subs.subscribe("acme", "http://hooks.example.com/in", "hooks.example.com",
+                                ["interrupt.decided"], "root")
+        globex = h.subs.subscribe("globex", "http://hooks.example.org/in", "hooks.example.org",
+                                  ["turn.finished"], "gina")
         chat = h.service.start_chat("payAgent", actor="alice", tenant="acme")
         held = asyncio.run(h.service.send(chat.id, "pay 500 bob-corp", actor="alice"))
         asyncio.run(h.service.withdraw(chat.id, [held.interrupts[0].ref], reason=marker,
                                        decider=Decider("root", frozenset({"admin"}))))
         h.current()
         assert marker in str(h.hooks.dump())
-        assert cli(["audit", "erase", str(chat.id), "--no-rebuild"]) == 0
+        assert cli(["audit", "erase", str(chat.id)]) == 0  # and rebuild every view
+        h.current()
         rows = [r for r in h.hooks.dump() if r["kind"] == "outbox"]
         assert len(rows) == 1 and marker not in str(rows) and "[erased]" in str(rows)
+        assert [s.id for s in h.hooks.subscriptions("acme")] == [acme.id]
+        assert [s.id for s in h.hooks.subscriptions("globex")] == [globex.id]
+        assert h.hooks.secret(acme.id) == acme.secret
 
 
 def test_subscriptions_of_the_old_table_are_recorded_once(sqlite_store: str) -> None:
