@@ -394,3 +394,28 @@ def test_closing_before_an_erasure_withdraws_every_pending_call_and_ends_the_tur
     assert type(finished).__name__ == "TurnFinished" and chat.status == "idle"
     assert chat.close_pending(actor="interlock:erasure", reason="erased") == []
     assert chat.collect_events() == []
+
+
+def test_a_replay_reads_each_vote_as_recorded_without_judging_it_again() -> None:
+    """Replay (a reload, a rebuild) applies each vote's recorded outcome, which the rules
+    judged when it was cast, so the chat reads back exactly as it was decided."""
+    chat = Chat.start("bank", actor="alice", tenant="t1")
+    log = list(chat.pending_events)
+    chat.pending_events.clear()
+    chat.send_message("pay", actor="alice")
+    request = ToolRequest(ref="p1", name="pay", input=PAYMENT)
+    chat.record_model_reply(Message(role="model", content=[Part(tool_request=request)]))
+    chat.hold_for_approval("p1", Approval(roles=["treasury"], quorum=2).terms(T0, "alice"))
+    chat.finish_turn("interrupted")
+    log += chat.collect_events()
+    log += vote(chat, treasurer("bob"), approve())
+    log += vote(chat, treasurer("carol"), EditEntry(ref="p1", name="pay", input=EDITED))
+    log += vote(chat, treasurer("dave"), approve(EDITED))
+    log += vote(chat, treasurer("erin"), approve(EDITED))
+    replayed = log[0].mutate(None)
+    for event in log[1:]:
+        event.mutate(replayed)
+    assert replayed.state == chat.state and replayed.version == chat.version
+    assert replayed.state.calls["p1"].status == "approved"
+    assert [(v.actor, v.kind) for v in replayed.state.calls["p1"].approval.votes] == [  # type: ignore[union-attr]
+        ("bob", "approve"), ("carol", "edit"), ("dave", "approve"), ("erin", "approve")]
