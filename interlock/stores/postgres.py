@@ -256,8 +256,12 @@ class GuardedDatastore(PostgresDatastore):
 
     def _store_changed(self, up: bool) -> None:
         """The guard found the store down: cut the connections in use, whose calls would
-        otherwise wait for a server that may never answer them."""
+        otherwise wait for a server that may never answer them. Back up: refill the pool now
+        (its reconnection attempts may be waiting out a backoff), so the first requests do
+        not wait for it."""
         if up:
+            with suppress(psycopg.Error):
+                self.pool.check()
             return
         with self._in_use_lock:
             using = list(self._in_use)
