@@ -16,11 +16,10 @@ from interlock.mcp.config import McpConfig
 from interlock.mcp.connection import close_mcp
 from interlock.mcp.errors import McpCallError, McpConfigurationError
 from interlock.mcp.spec import ServerSpec
-from interlock.mcp.tools import IDEMPOTENCY_META, READ_ONLY, REQUIRE_APPROVAL, mcp_tools
+from interlock.mcp.tools import IDEMPOTENCY_META, REQUIRE_APPROVAL, may_change_world, mcp_tools
 
 __all__ = [
     "IDEMPOTENCY_META",
-    "READ_ONLY",
     "REQUIRE_APPROVAL",
     "McpCallError",
     "McpConfig",
@@ -28,5 +27,6 @@ __all__ = [
     "ServerSpec",
     "ToolMatch",
     "close_mcp",
+    "may_change_world",
     "mcp_tools",
 ]

@@ -9,7 +9,7 @@ from mcp.types import CallToolResult
 from mcp.types import Tool as McpTool
 from mcp_types import RequestParamsMeta
 
-from interlock.domain.chat.policies import Approval, ToolMatch
+from interlock.domain.chat.policies import Approval
 from interlock.domain.runtime.tools import Tool, ToolContext, ToolFunction
 from interlock.mcp.config import McpConfig
 from interlock.mcp.connection import Connection, Listing, connection_for
@@ -19,7 +19,6 @@ from interlock.mcp.schema import json_schema_type
 from interlock.mcp.spec import ServerSpec
 
 REQUIRE_APPROVAL = Approval()  # the default for a tool that may change the world: an approver
-READ_ONLY = ToolMatch(annotations={"readOnlyHint": True})
 IDEMPOTENCY_META = "interlock/idempotencyKey"  # the call's `_meta` entry with ctx.idempotency_key
 
 

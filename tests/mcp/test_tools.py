@@ -13,7 +13,13 @@ import pytest
 
 from interlock import Agent
 from interlock.domain.runtime.tools import SchemaError, Tool, ToolContext
-from interlock.mcp import McpCallError, McpConfig, McpConfigurationError, mcp_tools
+from interlock.mcp import (
+    McpCallError,
+    McpConfig,
+    McpConfigurationError,
+    may_change_world,
+    mcp_tools,
+)
 from tests.kit import FunctionModel, say
 from tests.mcp.conftest import CONFIG, HttpServer, Ledger, free_port, stdio_spec
 
@@ -167,3 +173,17 @@ def test_a_stdio_command_is_split_as_a_shell_would_and_run_without_one(ledger: L
     spec = stdio_spec(ledger).replace("stdio:python", f"stdio:{shlex.quote(sys.executable)}")
     balance = by_name(mcp_tools(spec + " '--version' '2.0 beta'", config=CONFIG))["balance"]
     assert balance.provenance is not None and balance.provenance["version"] == "2.0 beta"
+
+
+@pytest.mark.parametrize(("annotations", "acts"), [
+    ({"readOnlyHint": True, "destructiveHint": False}, False),
+    ({"readOnlyHint": True}, True),  # destructiveHint missing: assume it
+    ({"destructiveHint": False}, True),  # not said to be read-only: it may write
+    ({"readOnlyHint": False, "destructiveHint": False}, True),
+    ({"readOnlyHint": "yes", "destructiveHint": False}, True),  # only a real true counts
+    ({}, True),
+])
+def test_only_read_only_and_not_destructive_counts_as_not_acting(
+    annotations: dict[str, Any], acts: bool
+) -> None:
+    assert may_change_world(annotations) is acts

@@ -223,3 +223,15 @@ def test_a_turn_resumed_after_its_server_restarted_reconnects_and_runs_once(
     assert done.finish_reason == "stop" and done.text == "refunded"
     assert later.tool_output() == {"invoice": "INV-7", "refunded": 40}
     assert [c["tool"] for c in ledger.calls()] == ["refund"]
+
+
+def test_a_policy_s_when_reads_an_mcp_tool_s_json_input(
+    spec: str, ledger: Ledger, sqlite_store: str
+) -> None:
+    over_100 = Approval(when=lambda i: i["amount"] > 100)
+    billing = Billing(sqlite_store, mcp_tools(spec, config=CONFIG), [
+        REFUND, say("small one done"), call(("refund", {"invoice": "INV-8", "amount": 500}, "r2")),
+        say("big one done")], approvals={"refund": over_100})
+    assert billing.send().text == "small one done"
+    assert billing.send("and INV-8").finish_reason == "interrupted"
+    assert [c["input"]["amount"] for c in ledger.calls("refund")] == [40]
