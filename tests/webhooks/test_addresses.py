@@ -9,10 +9,11 @@ from fastapi.testclient import TestClient
 
 from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig
-from interlock.bootstrap import build_service
+from interlock.bootstrap import build_service, delivery_policy
 from interlock.projections import open_read_models
+from interlock.settings import load_settings
 from interlock.webhooks import DeliveryPolicy
-from interlock.webhooks.addresses import AddressPolicy
+from interlock.webhooks.addresses import AddressPolicy, RefusedAddressError
 from tests.api.conftest import KEYS
 from tests.observability.receiver import Receiver
 from tests.webhooks.kit import LOCAL
@@ -99,3 +100,16 @@ def test_the_checked_address_is_the_one_connected_to() -> None:
         receiver.down()
     assert (status, error) == ("delivered", None)
     assert [i for i, _ in receiver.received] == ["msg_1_sub"]
+
+
+def test_the_allow_list_and_the_retention_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INTERLOCK_WEBHOOK_ALLOW_HOSTS", "127.0.0.1, 10.0.0.0/8 ,hooks.internal")
+    monkeypatch.setenv("INTERLOCK_WEBHOOK_RETENTION_DAYS", "2")
+    policy = delivery_policy(load_settings(store="memory://"))
+    assert policy.allow == ("127.0.0.1", "10.0.0.0/8", "hooks.internal")
+    assert policy.retention == 2 * 86400
+    allowed = AddressPolicy(policy.allow)
+    for host in ("127.0.0.1", "10.9.8.7", "hooks.internal"):
+        allowed.check_host(host)
+    with pytest.raises(RefusedAddressError):
+        allowed.check_host("127.0.0.2")
