@@ -215,30 +215,36 @@ class ReviewsView(SqlView):
             params)
         sizes = {tuple(str(r[c]) for c in columns): int(r["n"]) for r in rows if r["n"]}
         seats = allot(sizes, min(size, sum(sizes.values())))
-        drawn: list[Candidate] = []
-        for stratum in sorted(seats):
-            if seats[stratum]:
-                drawn += self._lowest(cond, params, strata, stratum, seats[stratum], seed)
-        return drawn, sizes
+        most = max(seats.values(), default=0)
+        if most == 0:
+            return [], sizes
+        found = self._lowest(f"tenant = %(tenant)s AND {cond}",
+                             {**params, "seed": seed, "most": most}, strata)
+        groups: dict[tuple[str, ...], list[Candidate]] = {}
+        for c in sorted(found, key=lambda c: rank(seed, c.key)):
+            groups.setdefault(c.strata, []).append(c)
+        return [c for k in sorted(groups) for c in groups[k][:seats[k]]], sizes
 
-    def _lowest(self, cond: str, params: dict[str, Any], strata: tuple[str, ...],
-                stratum: tuple[str, ...], seats: int, seed: str) -> list[Candidate]:
-        """The stratum's `seats` lowest ranks, ranked by the store (one pass, a top-N)."""
-        where = [f"tenant = %(tenant)s AND {cond}",
-                 *(f"{_STRATA[s]} = %(s{i})s" for i, s in enumerate(strata))]
-        params = {**params, **{f"s{i}": v for i, v in enumerate(stratum)}, "seed": seed,
-                  "seats": seats}
-        found = self._candidates(" AND ".join(where) + f" ORDER BY {RANK[self.dialect]},"
-                                 " chat_id, version LIMIT %(seats)s", params, strata)
-        return sorted(found, key=lambda c: rank(seed, c.key))
+    def _lowest(self, cond: str, params: dict[str, Any],
+                strata: tuple[str, ...]) -> list[Candidate]:
+        """Each stratum's `most` lowest ranks, ranked by the store in one pass."""
+        order = f"{RANK[self.dialect]}, chat_id, version"
+        if not strata:
+            return self._candidates(f"{cond} ORDER BY {order} LIMIT %(most)s", params, ())
+        over = ", ".join(_STRATA[s] for s in strata)
+        extra = "".join(f", {_STRATA[s]} AS s_{s}" for s in strata)
+        rows = self._fetch(
+            f"SELECT * FROM (SELECT chat_id, version, ref, kind, actor{extra}, row_number()"
+            f" OVER (PARTITION BY {over} ORDER BY {order}) AS pick FROM {{review_facts}}"
+            f" WHERE {cond}) AS ranked WHERE pick <= %(most)s", params)
+        return [_candidate(r, strata) for r in rows]
 
     def _candidates(self, cond: str, params: dict[str, Any],
                     strata: tuple[str, ...]) -> list[Candidate]:
         extra = "".join(f", {_STRATA[s]} AS s_{s}" for s in strata)
         rows = self._fetch(f"SELECT chat_id, version, ref, kind, actor{extra}"
                            f" FROM {{review_facts}} WHERE {cond}", params)
-        return [Candidate(r["chat_id"], int(r["version"]), r["ref"], r["kind"], r["actor"],
-                          tuple(str(r[f"s_{s}"]) for s in strata)) for r in rows]
+        return [_candidate(r, strata) for r in rows]
 
     def actors(self, tenant: str) -> list[str]:
         """The distinct deciders of a tenant (normalised ids), the sweeper left out."""
@@ -256,6 +262,11 @@ class ReviewsView(SqlView):
         flags = {k: bool(r[k]) for k in ("requester_approved", "edited", "reasked",
                                          "fingerprint_changed")}
         return ReviewFact(**{**r, **ts, **flags, "input": self._load_json(r["input"])})
+
+
+def _candidate(r: Row, strata: tuple[str, ...]) -> Candidate:
+    return Candidate(r["chat_id"], int(r["version"]), r["ref"], r["kind"], r["actor"],
+                     tuple(str(r[f"s_{s}"]) for s in strata))
 
 
 def revoked(view: ReviewsView, tenant: str, active: set[str]) -> list[str]:
