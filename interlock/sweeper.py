@@ -23,6 +23,7 @@ from eventsourcing.persistence import PersistenceError
 from interlock.domain.errors import InterlockError, InternalError, UnavailableError
 from interlock.projections.views.decisions import SWEEPER
 from interlock.projections.views.inbox import InboxView
+from interlock.stores.erasure_keys import KeyStore
 
 if TYPE_CHECKING:
     from interlock.domain import Chat, Interlock
@@ -137,8 +138,9 @@ class Sweeper:
             return ""
 
     def _erased(self, chat_id: UUID) -> bool:
-        personal = self.service.mapper.personal
-        return personal is not None and not personal.readable(chat_id)
+        """Whether the chat's key was destroyed (a chat kept in plaintext never is)."""
+        keys = self.service.mapper.personal
+        return isinstance(keys, KeyStore) and keys.erased_at(chat_id) is not None
 
     async def _expire_erased(self, chat_id: UUID, ref: str) -> str:
         """An erased chat takes nothing with personal data, so its turn cannot go on (the

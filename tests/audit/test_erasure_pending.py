@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from uuid import UUID
 
 import pytest
 
@@ -40,13 +41,13 @@ def payer(store: str) -> Iterator[tuple[Interlock, KeyStore, SqlReadModels]]:
     app.close()
 
 
-def _held(app: Interlock) -> object:
+def _held(app: Interlock) -> UUID:
     chat = app.start_chat("payer", actor="alice", tenant="t1")
     assert run(app.send(chat.id, "pay", actor="alice")).finish_reason == "interrupted"
     return chat.id
 
 
-def _inbox(views: SqlReadModels, chat_id: object) -> list[str]:
+def _inbox(views: SqlReadModels, chat_id: UUID) -> list[str]:
     views.catch_up()
     return [r.ref for r in views.inbox(InboxFilter(chat_id=str(chat_id)), 10, None).items]
 
@@ -91,3 +92,25 @@ def test_the_sweeper_records_the_expiry_of_a_chat_erased_with_a_call_pending(
     assert _inbox(views, chat_id) == [] and _inbox(views, other) == []
     assert sweeper.sweep(datetime.now(UTC)) == 0
     assert len([e for e in app.chat_events(chat_id) if isinstance(e, InterruptExpired)]) == 1
+
+
+def test_only_a_destroyed_key_counts_as_erased_not_a_chat_kept_in_plaintext(
+    store: str,
+) -> None:
+    """A chat begun before protection has no key either; its refused expiry (a lost race)
+    must not be recorded alone as if it were erased: its turn would never go on."""
+    app = build_service(store, _agents())
+    try:
+        plain = _held(app)
+        keys = KeyStore.open(app)
+        app.protect_personal_data(keys)
+        erased, kept = _held(app), _held(app)
+        keys.erase(erased)
+        views = open_views(app)
+        try:
+            sweeper = Sweeper(app, views)
+            assert [sweeper._erased(c) for c in (plain, erased, kept)] == [False, True, False]
+        finally:
+            views.close()
+    finally:
+        app.close()
