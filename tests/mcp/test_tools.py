@@ -187,3 +187,13 @@ def test_only_read_only_and_not_destructive_counts_as_not_acting(
     annotations: dict[str, Any], acts: bool
 ) -> None:
     assert may_change_world(annotations) is acts
+
+
+def test_a_prefix_tells_two_servers_apart_and_calls_use_the_server_s_name(
+    ledger: Ledger
+) -> None:
+    tools = by_name(mcp_tools(stdio_spec(ledger), prefix="billing_", config=CONFIG))
+    assert "billing_balance" in tools and "balance" not in tools
+    assert tools["billing_balance"].provenance["tool"] == "balance"  # type: ignore[index]
+    assert run_tool(tools["billing_balance"], {"account": "A9"}) == {"result": "A9: 120 EUR"}
+    assert [c["tool"] for c in ledger.calls()] == ["balance"]
