@@ -163,3 +163,7 @@ def _check_one_line_per_change(caplog: pytest.LogCaptureFixture) -> None:
     for start in ("views: cannot", "views: catching up again", "sweeper: store unavailable",
                   "views: lost the append"):
         assert len([m for m in lines if m.startswith(start)]) <= 1, lines
+    for began, ended in (("views: cannot", "views: catching up again"),
+                         ("sweeper: store unavailable", "sweeper: sweeping again")):
+        if any(m.startswith(began) for m in lines):  # they back off, then say they resumed
+            assert any(m.startswith(ended) for m in lines), lines
