@@ -1,8 +1,9 @@
 """The seed's banking agent, played by a deterministic FunctionModel.
 
 userApproval always interrupts (the client answers with respond); transferMoney moves
-money in an in-memory ledger and interrupts for amounts over its limit unless restarted
-with `resumed_metadata={"override": true}` (or a smaller `replace_input`).
+money in an in-memory ledger (each chat its own account of $5,000), refuses what checking
+cannot cover, and interrupts for amounts over its limit unless restarted with
+`resumed_metadata={"override": true}` (or a smaller `replace_input`).
 
 `treasuryBankingAgent` plays the same script under an approval policy instead: a
 transfer over the limit is held before it runs until two principals of role `treasury`
@@ -54,21 +55,40 @@ class TransferResult(BaseModel):
     balance: float
 
 
+OPENING = {"checking": 5000.0, "savings": 0.0}
+
+
+class InsufficientFundsError(Exception):
+    """The demo bank's refusal: checking cannot cover the transfer (the model is told)."""
+
+
 @dataclass
 class Ledger:
-    """Balances plus the idempotency keys already applied (a repeat is dropped)."""
+    """Each chat's own account (from OPENING: one demo cannot drain another's) plus the
+    idempotency keys already applied (a repeat is dropped)."""
 
-    balances: dict[str, float] = field(default_factory=lambda: {"checking": 5000.0, "savings": 0.0})
+    accounts: dict[str, dict[str, float]] = field(default_factory=dict)
     applied: dict[str, TransferResult] = field(default_factory=dict)
     transfers: int = 0
 
-    def transfer(self, key: str, amount: float, to: str) -> TransferResult:
+    def balances(self, chat: str) -> dict[str, float]:
+        return self.accounts.setdefault(chat, dict(OPENING))
+
+    def check_cover(self, chat: str, amount: float) -> None:
+        held = self.balances(chat)["checking"]
+        if amount > held:
+            raise InsufficientFundsError(
+                f"checking holds ${held:,.2f}, the transfer needs ${amount:,.2f}")
+
+    def transfer(self, chat: str, key: str, amount: float, to: str) -> TransferResult:
         if key in self.applied:
             return self.applied[key]
-        self.balances["checking"] -= amount
-        self.balances[to] = self.balances.get(to, 0.0) + amount
+        self.check_cover(chat, amount)
+        balances = self.balances(chat)
+        balances["checking"] -= amount
+        balances[to] = balances.get(to, 0.0) + amount
         self.transfers += 1
-        self.applied[key] = TransferResult(status="done", balance=self.balances["checking"])
+        self.applied[key] = TransferResult(status="done", balance=balances["checking"])
         return self.applied[key]
 
 
@@ -91,9 +111,10 @@ async def user_approval(input: UserApprovalInput, ctx: ToolContext) -> Approval:
     interrupts=True,
 )
 async def transfer_money(input: TransferInput, ctx: ToolContext) -> TransferResult:
+    LEDGER.check_cover(ctx.chat_id, input.amount)  # no approval asked for the impossible
     if input.amount > LIMIT and not (ctx.resumed or {}).get("override"):
         ctx.interrupt({"reason": "over_limit", "limit": LIMIT})
-    return LEDGER.transfer(ctx.idempotency_key, input.amount, input.to_account)
+    return LEDGER.transfer(ctx.chat_id, ctx.idempotency_key, input.amount, input.to_account)
 
 
 def _reply(*parts: Part) -> ModelResponse:
@@ -162,7 +183,7 @@ OVER_LIMIT = Policy(when=lambda t: t.amount > LIMIT, roles=["treasury"], quorum=
 
 @tool(name="transferMoney", description="Move money from checking to another account.")
 async def treasury_transfer(input: TransferInput, ctx: ToolContext) -> TransferResult:
-    return LEDGER.transfer(ctx.idempotency_key, input.amount, input.to_account)
+    return LEDGER.transfer(ctx.chat_id, ctx.idempotency_key, input.amount, input.to_account)
 
 
 treasury_banking = Agent(
