@@ -3,6 +3,7 @@ every parameter replaced by its value, every value checked against its field's t
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -117,6 +118,9 @@ def _check(kind: FieldType, field: Field, operand: Operand) -> Operand:
 
 
 def _value(kind: FieldType, name: str, value: Any) -> Any:
+    if isinstance(value, int | float) and not isinstance(value, bool) and not (
+            math.isfinite(value) and abs(value) < 2**63):
+        raise InvalidFilterError(f"{name}: {value!r} is not a number a store can compare")
     if kind == "json":
         if not isinstance(value, str | int | float | bool):
             raise InvalidFilterError(f"{name} compares with a string, number or boolean")

@@ -109,6 +109,7 @@ def test_the_time_fields_take_instants_with_a_zone(history: History, view: Revie
     ("outside_hours('Mars/Olympus', '09:00', '17:00', 'mon-fri')", "unknown time zone"),
     ("outside_hours('UTC', '18:00', '09:00', 'mon-fri')", "start (18:00) before"),
     ("(tool = 'pay'", "expected ')'"),
+    ("input.amount > 99999999999999999999999", "not a number a store can compare"),
 ])
 def test_a_bad_filter_is_refused_naming_the_problem(text: str, problem: str) -> None:
     with pytest.raises(InvalidFilterError) as refused:
@@ -123,6 +124,8 @@ def test_bad_query_names_and_parameters_are_refused() -> None:
         resolve("fast_approval", {"secs": 3})
     with pytest.raises(InvalidFilterError, match="compares with a number"):
         resolve("fast_approval", {"seconds": "3"})
+    with pytest.raises(InvalidFilterError, match="not a number a store can compare"):
+        resolve("fast_approval", {"seconds": float("inf")})
     with pytest.raises(InvalidFilterError, match="longer than"):
         resolve("custom", custom="tool = 'x' or " * 200 + "tool = 'y'")
     with pytest.raises(InvalidFilterError, match="more than 64 conditions"):
