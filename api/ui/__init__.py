@@ -15,13 +15,14 @@ from interlock.api.ui.session import Sessions
 from interlock.domain import Interlock
 from interlock.domain.errors import InterlockError
 from interlock.projections.engine.interface import ReadModels
+from interlock.stores.console_sessions import open_sessions
 
 
 def console(service: Interlock, read_models: ReadModels, auth: AuthConfig) -> FastAPI:
     """The console as an app of its own (mounted at /ui): its errors are pages, not JSON."""
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.state.service, app.state.read_models = service, read_models
-    app.state.sessions = Sessions(auth)
+    app.state.sessions = Sessions(auth, open_sessions(service))
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.include_router(router)
     app.include_router(deciding)

@@ -21,7 +21,6 @@ from interlock.api.ui.render import (
     sessions,
     zone,
 )
-from interlock.api.ui.session import sign_out
 from interlock.api.ui.views import chat_page
 from interlock.domain.errors import (
     UnauthenticatedError,
@@ -81,7 +80,7 @@ async def sign_in(request: Request) -> Response:
 async def sign_out_now(request: Request) -> Response:
     await checked_form(request)
     response = redirect(request, "/sign-in")
-    sign_out(request, response)
+    sessions(request).sign_out(request, response)
     return response
 
 

@@ -1,9 +1,10 @@
-"""Console sign-in: an API key exchanged for a signed session cookie, and CSRF tokens.
+"""Console sign-in: an API key exchanged for a server-side session, and CSRF tokens.
 
-The cookie holds the key's SHA-256 (never the key), an expiry and a MAC. Each request maps
-the digest back through the configured keys, so removing a key ends its sessions at once.
-The MAC key is derived from every configured key digest: identical in every worker, and
-unknown to anyone who does not hold all the keys.
+The cookie holds only a random session id; the session (the digest of the key it signed in
+with, its expiry) lives in the store's session table, so every worker sees a sign-out at
+once, a copied cookie dies with it, and removing a key ends its sessions. A form's CSRF
+token is the MAC of the session id: a token made for another session, or for none, is
+refused. Before sign-in (the sign-in form, dev mode) it is the MAC of a nonce cookie.
 """
 
 from __future__ import annotations
@@ -11,34 +12,37 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Request, Response
 
 from interlock.api.auth import DEV_PRINCIPAL, AuthConfig, Principal, is_loopback
 from interlock.domain.errors import ForbiddenError, UnauthenticatedError
+from interlock.stores.console_sessions import MemorySessions, SessionStore
 
 SESSION_COOKIE = "interlock_session"
 CSRF_COOKIE = "interlock_csrf"
 SESSION_SECONDS = 8 * 3600
+_ID_LENGTH = 43  # secrets.token_urlsafe(32)
 
 
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+def _stored_id(session: str) -> str:
+    """What the table keeps of a session id: its hash (a database read yields no cookie)."""
+    return hashlib.sha256(b"interlock-console-session\n" + session.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
 class Sessions:
-    """Issues and reads session cookies and CSRF tokens for one key set."""
+    """Issues, reads and revokes console sessions and their CSRF tokens for one key set."""
 
     auth: AuthConfig
+    store: SessionStore = field(default_factory=MemorySessions)
 
     @property
     def _mac_key(self) -> bytes:
@@ -54,58 +58,70 @@ class Sessions:
             if not is_loopback(request.client.host if request.client else None):
                 raise ForbiddenError("dev mode serves loopback clients only")
             return DEV_PRINCIPAL
-        digest = self._read(request.cookies.get(SESSION_COOKIE, ""))
-        principal = (self.auth.keys or {}).get(digest or "")
+        found = self._session(request)
+        principal = (self.auth.keys or {}).get(found[1]) if found else None
         if principal is None:
             raise UnauthenticatedError("sign in with your API key")  # the console redirects
         return principal
 
-    def _read(self, cookie: str) -> str | None:
-        body, _, mac = cookie.partition(".")
-        if not body or not hmac.compare_digest(mac, self._mac(body)):
-            return None
-        try:
-            data = json.loads(_unb64(body))
-        except ValueError:
-            return None
-        if not isinstance(data, dict) or not isinstance(data.get("exp"), int):
-            return None
-        if data["exp"] < time.time() or not isinstance(data.get("key"), str):
-            return None
-        return str(data["key"])
+    def _session(self, request: Request) -> tuple[str, str] | None:
+        """The visitor's session id and the digest of its key, if the session has not
+        ended (looked up once per request)."""
+        if "console_session" in request.scope:
+            found: tuple[str, str] | None = request.scope["console_session"]
+            return found
+        session = request.cookies.get(SESSION_COOKIE, "")
+        key = None
+        if not self.auth.dev_mode and len(session) == _ID_LENGTH:
+            key = self.store.key_of(_stored_id(session), int(time.time()))
+        found = request.scope["console_session"] = (session, key) if key else None
+        return found
 
     def sign_in(self, api_key: str, request: Request, response: Response) -> Principal:
-        """Check the key and set the session cookie; a wrong key is UnauthenticatedError."""
+        """Check the key, open a session and set its cookie; a wrong key is
+        UnauthenticatedError."""
         principal = self.auth.authenticate(f"Bearer {api_key}", None)
-        payload = {"key": hashlib.sha256(api_key.strip().encode()).hexdigest(),
-                   "exp": int(time.time()) + SESSION_SECONDS}
-        body = _b64(json.dumps(payload).encode())
-        response.set_cookie(SESSION_COOKIE, f"{body}.{self._mac(body)}", max_age=SESSION_SECONDS,
-                            path="/ui", httponly=True, samesite="strict", secure=_https(request))
+        session, now = secrets.token_urlsafe(32), int(time.time())
+        self.store.add(_stored_id(session), hashlib.sha256(api_key.strip().encode()).hexdigest(),
+                       now + SESSION_SECONDS, now)
+        response.set_cookie(SESSION_COOKIE, session, max_age=SESSION_SECONDS, path="/ui",
+                            httponly=True, samesite="strict", secure=_https(request))
         return principal
 
+    def sign_out(self, request: Request, response: Response) -> None:
+        """End the session on the server (its cookie, copied or not, is dead) and drop it."""
+        session = request.cookies.get(SESSION_COOKIE, "")
+        if len(session) == _ID_LENGTH:
+            self.store.remove(_stored_id(session))
+        request.scope.pop("console_session", None)
+        response.delete_cookie(SESSION_COOKIE, path="/ui", httponly=True, samesite="strict",
+                               secure=_https(request))
+
     def csrf(self, request: Request) -> tuple[str, str]:
-        """The visitor's CSRF nonce (kept, or new) and the token its forms carry."""
+        """The visitor's CSRF nonce (kept, or new) and the token its forms carry: bound to
+        the session when there is one, else to the nonce."""
         nonce = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(24)
-        return nonce, self._mac("csrf:" + nonce)
+        return nonce, self._expected(request, nonce)
 
     def check_csrf(self, request: Request, token: str | None) -> None:
-        """Signed double submit: the form's token must be the MAC of the cookie's nonce."""
-        nonce = request.cookies.get(CSRF_COOKIE)
-        if not nonce or not token or not hmac.compare_digest(token, self._mac("csrf:" + nonce)):
+        """The form's token must be the one this visitor's session (or, with none, the
+        nonce cookie) gives: a token of another session or of none is refused."""
+        expected = self._expected(request, request.cookies.get(CSRF_COOKIE))
+        if not expected or not token or not hmac.compare_digest(token, expected):
             raise ForbiddenError("this form has no valid CSRF token; reload the page and try again",
                                  csrf=True)
 
+    def _expected(self, request: Request, nonce: str | None) -> str:
+        found = self._session(request)
+        if found is not None:
+            return self._mac("csrf-session:" + found[0])
+        return self._mac("csrf:" + nonce) if nonce else ""
+
 
 def keep_csrf(request: Request, response: Response, nonce: str) -> None:
-    """Set the CSRF cookie whose nonce the page's forms are signed with."""
+    """Set the CSRF cookie whose nonce the page's forms are signed with (before sign-in)."""
     response.set_cookie(CSRF_COOKIE, nonce, path="/ui", httponly=True, samesite="strict",
                         secure=_https(request))
-
-
-def sign_out(request: Request, response: Response) -> None:
-    response.delete_cookie(SESSION_COOKIE, path="/ui", httponly=True, samesite="strict",
-                           secure=_https(request))
 
 
 def _https(request: Request) -> bool:

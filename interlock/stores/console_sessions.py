@@ -1,0 +1,75 @@
+"""Console sessions, server side: a table beside the events, so every worker process sees a
+sign-in and a sign-out at once (an in-memory table would not: `--workers` are processes).
+
+A row holds the SHA-256 of the session id (the cookie's secret is not in the database), the
+digest of the API key it signed in with (removing the key ends the session) and its expiry.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+from interlock.domain import Interlock
+from interlock.stores.tables import Table, table_of
+
+
+class SessionStore(Protocol):
+    """Where sessions live: `add` one, `key_of` a live one, `remove` one."""
+
+    def add(self, session: str, key: str, expires: int, now: int) -> None: ...
+
+    def key_of(self, session: str, now: int) -> str | None: ...
+
+    def remove(self, session: str) -> None: ...
+
+
+class MemorySessions:
+    """Sessions of a memory store (one process: nothing else can share them)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, session: str, key: str, expires: int, now: int) -> None:
+        with self._lock:
+            self._rows = {s: r for s, r in self._rows.items() if r[1] > now}
+            self._rows[session] = (key, expires)
+
+    def key_of(self, session: str, now: int) -> str | None:
+        row = self._rows.get(session)
+        return row[0] if row is not None and row[1] > now else None
+
+    def remove(self, session: str) -> None:
+        with self._lock:
+            self._rows.pop(session, None)
+
+
+class SqlSessions:
+    """Sessions in the store's table (SQLite or PostgreSQL)."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        table.create("CREATE TABLE IF NOT EXISTS {t} (session TEXT PRIMARY KEY, "
+                     "key_digest TEXT NOT NULL, expires BIGINT NOT NULL)")
+        self._add = [table.sql("DELETE FROM {t} WHERE expires <= ?"),  # expired ones go
+                     table.sql("INSERT INTO {t} (session, key_digest, expires) VALUES (?, ?, ?)")]
+        self._get = table.sql("SELECT key_digest FROM {t} WHERE session = ? AND expires > ?")
+        self._remove = table.sql("DELETE FROM {t} WHERE session = ?")
+
+    def add(self, session: str, key: str, expires: int, now: int) -> None:
+        self.table.run(self._add[0], (now,))
+        self.table.run(self._add[1], (session, key, expires))
+
+    def key_of(self, session: str, now: int) -> str | None:
+        rows = self.table.run(self._get, (session, now))
+        return str(rows[0][0]) if rows else None
+
+    def remove(self, session: str) -> None:
+        self.table.run(self._remove, (session,))
+
+
+def open_sessions(app: Interlock) -> SessionStore:
+    """The console's session table beside the app's events (created if missing)."""
+    table = table_of(app, "interlock_console_sessions")
+    return MemorySessions() if table is None else SqlSessions(table)
