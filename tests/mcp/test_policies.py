@@ -1,4 +1,4 @@
-"""Naming tools in Agent(approvals=...) by ToolMatch, and None as "runs unheld" (no I/O)."""
+"""ToolMatch and None in Agent(approvals=...), and servers' JSON schemas as types (no I/O)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 from pydantic import BaseModel
 
 from interlock import Agent, Approval, ToolContext, tool
-from interlock.domain.runtime.tools import Tool
-from interlock.mcp import ToolMatch
+from interlock.domain.runtime.tools import SchemaError, Tool
+from interlock.mcp import McpConfigurationError, ToolMatch
+from interlock.mcp.schema import json_schema_type
 
 TREASURY = Approval(roles=["treasury"])
 OPS = Approval(roles=["ops"])
@@ -83,3 +84,22 @@ def test_policies_by_match_change_the_fingerprint() -> None:
     assert agent({}).fingerprint != agent({ToolMatch(server="billing"): None}).fingerprint
     [first, *_] = agent({}).described()["tools"]  # type: ignore[misc]
     assert first["name"] == "local" and "provenance" not in first
+
+
+def test_a_server_schema_that_is_no_json_schema_is_refused_when_the_agent_is_built() -> None:
+    with pytest.raises(McpConfigurationError) as bad:
+        json_schema_type({"type": "invoice"}, "MCP server 'billing', tool 'refund'")
+    assert str(bad.value).startswith("MCP server 'billing', tool 'refund' is not a valid JSON")
+
+
+def test_a_server_schema_checks_values_and_is_shown_as_given() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}},
+              "required": ["n"], "additionalProperties": False}
+    checked = Tool(name="t", description="", fn=local.fn,
+                   input_type=json_schema_type(schema, "t"))
+    assert checked.definition.input_schema == schema
+    assert checked.validate_input({"n": 2}) == {"n": 2}
+    with pytest.raises(SchemaError) as bad:
+        checked.validate_input({"n": 0, "extra": 1})
+    message = bad.value.errors[0]["msg"]
+    assert "n: 0 is less than the minimum of 1" in message and "'extra' was unexpected" in message
