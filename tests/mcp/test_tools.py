@@ -197,3 +197,19 @@ def test_a_prefix_tells_two_servers_apart_and_calls_use_the_server_s_name(
     assert tools["billing_balance"].provenance["tool"] == "balance"  # type: ignore[index]
     assert run_tool(tools["billing_balance"], {"account": "A9"}) == {"result": "A9: 120 EUR"}
     assert [c["tool"] for c in ledger.calls()] == ["balance"]
+
+
+def test_concurrent_calls_share_the_one_session(spec: str, ledger: Ledger) -> None:
+    balance = by_name(mcp_tools(spec, config=CONFIG))["balance"]
+
+    async def many() -> list[Any]:
+        return await asyncio.gather(*(
+            balance({"account": f"A{i}"}, ToolContext(chat_id="c", ref=f"r{i}", attempt=1,
+                                                      idempotency_key=f"c:r{i}:1"))
+            for i in range(12)))
+
+    outputs = asyncio.run(many())
+    assert outputs == [{"result": f"A{i}: 120 EUR"} for i in range(12)]
+    calls = ledger.calls("balance")
+    assert sorted(c["key"] for c in calls) == sorted(f"c:r{i}:1" for i in range(12))
+    assert len({c["pid"] for c in calls}) == 1
