@@ -9,25 +9,17 @@ without letting anyone sign with it. The secret itself is kept beside the outbox
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
 from uuid import UUID
 
 from interlock.domain.chat.events import ChatEvent, now
-from interlock.domain.errors import ChatNotFoundError
-
-if TYPE_CHECKING:
-    from interlock.domain.chat.aggregate import Chat
+from interlock.domain.streams import Signer, StreamEvent, seal
 
 PREFIX = "sub_"
-Signer = Callable[[str | None, ChatEvent], str]
 
 
-class WebhookEvent(ChatEvent):
+class WebhookEvent(StreamEvent):
     """Sealed and stored like a chat's events, but no chat is made of them."""
-
-    def mutate(self, chat: Chat | None) -> Chat:
-        raise ChatNotFoundError(self.originator_id)  # a chat id that names a subscription
 
 
 class WebhookSubscribed(WebhookEvent):
@@ -97,11 +89,8 @@ class Webhook:
 
     def seal(self, sign: Signer) -> list[ChatEvent]:
         """The pending events chained to the subscription's stream, taken out of it."""
-        sealed, tip = [], self.chain_tip
-        for event in self.pending_events:
-            tip = sign(tip, event)
-            sealed.append(event.model_copy(update={"chain": tip}))
-        self.pending_events, self.chain_tip = [], tip
+        sealed, self.chain_tip = seal(self.pending_events, self.chain_tip, sign)
+        self.pending_events = []
         return sealed
 
 
