@@ -120,6 +120,15 @@ class WithdrawRequest(_Body):
     reason: str = Field(min_length=1, max_length=2000)
 
 
+class ForkRequest(_Body):
+    """Fork the chat as it was at event `version`; it goes on under `agent` if given."""
+
+    version: int = Field(ge=1, le=2**31 - 1)
+    agent: str | None = Field(default=None, min_length=1, max_length=200)
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"version": 7}]})
+
+
 class TurnPublic(BaseModel):
     """What one turn did: `messages` are the ones it appended; `interrupts` are pending now."""
 
@@ -131,15 +140,6 @@ class TurnPublic(BaseModel):
     messages: list[WireMessage]
     interrupts: list[Interrupt]
     error: str | None = None
-class ForkRequest(_Body):
-    """Fork the chat as it was at event `version`; it goes on under `agent` if given."""
-
-    version: int = Field(ge=1, le=2**31 - 1)
-    agent: str | None = Field(default=None, min_length=1, max_length=200)
-
-    model_config = ConfigDict(json_schema_extra={"examples": [{"version": 7}]})
-
-
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "chat_id": _CHAT_ID, "version": 5, "finish_reason": "interrupted",
