@@ -81,6 +81,9 @@ class Sessions:
         """Check the key, open a session and set its cookie; a wrong key is
         UnauthenticatedError."""
         principal = self.auth.authenticate(f"Bearer {api_key}", None)
+        earlier = request.cookies.get(SESSION_COOKIE, "")
+        if len(earlier) == _ID_LENGTH:  # this browser's previous session ends here
+            self.store.remove(_stored_id(earlier))
         session, now = secrets.token_urlsafe(32), int(time.time())
         self.store.add(_stored_id(session), hashlib.sha256(api_key.strip().encode()).hexdigest(),
                        now + SESSION_SECONDS, now)

@@ -72,6 +72,16 @@ def test_sign_out_ends_the_session_for_a_copied_cookie_too(browser_like: Visitor
     assert not _signed_in(_inbox(browser_like, copied))
 
 
+def test_signing_in_again_ends_the_browsers_previous_session(browser_like: Visitors) -> None:
+    before = _sign_in(browser_like, "key-bob")
+    page = browser_like.get("/ui/sign-in", f"interlock_session={before}")
+    again = browser_like.post("/ui/sign-in", {"csrf": _token(page), "api_key": "key-alice"},
+                              f"interlock_session={before}")
+    assert again.status_code == 303
+    assert not _signed_in(_inbox(browser_like, before))
+    assert _signed_in(_inbox(browser_like, str(again.cookies["interlock_session"])))
+
+
 def test_the_cookie_is_a_random_id_with_nothing_of_the_key(browser_like: Visitors) -> None:
     first, second = _sign_in(browser_like, "key-bob"), _sign_in(browser_like, "key-bob")
     assert first != second and len(first) == 43
