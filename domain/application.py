@@ -28,8 +28,10 @@ from interlock.domain.channels import (
 )
 from interlock.domain.channels import replay as replay_channels
 from interlock.domain.chat.aggregate import Chat
+from interlock.domain.chat.approval_events import ApprovalVoted
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.events import ChatEvent, TurnFinished, now
+from interlock.domain.chat.jsonsafe import check_json
 from interlock.domain.chat.policies import Decider
 from interlock.domain.chat.rules import (
     AWAITS_AGENT,
@@ -226,7 +228,7 @@ class Interlock(Application[UUID]):
         body_sha = None
         if idempotency_key is not None:
             check_entries(respond, restart, metadata)  # before hashing: must be encodable
-            body_sha = _body_sha256(respond, restart, metadata, max_turns)
+            body_sha = _body_sha256(respond, restart, metadata, max_turns, votes)
             if idempotency_key in chat.state.resume_keys:
                 return await self.off_loop(self._first_answer, chat, idempotency_key, body_sha)
         since = len(chat.state.messages)
@@ -318,10 +320,18 @@ class Interlock(Application[UUID]):
         use = chat.state.resume_keys[key]
         if use.request_sha256 != body_sha:
             raise IdempotencyKeyReusedError(key)
-        for event in self.events.get(chat.id, gt=use.version):
+        votes_only: int | None = None  # a request of votes that settled nothing ran no turn
+        for event in self.events.get(chat.id, gt=use.version - 1):
+            if isinstance(event, ApprovalVoted) and event.request_key == key:
+                votes_only = event.originator_version if event.outcome == "pending" else None
+                continue
+            if votes_only is not None:
+                break
             if isinstance(event, TurnFinished):
                 then = self.get_chat(chat.id, version=event.originator_version)
                 return TurnResult.of(then, use.since, None)
+        if votes_only is not None:
+            return TurnResult.of(self.get_chat(chat.id, version=votes_only), use.since, None)
         raise TurnInProgressError()
 
     def fork(
@@ -538,6 +548,7 @@ def _body_sha256(
     restart: Sequence[RestartEntry],
     metadata: dict[str, Any] | None,
     max_turns: int | None,
+    votes: Sequence[VoteEntry] = (),
 ) -> str:
     body: dict[str, Any] = {
         "respond": [e.model_dump(mode="json") for e in respond],
@@ -545,6 +556,9 @@ def _body_sha256(
     }
     if metadata is not None or max_turns is not None:  # old keys keep their old hashes
         body.update(metadata=metadata, max_turns=max_turns)
+    if votes:  # so do keys of requests without votes
+        body["votes"] = [[type(v).__name__, v.model_dump(mode="json")] for v in votes]
+        check_json(body["votes"], "votes")
     return sha256_hex(body)
 
 

@@ -25,6 +25,7 @@ from interlock.domain.errors import (
     AlreadyVotedError,
     ApprovalRequiredError,
     ForbiddenError,
+    IdempotencyKeyReusedError,
     InterruptExpiredError,
     InvalidToolInputError,
     NotAnApprovalError,
@@ -256,3 +257,20 @@ def test_four_eyes_hold_through_a_restart_that_replaces_the_input(store: str) ->
     run(app.resume(chat.id, restart=[RestartEntry(ref="d1", name="deploy", input_sha256=seen,
                                                   resumed_metadata={"ok": True})], actor="dana"))
     assert deploys == ["bob"]
+
+
+def test_an_idempotency_key_reused_with_other_votes_is_refused(store: str) -> None:
+    bank = Bank(store, Approval(roles=["treasury"], quorum=2))
+    bank.send()
+    bob = treasurer("bob")
+    first = run(bank.app.resume(bank.chat.id, votes=[APPROVE], actor="bob", decider=bob,
+                                idempotency_key="v-1"))
+    again = run(bank.app.resume(bank.chat.id, votes=[APPROVE], actor="bob", decider=bob,
+                                idempotency_key="v-1"))
+    assert again.model_dump(exclude={"position"}) == first.model_dump(exclude={"position"})
+    before = bank.version()
+    reject = RejectEntry(ref="p1", name="pay", reason="changed my mind")
+    with pytest.raises(IdempotencyKeyReusedError):
+        run(bank.app.resume(bank.chat.id, votes=[reject], actor="bob", decider=bob,
+                            idempotency_key="v-1"))
+    assert bank.version() == before and bank.paid == []
