@@ -10,7 +10,7 @@ import stat
 import tomllib
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from ipaddress import ip_address
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -98,6 +98,7 @@ class AuthConfig:
     """Keys by their SHA-256; `None` keys means dev mode (one all-powerful local principal)."""
 
     keys: dict[str, Principal] | None = None
+    dev: dict[str, Principal] = field(default_factory=dict)  # dev mode's named principals
 
     @property
     def dev_mode(self) -> bool:
@@ -127,7 +128,7 @@ class AuthConfig:
         if self.keys is None:
             if not is_loopback(client_host):
                 raise ForbiddenError("dev mode serves loopback clients only")
-            return DEV_PRINCIPAL
+            return self.dev_as(authorization)
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise UnauthenticatedError("send Authorization: Bearer <api key>")
@@ -135,6 +136,12 @@ class AuthConfig:
         if principal is None:
             raise UnauthenticatedError("unknown API key")
         return principal
+
+
+    def dev_as(self, authorization: str | None) -> Principal:
+        """Dev mode: the named principal a bearer token names (api/dev_principals.py), else
+        `dev`."""
+        return self.dev.get((authorization or "").partition(" ")[2].strip(), DEV_PRINCIPAL)
 
 
 def _first(exc: ValidationError) -> str:

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 
 from interlock.api.app import enable_tracing, make_app
 from interlock.api.auth import AuthConfig, is_loopback, load_auth
+from interlock.api.dev_principals import dev_auth
 from interlock.api.observability.logs import configure_logging
 from interlock.domain import Agent, Interlock
 from interlock.domain.application import DEV_SECRET
@@ -74,7 +75,8 @@ def service_from(settings: Settings, *, with_agents: bool = True) -> Interlock:
 def auth_from(settings: Settings) -> AuthConfig:
     """API keys from INTERLOCK_API_KEYS_FILE, else INTERLOCK_API_KEYS, else dev mode."""
     keys = settings.api_keys.get_secret_value() if settings.api_keys else None
-    return load_auth(settings.api_keys_file, keys)
+    auth = load_auth(settings.api_keys_file, keys)
+    return dev_auth(settings.dev_principals, auth) if settings.dev_principals else auth
 
 
 def build_app(settings: Settings) -> FastAPI:

@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     )
     api_keys: SecretStr | None = Field(None, description="API keys as JSON text")
     api_keys_file: Path | None = Field(None, description="API keys file, JSON or TOML")
+    dev_principals: str | None = Field(
+        None, max_length=2000, description="dev mode's named principals to act as, e.g. "
+        "alice,tina:treasury,tom:treasury (loopback only; not with API keys)")
     host: str = Field("127.0.0.1", description="bind address")
     port: int = Field(8000, ge=0, le=65535, description="port; 0 picks a free one")
     workers: int = Field(1, ge=1, le=64, description="server processes on the one store")

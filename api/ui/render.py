@@ -70,8 +70,11 @@ def base(request: Request) -> str:
 def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
     """A page; every page carries the CSRF token its forms post back."""
     nonce, token = sessions(request).csrf(request)
+    auth = sessions(request).auth
+    dev_names = sorted(auth.dev) if auth.dev_mode else []  # the picker's names
     response = templates.TemplateResponse(
-        request, name, {"csrf": token, "base": base(request), **context}, status_code=status)
+        request, name, {"csrf": token, "base": base(request), "dev_names": dev_names, **context},
+        status_code=status)
     keep_csrf(request, response, nonce)
     response.headers.update(HEADERS)
     return response

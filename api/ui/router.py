@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 
 from interlock.api.auth import Principal
 from interlock.api.deps import CurrentViews, ServiceDep
+from interlock.api.dev_principals import COOKIE, console_visitor
 from interlock.api.ui.render import (
     base,
     checked_form,
@@ -23,6 +24,7 @@ from interlock.api.ui.render import (
 )
 from interlock.api.ui.views import chat_page
 from interlock.domain.errors import (
+    InvalidRequestError,
     UnauthenticatedError,
 )
 from interlock.projections.engine.interface import DecisionFilter, InboxFilter, ReadModels
@@ -40,7 +42,8 @@ Cursor = Annotated[str | None, Query(max_length=1000)]
 
 
 def visitor(request: Request) -> Principal:
-    return sessions(request).principal(request)
+    found = sessions(request)
+    return console_visitor(found.auth, request, found.principal(request))
 
 
 Visitor = Annotated[Principal, Depends(visitor)]
@@ -81,6 +84,25 @@ async def sign_out_now(request: Request) -> Response:
     await checked_form(request)
     response = redirect(request, "/sign-in")
     sessions(request).sign_out(request, response)
+    return response
+
+
+# -- dev mode: act as a named principal (--dev-principals) ------------------------------
+
+
+@router.post("/dev-as")
+async def dev_as(request: Request, who: Visitor) -> Response:
+    """The picker: a cookie names the dev principal this browser acts as (blank: dev)."""
+    data = await checked_form(request)
+    auth, name = sessions(request).auth, data.get("as", "")
+    if not auth.dev_mode or (name and name not in auth.dev):
+        raise InvalidRequestError(f"no dev principal is named {name!r}", field="as")
+    target = data.get("next", "")
+    if not target.startswith(base(request) + "/") or target.startswith("//"):
+        target = base(request) + "/inbox"  # the console's own pages only
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(COOKIE, name, httponly=True, samesite="strict",
+                        path=base(request) or "/")
     return response
 
 

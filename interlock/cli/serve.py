@@ -39,6 +39,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--keys", type=Path, dest="api_keys_file",
                    help=_help("API keys file, JSON or TOML, mapping key -> {id, tenant, roles}; "
                               "or JSON text in INTERLOCK_API_KEYS", "api_keys_file"))
+    p.add_argument("--dev-principals", metavar="NAMES",
+                   help=_help("dev mode: principals to act as, name[:role...] comma-separated "
+                              "(the API takes the name as its key, the console a picker)",
+                              "dev_principals"))
     p.add_argument("--log-format", choices=["text", "json"],
                    help=_help("log lines as text or one JSON object each", "log_format"))
     p.add_argument("--allow-dev-secret", action="store_true", default=None,
@@ -58,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings(agents=args.agents, store=args.store, host=args.host,
                              port=args.port, workers=args.workers,
                              api_keys_file=args.api_keys_file, log_format=args.log_format,
+                             dev_principals=args.dev_principals,
                              allow_dev_secret=args.allow_dev_secret,
                              read_timeout=args.read_timeout,
                              keep_alive_timeout=args.keep_alive_timeout,
