@@ -116,7 +116,6 @@ class Interlock(Application[UUID]):
         self.agents = {a.name: a for a in agents}
         self.sealer = Sealer(secret or DEV_SECRET)
         self.mapper.keys = self.sealer.keys  # loads refuse a retired key's late seals
-        self.mapper.keys = self.sealer.keys  # loads refuse a retired key's late seals
         self.models = {a.name: _model(a, resolve_model) for a in agents}
         # Blocking store work of turns runs here; sized so that concurrent turns' commits
         # meet in one group commit instead of queueing for a thread.
