@@ -31,6 +31,7 @@ def main() -> None:
         for service in ("api", "web", "search"):
             alice.chat("opsAgent").send(f"deploy {service}")
         held = _held_payments(live.url, alice)
+        edited = _edited_payment(live.url, alice)
         with sync_playwright() as p, tempfile.TemporaryDirectory():
             browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1200, "height": 800})
@@ -42,8 +43,18 @@ def main() -> None:
             page.screenshot(path=OUT / "inbox.png", full_page=True)
             page.goto(f"{live.url}/ui/chats/{held[0]}/interrupts/{held[1]}")
             page.screenshot(path=OUT / "interrupt.png", full_page=True)
-            page.goto(f"{live.url}/ui/decisions")
-            page.screenshot(path=OUT / "decisions.png", full_page=True)
+            page.goto(f"{live.url}/ui/chats/{edited[0]}/interrupts/{edited[1]}")
+            expect(page.locator("#edits")).to_be_visible()
+            page.screenshot(path=OUT / "edit.png", full_page=True)
+            page.goto(f"{live.url}/ui/chats/{held[0]}/interrupts/{held[1]}")
+            page.get_by_role("button", name="Approve").click()
+            expect(page.locator("#outcome")).to_be_visible()
+            page.screenshot(path=OUT / "outcome.png", full_page=True)
+            reviewer = browser.new_page(viewport={"width": 1200, "height": 800})
+            sign_in(reviewer, live.url, "key-carol")  # an auditor reads the log
+            reviewer.wait_for_url("**/ui/inbox")
+            reviewer.goto(f"{live.url}/ui/decisions")
+            reviewer.screenshot(path=OUT / "decisions.png", full_page=True)
             page.set_viewport_size({"width": 390, "height": 800})
             page.goto(f"{live.url}/ui/inbox")
             page.screenshot(path=OUT / "inbox-phone.png", full_page=True)
@@ -71,6 +82,17 @@ def _held_payments(url: str, alice: Client) -> tuple[str, str]:
             shown = (chat.id, call.ref)
     assert shown is not None
     return shown
+
+
+def _edited_payment(url: str, alice: Client) -> tuple[str, str]:
+    """A held payment whose amount tina changed, with her reason."""
+    tina = Client(url, api_key="key-tina")
+    chat = alice.chat("payAgent")
+    [call] = chat.send("pay 1200 umbrella").interrupts
+    tina.request("POST", f"/v1/chats/{chat.id}/resume", json={"edit": [
+        {"ref": call.ref, "name": "pay", "input": {"amount": 950, "to": "umbrella"},
+         "reason": "the invoice says 950, not 1200"}]})
+    return chat.id, call.ref
 
 
 if __name__ == "__main__":
