@@ -24,6 +24,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from interlock.api.observability.oversight import Oversight
 from interlock.domain import Interlock
 from interlock.domain.chat.approval_events import (
     ApprovalRequested,
@@ -102,6 +103,7 @@ class Metrics:
                                      "Retries spent on calls that failed", ["provider"],
                                      registry=r)
         r.register(_ScrapeTime(self))
+        r.register(Oversight(views))
         self._lock = threading.Lock()
         self._position = 0
         self._agent_of: dict[UUID, str] = {}

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from interlock.projections.engine.sql import Dialect
 
-TABLES = ("review_chats", "review_calls", "review_facts", "reviews", "review_items",
+BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600)  # seconds
+FAST = 10  # an approval within this many seconds of the ask is a fast one
+TABLES = ("review_oversight", "review_chats", "review_calls", "review_facts", "reviews",
+          "review_items",
           "review_facts_time_idx", "review_facts_actor_idx", "review_facts_self_idx",
           "review_facts_edited_idx", "review_facts_reasked_idx",
           "review_facts_fingerprint_idx")
@@ -13,7 +16,11 @@ FACT_COLUMNS = ("chat_id, version, ref, tenant, agent, tool, kind, actor, reques
                 " fingerprint_changes, prior_expiries, requester_approved, edited, reasked,"
                 " fingerprint_changed")
 _KEYS = "(tenant, decided_at, chat_id, version)"
+_BUCKET_COLUMNS = ", ".join(f"b{i} bigint NOT NULL" for i in range(len(BUCKETS)))
 DDL = (
+    "CREATE TABLE IF NOT EXISTS {review_oversight} (tool text NOT NULL, kind text NOT NULL,"
+    " n bigint NOT NULL, timed bigint NOT NULL, wait_sum double precision NOT NULL,"
+    f" fast bigint NOT NULL, {_BUCKET_COLUMNS}, PRIMARY KEY (tool, kind))",
     "CREATE TABLE IF NOT EXISTS {review_chats} (chat_id text PRIMARY KEY, tenant text NOT NULL,"
     " agent text NOT NULL, turn_by text, turn_norm text, fingerprint text,"
     " fingerprints integer NOT NULL)",
@@ -69,6 +76,22 @@ _FACT = (
 RANK = {"postgresql": "sha256(convert_to(%(seed)s || chr(10) || chat_id || '#' || version::text,"
                       " 'UTF8'))",
         "sqlite": "review_rank(%(seed)s, chat_id, version)"}
+
+
+_BUCKET_VALUES = ", ".join(
+    f"CASE WHEN f.wait_seconds <= {b} THEN 1 ELSE 0 END" for b in BUCKETS)  # constants
+_BUCKET_SUMS = ", ".join(f"b{i} = {{review_oversight}}.b{i} + excluded.b{i}"
+                         for i in range(len(BUCKETS)))
+# One decision into the running figures per tool and kind (the fact must be written first).
+OVERSIGHT = (
+    "INSERT INTO {review_oversight} SELECT f.tool, f.kind, 1,"
+    " CASE WHEN f.wait_seconds IS NULL THEN 0 ELSE 1 END, COALESCE(f.wait_seconds, 0),"
+    f" CASE WHEN f.wait_seconds < {FAST} THEN 1 ELSE 0 END, {_BUCKET_VALUES}"
+    " FROM {review_facts} f WHERE f.chat_id = %(c)s AND f.version = %(v)s AND true"
+    " ON CONFLICT (tool, kind) DO UPDATE SET n = {review_oversight}.n + 1,"
+    " timed = {review_oversight}.timed + excluded.timed,"
+    " wait_sum = {review_oversight}.wait_sum + excluded.wait_sum,"
+    f" fast = {{review_oversight}}.fast + excluded.fast, {_BUCKET_SUMS}")
 
 
 def fact_sql(dialect: Dialect) -> str:

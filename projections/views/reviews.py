@@ -42,7 +42,14 @@ from interlock.projections.engine.pages import Page, paginate
 from interlock.projections.engine.sql import ReadModel, Row, SqlView
 from interlock.projections.views.decisions import SWEEPER
 from interlock.projections.views.review_sql import compile_filter
-from interlock.projections.views.review_tables import DDL, FACT_COLUMNS, RANK, TABLES, fact_sql
+from interlock.projections.views.review_tables import (
+    DDL,
+    FACT_COLUMNS,
+    OVERSIGHT,
+    RANK,
+    TABLES,
+    fact_sql,
+)
 
 
 class ReviewFact(BaseModel):
@@ -142,6 +149,7 @@ class ReviewsView(SqlView):
         self._run(fact_sql(self.dialect), {
             "c": chat_id, "r": ref, "v": version, "k": kind, "a": actor,
             "an": normalise_id(actor), "at": self._ts(at)})
+        self._run(OVERSIGHT, {"c": chat_id, "v": version})
         if kind == "expire":
             self._run("UPDATE {review_calls} SET expired = true WHERE chat_id = %(c)s"
                       " AND ref = %(r)s", {"c": chat_id, "r": ref})
@@ -245,6 +253,11 @@ class ReviewsView(SqlView):
         rows = self._fetch(f"SELECT chat_id, version, ref, kind, actor{extra}"
                            f" FROM {{review_facts}} WHERE {cond}", params)
         return [_candidate(r, strata) for r in rows]
+
+    def oversight(self) -> list[Row]:
+        """Running figures per tool and kind: decisions `n`, `timed` (with an ask), their
+        `wait_sum`, `fast` ones, and `bN`: waits of at most BUCKETS[N] (cumulative)."""
+        return self._fetch("SELECT * FROM {review_oversight} ORDER BY tool, kind", {})
 
     def actors(self, tenant: str) -> list[str]:
         """The distinct deciders of a tenant (normalised ids), the sweeper left out."""
