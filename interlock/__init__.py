@@ -4,7 +4,7 @@ The authoring API lives here; the client is `interlock.client`, the service `int
 """
 
 from interlock.domain.chat.messages import Message, Part
-from interlock.domain.chat.policies import Approval
+from interlock.domain.chat.policies import Approval, ToolMatch
 from interlock.domain.runtime.agent import Agent
 from interlock.domain.runtime.middleware import ToolInvocation, ToolNext
 from interlock.domain.runtime.models import FunctionModel, ModelRequest, ModelResponse
@@ -21,6 +21,7 @@ __all__ = [
     "Part",
     "ToolContext",
     "ToolInvocation",
+    "ToolMatch",
     "ToolNext",
     "agent_tool",
     "tool",
