@@ -21,6 +21,7 @@ from interlock.projections import open_read_models
 from interlock.settings import load_settings
 from tests.api.server import ThreadServer
 from tests.ui.agents import AGENTS
+from tests.ui.test_a11y import BLOCKING, _violations
 
 NAMES = "alice,tina:treasury,tom:treasury"
 
@@ -49,6 +50,7 @@ def test_a_newcomer_acts_as_named_principals_from_the_api_and_the_console(
     page = browser.new_context().new_page()
     page.goto(f"{dev_server}/ui/chats/{chat.id}/interrupts/{held.ref}")
     expect(page.locator(".who")).to_contain_text("dev")
+    assert [v for v in _violations(page) if v.split()[0] in BLOCKING] == []  # the picker too
     expect(page.locator("#policy-requester")).to_contain_text("alice")
     page.get_by_label("Act as").select_option("tina")
     page.get_by_role("button", name="Switch").click()
