@@ -67,14 +67,18 @@ class Review:
         return review
 
     def assess(self, item: int, *, actor: str, verdict: Verdict, note: str,
-               severity: Severity | None = None) -> None:
+               severity: Severity | None = None, now: ReviewItem | None = None) -> None:
+        """`now`: the item's call as its chat's log holds it at this moment (a vote cast
+        since the review opened makes its voter a party too)."""
         self._check_open()
         found = self.item(item)
         if item in self.state.assessments:
             done = self.state.assessments[item]
             raise ReviewStateError(self.id, f"item {item} was assessed by {done.actor}",
                                    item=item, assessed_by=done.actor)
-        _check_segregation(self.id, found, actor)
+        for parties in (found, now):
+            if parties is not None:
+                _check_segregation(self.id, parties, actor)
         _check_verdict(verdict, severity, note)
         self._trigger(ev.ItemAssessed, item=item, verdict=verdict, severity=severity,
                       note=note, actor=actor)

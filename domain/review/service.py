@@ -52,7 +52,12 @@ class Reviews:
     def assess(self, review_id: UUID, item: int, *, actor: str, verdict: Verdict, note: str,
                severity: Severity | None = None, tenant: str | None = None) -> Review:
         review = self.get(review_id, tenant=tenant)
-        review.assess(item, actor=actor, verdict=verdict, note=note, severity=severity)
+        recorded = review.item(item)
+        key = Candidate(recorded.chat_id, recorded.version, recorded.ref, recorded.kind,
+                        recorded.actor)
+        now = self._items(review.state.tenant, [key])[0]
+        review.assess(item, actor=actor, verdict=verdict, note=note, severity=severity,
+                      now=now.model_copy(update={"n": item}))
         self.save(review)
         return review
 

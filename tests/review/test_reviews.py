@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+from datetime import timedelta
+from uuid import UUID
 
+import pytest
+from eventsourcing.application import ProcessingEvent
+
+from interlock.domain.chat.approval_events import ApprovalVoted
 from interlock.domain.errors import (
     InvalidRequestError,
     ReviewNotFoundError,
@@ -147,3 +152,24 @@ def test_the_reviews_view_rebuilds_from_the_log_to_the_same_rows(
     models.runner("reviews").rebuild()
     assert view.dump() == before and len(before) == 10  # nine decided, one expired
     assert view.reviews(TENANT) == reviews and reviews[0].assessed == 1
+
+
+def test_a_vote_cast_after_the_review_opened_still_bars_its_voter(
+    desk: ReviewDesk, history: History,
+) -> None:
+    """Who took part is read from the chat's log again at each assessment (a vote written
+    since, here straight into the store, counts)."""
+    review = desk.open(TENANT, "rita", "custom", custom="kind = 'approve'", size=9, seed="s")
+    item = next(i for i in review.state.items if i.actor == "bob")
+    chat = history.app.get_chat(UUID(item.chat_id))
+    assert "ron" not in {*item.requested_by, *item.edited_by, *item.decided_by}
+    plant = ApprovalVoted(originator_id=chat.id, originator_version=chat.version + 1,
+                          timestamp=history.base + timedelta(days=3), ref=item.ref, name="pay",
+                          vote="approve", actor="ron", input_sha256="0" * 64, outcome="approved")
+    sealed = plant.model_copy(update={"chain": history.app.sealer.sign(chat.state.chain_tip,
+                                                                        plant)})
+    processing: ProcessingEvent[UUID] = ProcessingEvent()
+    processing.events.append(sealed)
+    history.app._record(processing)
+    with pytest.raises(SegregationOfDutiesError, match="ron may not assess"):
+        desk.reviews.assess(review.id, item.n, actor="ron", verdict="ok", note="")
