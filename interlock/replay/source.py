@@ -1,9 +1,9 @@
 """The recorded store, opened to be read only: which chats to replay, and their events.
 
 Nothing here writes: the store is opened without creating tables, without the snapshot
-store (a refused snapshot would be deleted), and on SQLite read-only (`mode=ro`); only
-SELECTs are issued. The key store is opened so that encrypted fields read as they were
-recorded.
+store (a refused snapshot would be deleted), read-only (SQLite `mode=ro`, PostgreSQL
+`default_transaction_read_only` once the key store is open), and only SELECTs are issued.
+The key store is opened where its table exists, so encrypted fields read as recorded.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.postgres import ConnectionPool, PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from interlock.domain.application import Interlock
@@ -55,7 +55,22 @@ def open_recorded(url: str, secret: bytes | Keyring | None = None) -> Interlock:
     service = Interlock([], env=env, secret=secret, io_threads=1)
     if _has_keys(service):  # else no chat was ever encrypted (and nothing must be created)
         service.protect_personal_data(KeyStore.open(service))
+    if isinstance(service.recorder, PostgresApplicationRecorder):
+        _read_only(service.recorder.datastore)
     return service
+
+
+def _read_only(datastore: PostgresDatastore) -> None:
+    """From now on every connection is read-only (`default_transaction_read_only`): the
+    key store's CREATE TABLE IF NOT EXISTS above is the last statement that could write."""
+    before = datastore.pool
+    kwargs: dict[str, Any] = dict(before.kwargs) if isinstance(before.kwargs, dict) else {}
+    datastore.pool = ConnectionPool(
+        connection_class=before.connection_class,
+        kwargs={**kwargs, "options": "-c default_transaction_read_only=on"},
+        min_size=1, max_size=2, open=False, configure=datastore.after_connect_func(),
+        timeout=before.timeout)
+    before.close()
 
 
 def _has_keys(app: Interlock) -> bool:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from interlock.domain import FunctionModel, ModelRequest, ModelResponse
+import pytest
+from eventsourcing.persistence import PersistenceError
+
+from interlock.domain import Chat, FunctionModel, ModelRequest, ModelResponse
 from interlock.examples.banking import AGENTS, LEDGER, banking, banking_script
-from interlock.replay import ReplayOptions, Report, Selection, replay_test
+from interlock.replay import ReplayOptions, Report, Selection, open_recorded, replay_test
 from interlock.replay.runner import SKIPPED_ERASED
 from interlock.stores.erasure_keys import KeyStore
 from tests.replay import variants
@@ -144,3 +147,15 @@ def test_a_live_model_is_called_and_an_unchanged_one_answers_alike(recorded: Rec
     report = replay_test(recorded.url, ReplayOptions(agents=agents, live_model=True))
     assert report.identical == 5
     assert len(calls) == sum(c.model_calls for c in report.chats) == 15
+
+
+def test_the_recorded_store_is_opened_read_only(recorded: Recorded) -> None:
+    before = recorded.dump()
+    app = open_recorded(recorded.url)
+    try:
+        assert app.get_chat(recorded.chats[SMALL]).status == "idle"  # it reads
+        with pytest.raises(PersistenceError):
+            app.commit(Chat.start("bankingAgent", actor="mallory", tenant="acme"))
+    finally:
+        app.close()
+    assert recorded.dump() == before
