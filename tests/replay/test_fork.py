@@ -9,7 +9,7 @@ from uuid import uuid4
 import httpx
 import pytest
 
-from interlock.domain import Interlock, RespondEntry
+from interlock.domain import ApproveEntry, Interlock, RespondEntry
 from interlock.domain.chat.fork_events import ChatForked, ChatForkedTo
 from interlock.domain.errors import ChatNotFoundError, InvalidRequestError, UnknownAgentError
 from interlock.examples.banking import AGENTS
@@ -125,3 +125,23 @@ def test_fork_over_http_refuses_another_tenants_chat(live: Live) -> None:  # noq
         assert (too_far.status_code, too_far.json()["error"]["code"]) == (422, "invalid_request")
         assert fork("alice", {"version": 0}).status_code == 422
         assert fork("bob", {"version": n}).status_code == 403  # forking starts a chat
+
+
+def test_a_call_held_for_approval_comes_across_held_and_is_decided_in_the_fork(
+        app: Interlock) -> None:
+    chat = app.start_chat("treasuryBankingAgent", actor="alice", tenant="acme")
+    [ask] = asyncio.run(app.send(chat.id, "Transfer $2500 to savings.", actor="alice")).interrupts
+    [held] = asyncio.run(app.resume(chat.id, actor="bob", respond=[
+        RespondEntry(ref=ask.ref, name=ask.name, output={"approved": True})])).interrupts
+    n = app.get_chat(chat.id).version
+    asyncio.run(app.resume(chat.id, actor="tina", votes=[  # after n: not in the fork
+        ApproveEntry(ref=held.ref, name=held.name)]))
+    fork = app.fork(chat.id, n, actor="alice", tenant="acme")
+    [pending] = fork.pending_interrupts()
+    assert pending.approval is not None and pending.approval.votes == []
+    assert pending.approval.terms.quorum == 2
+    for approver in ("tina", "tom"):
+        done = asyncio.run(app.resume(fork.id, actor=approver, votes=[
+            ApproveEntry(ref=held.ref, name=held.name)]))
+    assert done.finish_reason == "stop" and done.text.startswith("Done.")
+    assert app.get_chat(chat.id).state.calls[held.ref].approval.votes[0].actor == "tina"  # type: ignore[union-attr]
