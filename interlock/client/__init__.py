@@ -54,6 +54,7 @@ from interlock.client._models import (
     StreamEvent,
     TurnResult,
 )
+from interlock.client._shapes import ChatState, DecisionRecord, InboxItem, Page
 from interlock.client._sync import Chat, Client
 
 __all__ = [
@@ -65,15 +66,18 @@ __all__ = [
     "AuthError",
     "Chat",
     "ChatNotFoundError",
+    "ChatState",
     "Client",
     "ConcurrencyError",
     "ConcurrentModificationError",
     "ConflictError",
+    "DecisionRecord",
     "DuplicateRefError",
     "Edit",
     "EmptyResumeError",
     "ForbiddenError",
     "IdempotencyKeyReusedError",
+    "InboxItem",
     "InterlockAPIError",
     "InternalError",
     "Interrupt",
@@ -88,6 +92,7 @@ __all__ = [
     "NotAnApprovalError",
     "NotFoundError",
     "NothingToRetryError",
+    "Page",
     "PayloadTooLargeError",
     "PendingInterruptsError",
     "Reject",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -22,6 +22,7 @@ from interlock.client._models import (
     query,
     resume_body,
 )
+from interlock.client._shapes import ChatState, DecisionRecord, InboxItem, Page
 from interlock.client._sse import EventParser
 
 
@@ -77,11 +78,13 @@ class AsyncClient:
         data = await self.request("GET", f"/v1/chats/{chat_id}")
         return AsyncChat(self, chat_id, data["agent"])
 
-    async def interrupts(self, **filters: Any) -> dict[str, Any]:
-        return dict(await self.request("GET", "/v1/interrupts", params=query(filters)))
+    async def interrupts(self, **filters: Any) -> Page[InboxItem]:
+        found = await self.request("GET", "/v1/interrupts", params=query(filters))
+        return cast(Page[InboxItem], found)
 
-    async def decisions(self, **filters: Any) -> dict[str, Any]:
-        return dict(await self.request("GET", "/v1/decisions", params=query(filters)))
+    async def decisions(self, **filters: Any) -> Page[DecisionRecord]:
+        found = await self.request("GET", "/v1/decisions", params=query(filters))
+        return cast(Page[DecisionRecord], found)
 
     async def agents(self) -> list[dict[str, Any]]:
         return list((await self.request("GET", "/v1/agents"))["items"])
@@ -154,8 +157,9 @@ class AsyncChat:
             key_header(idempotency_key),
         )
 
-    async def state(self, version: int | None = None) -> dict[str, Any]:
-        return dict(await self.client.request("GET", self.path, params=query({"version": version})))
+    async def state(self, version: int | None = None) -> ChatState:
+        found = await self.client.request("GET", self.path, params=query({"version": version}))
+        return cast(ChatState, found)
 
     async def events(self) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []

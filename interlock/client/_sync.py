@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -22,6 +22,7 @@ from interlock.client._models import (
     query,
     resume_body,
 )
+from interlock.client._shapes import ChatState, DecisionRecord, InboxItem, Page
 from interlock.client._sse import EventParser
 
 
@@ -78,11 +79,13 @@ class Client:
     def chats(self, **filters: Any) -> dict[str, Any]:
         return dict(self.request("GET", "/v1/chats", params=query(filters)))
 
-    def interrupts(self, **filters: Any) -> dict[str, Any]:
-        return dict(self.request("GET", "/v1/interrupts", params=query(filters)))
+    def interrupts(self, **filters: Any) -> Page[InboxItem]:
+        found = self.request("GET", "/v1/interrupts", params=query(filters))
+        return cast(Page[InboxItem], found)
 
-    def decisions(self, **filters: Any) -> dict[str, Any]:
-        return dict(self.request("GET", "/v1/decisions", params=query(filters)))
+    def decisions(self, **filters: Any) -> Page[DecisionRecord]:
+        found = self.request("GET", "/v1/decisions", params=query(filters))
+        return cast(Page[DecisionRecord], found)
 
     def decision_stats(self, **filters: Any) -> dict[str, Any]:
         return dict(self.request("GET", "/v1/decisions/stats", params=query(filters)))
@@ -159,8 +162,9 @@ class Chat:
             key_header(idempotency_key),
         )
 
-    def state(self, version: int | None = None) -> dict[str, Any]:
-        return dict(self.client.request("GET", self.path, params=query({"version": version})))
+    def state(self, version: int | None = None) -> ChatState:
+        found = self.client.request("GET", self.path, params=query({"version": version}))
+        return cast(ChatState, found)
 
     def events(self) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
