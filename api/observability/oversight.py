@@ -1,10 +1,12 @@
 """Oversight figures at `/metrics`, from the reviews read model's running totals (one row
 per tool and kind, kept by its projection, so a scrape reads a few rows, not the log):
-time to decision per tool, rejection and edit rates, the share of fast approvals."""
+time to decision per tool, rejection and edit rates, the share of fast approvals, and the
+calls awaiting a decision by age."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from eventsourcing.persistence import PersistenceError
@@ -30,11 +32,17 @@ class Oversight(Collector):
         if view is None:
             return
         try:
-            rows = view.oversight()
+            rows, pending = view.oversight(), view.pending_by_age(datetime.now(UTC))
         except (UnavailableError, PersistenceError):
             return
         yield _waits(rows)
         yield from _rates(rows)
+        ages = GaugeMetricFamily("interlock_oversight_pending",
+                                 "Calls awaiting a decision for longer than `older_than` s",
+                                 labels=["older_than"])
+        for age, n in pending.items():
+            ages.add_metric([str(age)], n)
+        yield ages
 
 
 def _reviews(views: Any) -> ReviewsView | None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from interlock.projections.engine.sql import Dialect
 
+AGES = (60, 300, 900, 3600, 4 * 3600, 24 * 3600)  # pending longer than, in seconds
 BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600)  # seconds
 FAST = 10  # an approval within this many seconds of the ask is a fast one
 TABLES = ("review_oversight", "review_chats", "review_calls", "review_facts", "reviews",
-          "review_items",
+          "review_items", "review_calls_waiting_idx",
           "review_facts_time_idx", "review_facts_actor_idx", "review_facts_self_idx",
           "review_facts_edited_idx", "review_facts_reasked_idx",
           "review_facts_fingerprint_idx")
@@ -27,7 +28,10 @@ DDL = (
     "CREATE TABLE IF NOT EXISTS {review_calls} (chat_id text NOT NULL, ref text NOT NULL,"
     " tool text NOT NULL, input {json}, requested_by text, requested_norm text, edited_by text,"
     " edited_norm text, asked_at {ts}, prior_expiries integer NOT NULL,"
-    " expired boolean NOT NULL, PRIMARY KEY (chat_id, ref))",
+    " expired boolean NOT NULL, waiting boolean NOT NULL, PRIMARY KEY (chat_id, ref))",
+    # Pending by age: the calls awaiting a decision, by when they were asked.
+    "CREATE INDEX IF NOT EXISTS {review_calls_waiting_idx} ON {review_calls} (asked_at)"
+    " WHERE waiting",
     "CREATE TABLE IF NOT EXISTS {review_facts} (chat_id text NOT NULL, version bigint NOT NULL,"
     " ref text NOT NULL, tenant text NOT NULL, agent text NOT NULL, tool text NOT NULL,"
     " kind text NOT NULL, actor text NOT NULL, actor_norm text NOT NULL, requested_by text,"

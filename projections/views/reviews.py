@@ -4,7 +4,7 @@ before in the chat, whether the agent's fingerprint changed), and the reviews' p
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -43,6 +43,7 @@ from interlock.projections.engine.sql import ReadModel, Row, SqlView
 from interlock.projections.views.decisions import SWEEPER
 from interlock.projections.views.review_sql import compile_filter
 from interlock.projections.views.review_tables import (
+    AGES,
     DDL,
     FACT_COLUMNS,
     OVERSIGHT,
@@ -137,22 +138,25 @@ class ReviewsView(SqlView):
         self._run(
             "INSERT INTO {review_calls} SELECT %(c)s, %(r)s, %(n)s, %(i)s, h.turn_by, h.turn_norm,"
             " NULL, NULL, NULL, (SELECT count(*) FROM {review_calls} e WHERE e.chat_id = %(c)s"
-            " AND e.tool = %(n)s AND e.expired), false FROM {review_chats} h"
+            " AND e.tool = %(n)s AND e.expired), false, false FROM {review_chats} h"
             " WHERE h.chat_id = %(c)s", {"c": chat_id, "r": ref, "n": tool, "i": self._json(input)})
 
     def asked(self, chat_id: str, ref: str, at: datetime) -> None:
-        self._run("UPDATE {review_calls} SET asked_at = %(at)s WHERE chat_id = %(c)s"
-                  " AND ref = %(r)s", {"c": chat_id, "r": ref, "at": self._ts(at)})
+        self._run("UPDATE {review_calls} SET asked_at = %(at)s, waiting = true"
+                  " WHERE chat_id = %(c)s AND ref = %(r)s",
+                  {"c": chat_id, "r": ref, "at": self._ts(at)})
 
     def decided(self, chat_id: str, version: int, ref: str, kind: str, actor: str,
-                at: datetime) -> None:
+                at: datetime, settles: bool = True) -> None:
+        """A decision's fact and running totals; one that `settles` ends the wait."""
         self._run(fact_sql(self.dialect), {
             "c": chat_id, "r": ref, "v": version, "k": kind, "a": actor,
             "an": normalise_id(actor), "at": self._ts(at)})
         self._run(OVERSIGHT, {"c": chat_id, "v": version})
-        if kind == "expire":
-            self._run("UPDATE {review_calls} SET expired = true WHERE chat_id = %(c)s"
-                      " AND ref = %(r)s", {"c": chat_id, "r": ref})
+        if settles:
+            self._run("UPDATE {review_calls} SET waiting = false, expired = %(x)s"
+                      " WHERE chat_id = %(c)s AND ref = %(r)s",
+                      {"c": chat_id, "r": ref, "x": kind == "expire"})
 
     def edited(self, chat_id: str, ref: str, actor: str, input: Any) -> None:
         self._run("UPDATE {review_calls} SET input = %(i)s, edited_by = %(a)s, edited_norm ="
@@ -259,6 +263,16 @@ class ReviewsView(SqlView):
         `wait_sum`, `fast` ones, and `bN`: waits of at most BUCKETS[N] (cumulative)."""
         return self._fetch("SELECT * FROM {review_oversight} ORDER BY tool, kind", {})
 
+    def pending_by_age(self, now: datetime) -> dict[int, int]:
+        """Calls awaiting a decision for longer than each of AGES seconds (0: all of them)."""
+        ages = (0, *AGES)
+        sums = ", ".join(f"sum(CASE WHEN asked_at <= %(t{i})s THEN 1 ELSE 0 END) AS a{i}"
+                         for i in range(len(ages)))
+        row = self._fetch(f"SELECT {sums} FROM {{review_calls}} WHERE waiting",
+                          {f"t{i}": self._ts(now - timedelta(seconds=a))
+                           for i, a in enumerate(ages)})[0]
+        return {a: int(row[f"a{i}"] or 0) for i, a in enumerate(ages)}
+
     def actors(self, tenant: str) -> list[str]:
         """The distinct deciders of a tenant (normalised ids), the sweeper left out."""
         return [r["v"] for r in self._fetch(_ACTORS, {"t": tenant}) if r["v"] != SWEEPER]
@@ -350,7 +364,7 @@ class ReviewsProjection(Projection[ReviewsView]):
 
     @process_event.register
     def _voted(self, e: ApprovalVoted, tracking: Tracking) -> None:
-        self._decided(e, e.vote, e.actor)
+        self._decided(e, e.vote, e.actor, settles=e.outcome != "pending")
         if e.edited_input_sha256 is not None:
             self.view.edited(str(e.originator_id), e.ref, e.actor, e.edited_input)
 
@@ -378,9 +392,9 @@ class ReviewsProjection(Projection[ReviewsView]):
     def _closed(self, e: ReviewClosed, tracking: Tracking) -> None:
         self.view.review_status(str(e.originator_id), "closed", e.actor)
 
-    def _decided(self, e: Any, kind: str, actor: str) -> None:
+    def _decided(self, e: Any, kind: str, actor: str, settles: bool = True) -> None:
         self.view.decided(str(e.originator_id), e.originator_version, e.ref, kind, actor,
-                          e.timestamp)
+                          e.timestamp, settles)
 
 
 READ_MODEL = ReadModel(ReviewsView, ReviewsProjection)

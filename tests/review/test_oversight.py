@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 from fastapi.testclient import TestClient
 
@@ -30,6 +31,9 @@ def test_time_to_decision_rates_and_fast_approvals_per_tool(
     assert _value(text, 'interlock_oversight_fast_approval_ratio{tool="pay"}') == 1 / 8
     assert _value(text, 'interlock_oversight_edit_ratio{tool="pay"}') == 1 / 9
     assert _value(text, 'interlock_oversight_rejection_ratio{tool="pay"}') == 0
+    # one call waits (asked days ago): the self chat's; the edited one settled on approval
+    for age in ("0", "60", "86400"):
+        assert _value(text, f'interlock_oversight_pending{{older_than="{age}"}}') == 1
 
 
 def test_the_running_totals_survive_a_rebuild(history: History, models: SqlReadModels) -> None:
@@ -37,3 +41,10 @@ def test_the_running_totals_survive_a_rebuild(history: History, models: SqlReadM
     before = view.oversight()
     models.runner("reviews").rebuild()
     assert view.oversight() == before and sum(int(r["n"]) for r in before) == 10
+
+
+def test_pending_by_age_counts_from_the_ask(history: History, view: ReviewsView) -> None:
+    asked = history.base + timedelta(days=2, hours=10)
+    assert view.pending_by_age(asked + timedelta(seconds=30)) == {
+        0: 1, 60: 0, 300: 0, 900: 0, 3600: 0, 14400: 0, 86400: 0}
+    assert view.pending_by_age(asked + timedelta(seconds=1000))[900] == 1
