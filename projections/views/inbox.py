@@ -29,8 +29,10 @@ from interlock.domain.chat.events import (
     TurnRetried,
     UserMessageSent,
 )
+from interlock.domain.chat.fork_events import ChatForked
 from interlock.domain.chat.policies import ApprovalState, Vote, normalise_id
 from interlock.domain.chat.rules import AWAITS_AGENT, barred_voters
+from interlock.domain.chat.state import ToolCall
 from interlock.projections.engine import cursors
 from interlock.projections.engine.pages import Page, paginate
 from interlock.projections.engine.sql import Key, ReadModel, Row, SqlView, ViewStore, equal_filters
@@ -140,6 +142,19 @@ class InboxView(SqlView):
             + ", ".join(f"%({k})s" for k in names) + ") ORDER BY since, chat_id LIMIT %(limit)s",
             {**names, "limit": limit})
         return [r["chat_id"] for r in rows]
+
+    def call_copied(self, chat_id: str, call: ToolCall, at: datetime) -> None:
+        """A fork's pending call, as its history brought it across (pending or held)."""
+        self._run("INSERT INTO {inbox_calls} VALUES (%(c)s, %(r)s, %(n)s, %(i)s, %(by)s)",
+                  {"c": chat_id, "r": call.ref, "n": call.name, "i": self._json(call.input),
+                   "by": call.requested_by})
+        when = call.interrupted_at or at
+        if call.approval is None:
+            self.interrupted(chat_id, call.ref, call.interrupt, when)
+            return
+        self.interrupted(chat_id, call.ref, {
+            "approval": call.approval.terms.model_dump(mode="json")}, when)
+        self.approval_changed(chat_id, call.ref, call.approval, None)
 
     def tool_requested(self, chat_id: str, ref: str, name: str, input: Any) -> None:
         self._run("INSERT INTO {inbox_calls} SELECT chat_id, %(r)s, %(n)s, %(i)s, turn_by"
@@ -295,7 +310,7 @@ class InboxProjection(Projection[InboxView]):
     topics = tuple(c.TOPIC for c in (ChatStarted, UserMessageSent, ToolRequested, Interrupted,
                                      Responded, Restarted, ApprovalRequested, ApprovalVoted,
                                      ApprovalEscalated, InterruptExpired, InterruptWithdrawn,
-                                     TurnFinished, TurnRetried))
+                                     TurnFinished, TurnRetried, ChatForked))
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
@@ -318,6 +333,15 @@ class InboxProjection(Projection[InboxView]):
     @process_event.register
     def _retried(self, e: TurnRetried, tracking: Tracking) -> None:
         self.view.turn_moved_on(str(e.originator_id))
+
+    @process_event.register
+    def _forked(self, e: ChatForked, tracking: Tracking) -> None:
+        if e.history is None:  # erased before this view read it: nothing can be decided
+            return
+        for ref in e.history.batch:
+            call = e.history.calls[ref]
+            if call.status == "interrupted":
+                self.view.call_copied(str(e.originator_id), call, e.timestamp)
 
     @process_event.register
     def _requested(self, e: ToolRequested, tracking: Tracking) -> None:

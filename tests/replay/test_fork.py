@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
 import httpx
@@ -14,7 +15,8 @@ from interlock.domain.chat.fork_events import ChatForked, ChatForkedTo
 from interlock.domain.errors import ChatNotFoundError, InvalidRequestError, UnknownAgentError
 from interlock.examples.banking import AGENTS
 from interlock.projections import open_read_models
-from interlock.projections.engine.interface import ChatFilter
+from interlock.projections.engine.interface import ChatFilter, InboxFilter
+from interlock.projections.views.inbox import InboxView
 from interlock.replay import ReplayOptions, replay_recorded
 from tests.api.conftest import Live, client_for, live  # noqa: F401 - fixtures
 from tests.replay.corpus import served
@@ -145,3 +147,28 @@ def test_a_call_held_for_approval_comes_across_held_and_is_decided_in_the_fork(
             ApproveEntry(ref=held.ref, name=held.name)]))
     assert done.finish_reason == "stop" and done.text.startswith("Done.")
     assert app.get_chat(chat.id).state.calls[held.ref].approval.votes[0].actor == "tina"  # type: ignore[union-attr]
+
+
+def test_a_forks_pending_calls_are_in_the_inbox_and_expire_there(app: Interlock) -> None:
+    views = open_read_models(app)
+    try:
+        chat = app.start_chat("treasuryBankingAgent", actor="alice", tenant="acme")
+        [ask] = asyncio.run(app.send(chat.id, "Transfer $2500 to savings.",
+                                     actor="alice")).interrupts
+        [held] = asyncio.run(app.resume(chat.id, actor="bob", respond=[
+            RespondEntry(ref=ask.ref, name=ask.name, output={"approved": True})])).interrupts
+        n = app.get_chat(chat.id).version
+        fork = app.fork(chat.id, n, actor="alice", tenant="acme")
+        asked, at = _asked(app)
+        plain = app.fork(asked, at, actor="alice", tenant="acme")  # a tool's own interrupt
+        views.catch_up()
+        rows = {(r.chat_id, r.ref): r for r in views.inbox(
+            InboxFilter(tenant="acme"), 50, None).items}
+        copied = rows[str(fork.id), held.ref]
+        assert copied.tool == held.name and copied.approval is not None
+        assert copied.approval["terms"]["quorum"] == 2 and copied.requested_by == "alice"
+        assert rows[str(plain.id), "userApproval-1"].approval is None
+        due = views.view(InboxView).due(datetime.now(UTC) + timedelta(days=30), 50)
+        assert (str(fork.id), held.ref) in {(c, r) for _, c, r in due}  # the sweeper sees it
+    finally:
+        views.close()
