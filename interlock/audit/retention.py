@@ -23,18 +23,22 @@ from interlock.audit.integrity import Verifier, decoder
 from interlock.audit.retention_policy import Entry, Policy, Removal, make_entry
 from interlock.audit.signing import Signer
 from interlock.domain import Interlock
+from interlock.domain.chat.events import ChatStarted
 from interlock.domain.errors import InvalidRequestError
 
 
 def chat_facts(app: Interlock) -> dict[str, tuple[str, datetime]]:
-    """Each chat's tenant and the time of its last event, read from the log."""
+    """Each chat's tenant and the time of its last event, read from the log. Streams that
+    are no chat (webhook subscriptions, notification channels, reviews: settings and
+    evidence, not a conversation) are not chats' to expire."""
     decode, tenants, last = decoder(app.mapper), {}, {}
     for n in Verifier(app.recorder, app.mapper, None).notifications():
         key = str(n.originator_id)
-        if n.originator_version == 1:
+        if n.originator_version == 1 and n.topic == ChatStarted.TOPIC:
             tenants[key] = str(json.loads(decode(n.state)).get("tenant"))
-        last[key] = n.state
-    return {k: (tenants.get(k, ""), datetime.fromisoformat(
+        if key in tenants:
+            last[key] = n.state
+    return {k: (tenants[k], datetime.fromisoformat(
         json.loads(decode(state))["timestamp"])) for k, state in last.items()}
 
 

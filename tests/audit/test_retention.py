@@ -11,11 +11,12 @@ import pytest
 
 from interlock.audit import reading
 from interlock.audit.checkpoint_log import RETENTION_ID, RetentionLog
-from interlock.audit.retention import delete_chats
+from interlock.audit.retention import delete_chats, expired
 from interlock.audit.retention_policy import Entry, Policy, Removal, Rule, make_entry, months_before
 from interlock.audit.signing import Signer
 from interlock.cli.main import main
-from interlock.domain import Interlock
+from interlock.domain import Interlock, channels
+from interlock.domain.channels import EmailChannel
 from interlock.domain.chat import events as ev
 from interlock.domain.errors import ChatNotFoundError
 from interlock.domain.storage.snapshots import EVERY
@@ -147,3 +148,17 @@ async def test_retention_removes_a_long_chats_snapshot_with_its_events(
     assert app.snapshot_store.get(old) is None
     with pytest.raises(ChatNotFoundError):
         app.get_chat(old)
+
+
+async def test_retention_expires_chats_not_streams_that_are_no_chat(
+    app: Interlock, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    old = await _chat_at(app, monkeypatch, "bank", timedelta(days=800))
+    monkeypatch.setattr(channels, "now", lambda: datetime.now(UTC) - timedelta(days=800))
+    app.set_channel("bank", "email", EmailChannel(addresses={"tina": "t@bank.test"}),
+                    actor="root")
+    monkeypatch.undo()
+    policy = Policy.parse(POLICY)
+    removed = {r.chat_id for r in expired(app, policy, datetime.now(UTC))}
+    assert removed == {str(old)}  # the channel stream is as old, and not a chat's to expire
+    assert app.get_channels("bank").email() is not None
