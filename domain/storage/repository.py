@@ -49,6 +49,8 @@ class ChatRepository:
                 chat = self._app.repository.get(chat_id, version=version, projector_func=replay)
             except AggregateNotFoundError:
                 raise ChatNotFoundError(chat_id) from None
+        if not isinstance(chat, Chat):  # a stream of another kind (a review) under this id
+            raise ChatNotFoundError(chat_id)
         if tenant is not None and chat.state.tenant != tenant:
             raise ChatNotFoundError(chat_id)
         if version is not None and chat.version < version:
@@ -77,7 +79,7 @@ class ChatRepository:
                 chat = replay(None, map(to_event, stored))
             except (InterlockError, OriginatorVersionError):
                 continue  # a refused record sinks its own chat's load, not the page's
-            if chat is not None:
+            if isinstance(chat, Chat):
                 found[chat_id] = chat
         return found
 

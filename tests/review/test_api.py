@@ -128,3 +128,11 @@ def test_a_refused_opening_writes_nothing(http: TestClient, history: History) ->
         assert http.post("/v1/reviews", json=body, headers=_as("rita")).status_code == 422
     assert history.app.recorder.max_notification_id() == head
     assert http.get("/v1/reviews", headers=_as("rita")).json()["items"] == []
+
+
+def test_a_review_asked_for_as_a_chat_is_not_found(http: TestClient, history: History) -> None:
+    opened = http.post("/v1/reviews", json={"query": "edited_then_approved", "size": 5},
+                       headers=_as("rita")).json()
+    for path in ("", "/events"):
+        answer = http.get(f"/v1/chats/{opened['id']}{path}", headers=_as("rita"))
+        assert (answer.status_code, answer.json()["error"]["code"]) == (404, "chat_not_found")
