@@ -14,7 +14,7 @@ from eventsourcing.domain import OriginatorVersionError
 from eventsourcing.utils import resolve_topic
 from pydantic import BaseModel, ConfigDict
 
-from interlock.domain.chat.events import ChatEvent
+from interlock.domain.streams import StreamEvent
 
 if TYPE_CHECKING:
     from interlock.domain.review.aggregate import Review
@@ -93,8 +93,8 @@ def _aggregate() -> type[Review]:
     return resolve_topic("interlock:Review")  # type: ignore[no-any-return]
 
 
-class ReviewEvent(ChatEvent):
-    """A review's event: versioned and chained as a chat's are."""
+class ReviewEvent(StreamEvent):
+    """A review's event: versioned and chained as a chat's are (a stream that is no chat)."""
 
     def mutate(self, review: Review | None) -> Review:  # type: ignore[override]
         assert review is not None, "only ReviewOpened may begin a review"
