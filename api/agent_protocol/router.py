@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Path
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +24,7 @@ from interlock.domain.results import TurnResult
 
 router = APIRouter(prefix="/agent-protocol", tags=["agent-protocol"])
 ThreadId = Annotated[UUID, "the thread's (chat's) id"]
+RunId = Annotated[str, Path(max_length=36, description="a run's id (a turn's end)")]
 STARTED = datetime.now(UTC).isoformat()  # agents are code: they exist since the process
 
 
@@ -78,7 +79,8 @@ def search_assistants(body: AssistantSearch, service: ServiceDep, who: Reader) -
 
 
 @router.get("/assistants/{assistant_id}", responses=errors(404))
-def get_assistant(assistant_id: str, service: ServiceDep, who: Reader) -> dict[str, Any]:
+def get_assistant(assistant_id: Annotated[str, Path(max_length=200)], service: ServiceDep,
+                  who: Reader) -> dict[str, Any]:
     if assistant_id not in service.agents:
         raise AssistantNotFoundError(assistant_id)
     return _assistant(service.agents[assistant_id])
@@ -122,7 +124,8 @@ def get_state(thread_id: ThreadId, service: ServiceDep, who: Reader) -> dict[str
 
 
 @router.get("/threads/{thread_id}/state/{checkpoint_id}", responses=errors(404))
-def get_state_at(thread_id: ThreadId, checkpoint_id: Annotated[int, "a version"],
+def get_state_at(thread_id: ThreadId,
+                 checkpoint_id: Annotated[int, Path(ge=1, le=2**31 - 1, description="a version")],
                  service: ServiceDep, who: Reader) -> dict[str, Any]:
     """The thread's state as of a checkpoint (a version): a replay of its log."""
     return mapping.state(service.get_chat(thread_id, version=checkpoint_id, tenant=who.tenant))
@@ -205,14 +208,14 @@ def _run_of(chat: Chat, run_id: str) -> int:
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}", responses=errors(404))
-def get_run(thread_id: ThreadId, run_id: str, service: ServiceDep,
+def get_run(thread_id: ThreadId, run_id: RunId, service: ServiceDep,
             who: Reader) -> dict[str, Any]:
     chat = service.get_chat(thread_id, tenant=who.tenant)
     return _run_public(service.get_chat(thread_id, version=_run_of(chat, run_id)))
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join", responses=errors(404))
-def join_run(thread_id: ThreadId, run_id: str, service: ServiceDep,
+def join_run(thread_id: ThreadId, run_id: RunId, service: ServiceDep,
              who: Reader) -> dict[str, Any]:
     """The thread's values once the run ended (runs end before they answer)."""
     chat = service.get_chat(thread_id, tenant=who.tenant)

@@ -3967,6 +3967,7 @@ export interface operations {
             header?: never;
             path: {
                 thread_id: string;
+                /** @description a version */
                 checkpoint_id: number;
             };
             cookie?: never;
@@ -4317,6 +4318,7 @@ export interface operations {
             header?: never;
             path: {
                 thread_id: string;
+                /** @description a run's id (a turn's end) */
                 run_id: string;
             };
             cookie?: never;
@@ -4387,6 +4389,7 @@ export interface operations {
             header?: never;
             path: {
                 thread_id: string;
+                /** @description a run's id (a turn's end) */
                 run_id: string;
             };
             cookie?: never;
