@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
 from interlock.api.auth import Principal
@@ -210,3 +211,18 @@ def chat(request: Request, chat_id: UUID, service: ServiceDep, views: CurrentVie
          who: Visitor, version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
          ) -> Response:
     return render(request, "chat.html", who=who, c=chat_page(service, who, chat_id, version))
+
+
+@router.post("/chats/{chat_id}/fork")
+async def fork(request: Request, chat_id: UUID, service: ServiceDep, who: Visitor) -> Response:
+    """Fork from the version shown: a new chat holding the history up to it (the requester's
+    right, as over the API); the new chat's page answers."""
+    data = await checked_form(request)
+    who.require("requester")
+    raw = data.get("version", "")
+    if not raw.isdigit() or not 1 <= int(raw) <= 2**31 - 1:
+        raise InvalidRequestError("version must be a whole number of at least 1",
+                                  version=raw[:20])
+    made = await run_in_threadpool(service.fork, chat_id, int(raw), actor=who.id,
+                                   tenant=who.tenant)
+    return redirect(request, f"/chats/{made.id}")

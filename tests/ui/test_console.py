@@ -211,3 +211,21 @@ def test_a_chat_shows_its_timeline_any_version_and_its_chain(
     expect(page.locator("#chat-status")).to_contain_text("as of version 2")
     expect(page.locator(".msg.user")).to_contain_text("deploy mail")
     expect(page.locator(".msg.model")).to_have_count(0)
+
+
+def test_fork_from_here_makes_a_chat_with_the_history_up_to_the_version_shown(
+    signed_in: Browse, api: Api, live: Live
+) -> None:
+    chat_id, _ = _deploy(api, "alice", "mail")
+    page = signed_in("alice")
+    page.goto(f"{live.url}/ui/chats/{chat_id}")
+    page.get_by_role("button", name="Fork from here").click()
+    page.wait_for_url(re.compile(r".*/ui/chats/(?!" + chat_id + r")[0-9a-f-]{36}$"))
+    fork_id = page.url.rsplit("/", 1)[1]
+    expect(page.locator("#chat-status")).to_have_text("interrupted")
+    expect(page.locator(".notice.warn")).to_contain_text("deploy")  # what waited, waits here
+    expect(page.locator("#timeline li").last).to_contain_text("ChatForked")
+    assert api("carol").open_chat(fork_id).state()["interrupts"][0]["name"] == "deploy"
+    viewer = signed_in("bob")  # an approver may look, not fork
+    viewer.goto(f"{live.url}/ui/chats/{chat_id}")
+    expect(viewer.get_by_role("button", name="Fork from here")).to_have_count(0)
