@@ -119,7 +119,7 @@ def inbox_filter(
     mine = Decidable(id=who.id, roles=frozenset(who.roles), groups=frozenset(who.groups))
     return InboxFilter(tenant=who.tenant, agent=agent or None, tool=tool or None,
                        older_than=older, newest_first=order == "newest",
-                       decidable_by=mine if show == "mine" else None)
+                       decidable_by=mine if show == "mine" else None, partial=True)
 
 
 InboxQuery = Annotated[InboxFilter, Depends(inbox_filter)]
@@ -128,7 +128,7 @@ InboxQuery = Annotated[InboxFilter, Depends(inbox_filter)]
 def _inbox(views: ReadModels, f: InboxFilter, cursor: str | None) -> dict[str, Any]:
     rows = views.inbox(f, PAGE, cursor or None)
     count = _count(views, InboxFilter(tenant=f.tenant))
-    filtered = f != InboxFilter(tenant=f.tenant, newest_first=f.newest_first)
+    filtered = f != InboxFilter(tenant=f.tenant, newest_first=f.newest_first, partial=f.partial)
     heading = f"{_count(views, f)} of {count} pending match" if filtered else f"{count} pending"
     return {"page": rows, "count": count, "heading": heading, "filtered": filtered,
             "now": datetime.now(UTC)}

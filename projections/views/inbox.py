@@ -68,6 +68,7 @@ class InboxFilter(BaseModel):
     older_than: datetime | None = None
     newest_first: bool = False
     decidable_by: Decidable | None = None  # only what this principal may decide now
+    partial: bool = False  # agent and tool match any part of the name, whatever the case
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,11 @@ class Decidable:
 _COLUMNS = ("chat_id, tenant, agent, ref, tool, input, metadata, requested_at, requested_by,"
             " approval, expires_at")
 # `deciders` lists ",role:x,group:y," and `voters` ",id," (normalised) so LIKE can filter.
+
+
+def _like(text: str) -> str:
+    """`text` matched literally inside a LIKE pattern (`!` escapes)."""
+    return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
 
 
 class InboxView(SqlView):
@@ -240,7 +246,12 @@ class InboxView(SqlView):
 
     def query(self, f: InboxFilter, limit: int, after: Key | None) -> list[InboxRow]:
         """Up to `limit` rows after the keyset `after`."""
-        conds, params = equal_filters(f.model_dump(), ("tenant", "agent", "tool", "chat_id"))
+        exact = ("tenant", "chat_id") if f.partial else ("tenant", "agent", "tool", "chat_id")
+        conds, params = equal_filters(f.model_dump(), exact)
+        for name in ("agent", "tool") if f.partial else ():
+            if (value := getattr(f, name)) is not None:
+                conds.append(f"lower({name}) LIKE %({name})s ESCAPE '!'")
+                params[name] = "%" + _like(value.lower()) + "%"
         if f.older_than is not None:
             conds.append("requested_at < %(older)s")
             params["older"] = self._ts(f.older_than)

@@ -52,3 +52,21 @@ def test_the_count_agrees_with_the_filter_and_the_filter_clears(
     bob.locator("#clear-filters").click()
     expect(bob.locator("#inbox-count")).to_have_text("2 pending")
     expect(bob.get_by_label("Tool")).to_have_value("")
+
+
+def test_inbox_filters_match_the_way_people_type(
+    signed_in: Browse, api: Api, live: Live
+) -> None:
+    api("alice").chat("opsAgent").send("deploy api")
+    api("alice").chat("formsAgent").send("a short one")
+    bob = signed_in("bob")
+    for typed in ("Deploy", "PLO", "ops"):  # any case, any part; agent or tool
+        field = "Agent" if typed == "ops" else "Tool"
+        bob.goto(f"{live.url}/ui/inbox")
+        bob.get_by_label(field).fill(typed)
+        bob.get_by_role("button", name="Filter").click()
+        expect(bob.locator("#inbox-count")).to_have_text("1 of 2 pending match")
+    bob.goto(f"{live.url}/ui/inbox")
+    bob.get_by_label("Tool").fill("%")  # a wildcard is a character like any other
+    bob.get_by_role("button", name="Filter").click()
+    expect(bob.locator("#inbox-count")).to_have_text("0 of 2 pending match")
