@@ -54,6 +54,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, ClassVar
 
+from interlock.domain.chat.canonical import wire_time
+
 
 class InterlockError(Exception):
     """Base of every error a client can cause or observe."""
@@ -210,7 +212,7 @@ class InterruptNotPendingError(ResumeError):
             message,
             ref=ref,
             decided_by=decided_by,
-            decided_at=decided_at.isoformat() if decided_at else None,
+            decided_at=wire_time(decided_at) if decided_at else None,
             decision=decision,
         )
 
@@ -258,7 +260,7 @@ class AlreadyVotedError(ResumeError):
     def __init__(self, ref: str, actor: str, vote: str, at: datetime) -> None:
         super().__init__(
             f"{actor} already voted ({vote}) on this input of {ref!r}",
-            ref=ref, actor=actor, vote=vote, voted_at=at.isoformat())
+            ref=ref, actor=actor, vote=vote, voted_at=wire_time(at))
 
 
 class InterruptExpiredError(ResumeError):
@@ -267,8 +269,8 @@ class InterruptExpiredError(ResumeError):
 
     def __init__(self, ref: str, expired_at: datetime) -> None:
         super().__init__(
-            f"interrupt {ref!r} expired at {expired_at.isoformat()}; it failed closed",
-            ref=ref, expired_at=expired_at.isoformat())
+            f"interrupt {ref!r} expired at {wire_time(expired_at)}; it failed closed",
+            ref=ref, expired_at=wire_time(expired_at))
 
 
 class ConflictError(InterlockError):

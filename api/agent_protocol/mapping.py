@@ -10,6 +10,7 @@ from uuid import UUID, uuid5
 from pydantic import ValidationError
 
 from interlock.domain import ApproveEntry, Chat, EditEntry, RejectEntry, RespondEntry
+from interlock.domain.chat.canonical import wire_time
 from interlock.domain.chat.messages import Message
 from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import InvalidRequestError
@@ -84,8 +85,8 @@ def interrupts(chat: Chat) -> list[dict[str, Any]]:
 def thread(chat: Chat) -> dict[str, Any]:
     s = chat.state
     pending = interrupts(chat)
-    return {"thread_id": str(chat.id), "created_at": s.created_at.isoformat(),
-            "updated_at": s.updated_at.isoformat(), "metadata": _metadata(chat),
+    return {"thread_id": str(chat.id), "created_at": wire_time(s.created_at),
+            "updated_at": wire_time(s.updated_at), "metadata": _metadata(chat),
             "status": STATUS[s.status], "values": values(chat),
             "interrupts": {i["id"]: [i] for i in pending}}
 
@@ -107,7 +108,7 @@ def state(chat: Chat, parent: int | None = None) -> dict[str, Any]:
              for i in pending]
     return {"values": values(chat), "next": ["tools"] if pending else [],
             "checkpoint": checkpoint(chat), "metadata": _metadata(chat),
-            "created_at": chat.state.updated_at.isoformat(),
+            "created_at": wire_time(chat.state.updated_at),
             "parent_checkpoint": None if parent is None else {
                 "thread_id": str(chat.id), "checkpoint_ns": "", "checkpoint_id": str(parent)},
             "tasks": tasks, "interrupts": pending}

@@ -19,13 +19,14 @@ from interlock.api.agent_protocol import mapping
 from interlock.api.deps import Reader, Requester, ServiceDep
 from interlock.api.routers.common import errors
 from interlock.domain import Agent, Chat, Interlock, RespondEntry
+from interlock.domain.chat.canonical import wire_time
 from interlock.domain.errors import InvalidRequestError, ModelError, NotFoundError
 from interlock.domain.results import TurnResult
 
 router = APIRouter(prefix="/agent-protocol", tags=["agent-protocol"])
 ThreadId = Annotated[UUID, "the thread's (chat's) id"]
 RunId = Annotated[str, Path(max_length=36, description="a run's id (a turn's end)")]
-STARTED = datetime.now(UTC).isoformat()  # agents are code: they exist since the process
+STARTED = wire_time(datetime.now(UTC))  # agents are code: they exist since the process
 
 
 class _Body(BaseModel):
@@ -173,7 +174,7 @@ async def _run(thread_id: UUID, body: RunCreate, service: Interlock, who: Any) -
 
 def _run_public(chat: Chat) -> dict[str, Any]:
     status = {"interrupted": "interrupted", "failed": "error"}.get(chat.state.status, "success")
-    when = chat.state.updated_at.isoformat()
+    when = wire_time(chat.state.updated_at)
     return {"run_id": mapping.run_id(chat.id, chat.version), "thread_id": str(chat.id),
             "assistant_id": chat.state.agent, "created_at": when, "updated_at": when,
             "status": status, "metadata": {"version": chat.version},

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from datetime import UTC, datetime
 from typing import Any
 
 _EXACT_INT = 2**53
@@ -84,3 +85,8 @@ def sha256_hex(value: Any) -> str:
 def sha256_hex_v1(value: Any) -> str:
     """SHA-256 of the format 1 form: what events of chain format 1 recorded."""
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+def wire_time(at: datetime) -> str:
+    """A time as the API writes every time: ISO 8601 in UTC with a `Z` (as pydantic does)."""
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")

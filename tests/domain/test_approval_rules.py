@@ -190,7 +190,7 @@ def test_a_deadline_fails_closed_at_its_time_exactly_once() -> None:
     assert chat.expire("p1", due - timedelta(microseconds=1)) is False
     assert chat.collect_events() == []
     error = refused(InterruptExpiredError, chat, treasurer("bob"), approve(), at=due)
-    assert error.details["expired_at"] == due.isoformat()
+    assert error.details["expired_at"] == due.isoformat().replace("+00:00", "Z")
     assert chat.expire("p1", due) is True
     [expired] = chat.collect_events()
     assert isinstance(expired, InterruptExpired) and expired.expires_at == due

@@ -72,7 +72,7 @@ def test_a_decided_interrupt_is_not_pending_and_says_who_decided_it_and_when() -
                     respond=[RespondEntry(ref=first, name="approve", output={"approved": False}),
                              RespondEntry(ref=second, name="approve", output={"approved": True})])
     assert error.details == {"ref": first, "decided_by": "carol", "decision": "respond",
-                             "decided_at": decided.timestamp.isoformat()}
+                             "decided_at": decided.timestamp.isoformat().replace("+00:00", "Z")}
 
 
 def test_a_call_that_never_interrupted_is_not_pending() -> None:
