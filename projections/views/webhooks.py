@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal, get_args
 
 from eventsourcing.persistence import Tracking
@@ -29,6 +29,7 @@ from interlock.domain.chat.approval_events import (
     InterruptExpired,
     InterruptWithdrawn,
 )
+from interlock.domain.chat.canonical import wire_time
 from interlock.domain.chat.events import (
     ChatStarted,
     Interrupted,
@@ -54,7 +55,7 @@ __all__ = ["EVENT_TYPES", "NOTIFY", "READ_MODEL", "Delivery", "DeliveryStatus", 
            "EventType", "Subscription", "WebhooksProjection", "WebhooksView"]
 
 def _iso(at: datetime) -> str:
-    return at.astimezone(UTC).isoformat()
+    return wire_time(at)
 
 
 # What each event notifies, and the data it carries: one line per event. `decision` is the
