@@ -273,6 +273,7 @@ class Health(BaseModel):
     store: bool | None = None
     views: bool | None = None
     stuck: list[StuckView] | None = None  # views stopped on an event, and which
+    notifications_failed: int | None = None  # notifications given up (docs/notifications.md)
 
 
 # -- compliance review (docs/review.md) --------------------------------------------------------

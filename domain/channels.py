@@ -4,10 +4,12 @@ which addresses, who set it and when. One stream per tenant, chained like a chat
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime, time, timedelta
 from typing import Any, Literal
 from uuid import NAMESPACE_URL, UUID, uuid5
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from interlock.domain.chat.events import ChatEvent, now
 from interlock.domain.streams import Signer, StreamEvent, seal
@@ -16,13 +18,45 @@ ChannelKind = Literal["email", "slack"]
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,199}$"
 
 
+class QuietHours(BaseModel):
+    """Nothing is sent from `start` to `end` (local times of `zone`); it waits until `end`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    start: time
+    end: time
+    zone: str = Field("UTC", max_length=64, description="an IANA zone, e.g. Europe/Paris")
+
+    @field_validator("zone")
+    @classmethod
+    def _known(cls, zone: str) -> str:
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {zone!r}") from None
+        return zone
+
+    def until(self, at: datetime) -> datetime | None:
+        """When the quiet period holding `at` ends; None when `at` is not in one."""
+        local = at.astimezone(ZoneInfo(self.zone))
+        now, start, end = local.time(), self.start, self.end
+        inside = start <= now < end if start <= end else (now >= start or now < end)
+        if not inside or start == end:
+            return None
+        ends = datetime.combine(local.date(), end, local.tzinfo)
+        return ends if ends > local else ends + timedelta(days=1)
+
+
 class EmailChannel(BaseModel):
-    """Held calls are mailed to the routed principals that have an address here."""
+    """Held calls are mailed to the routed principals that have an address here; with
+    `digest_minutes`, one mail a period lists what was asked in it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     addresses: dict[str, str] = Field(
         description="principal id -> email address", max_length=10_000)
+    digest_minutes: int | None = Field(None, ge=1, le=1440)
+    quiet_hours: QuietHours | None = None
 
 
 class SlackChannel(BaseModel):
@@ -33,6 +67,7 @@ class SlackChannel(BaseModel):
 
     users: dict[str, str] = Field(
         description="Slack user id -> principal id", max_length=10_000)
+    quiet_hours: QuietHours | None = None
 
 
 CONFIGS: dict[ChannelKind, type[EmailChannel] | type[SlackChannel]] = {
@@ -81,7 +116,7 @@ class Channels:
     def set(self, kind: ChannelKind, config: EmailChannel | SlackChannel, actor: str) -> None:
         self._record(ChannelSet(originator_id=self.id, originator_version=self.version + 1,
                                 timestamp=now(), tenant=self.tenant, kind=kind,
-                                config=config.model_dump(), actor=actor))
+                                config=config.model_dump(mode="json"), actor=actor))
 
     def remove(self, kind: ChannelKind, actor: str) -> bool:
         """Record the removal; False when there was no such channel."""

@@ -22,6 +22,7 @@ from interlock.domain.errors import ConfigurationError
 from interlock.domain.runtime.models import Model
 from interlock.domain.storage.keys import Keyring
 from interlock.notify.config import NotifyConfig
+from interlock.notify.gauges import NotifyGauges
 from interlock.notify.notifier import Notifier
 from interlock.notify.slack_actions import SlackActions
 from interlock.process import tune_gc
@@ -110,6 +111,9 @@ def build_app(settings: Settings) -> FastAPI:
     app = make_app(service, views, auth, on_shutdown=closing,
                    delivery=delivery_policy(settings))
     app.state.slack_actions = slack_actions(settings, service, auth, notifier)
+    if notifier is not None:
+        app.state.notifier = notifier
+        app.state.metrics.registry.register(NotifyGauges(notifier.store))
     tune_gc(settings.gc_threshold)  # each worker process, once everything is loaded
     return app
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from eventsourcing.persistence import PersistenceError
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -20,6 +20,7 @@ from interlock.api.deps import ReadModelsDep, ServiceDep
 from interlock.api.schemas import Health
 from interlock.domain import Interlock
 from interlock.domain.errors import UnavailableError
+from interlock.notify.notifier import Notifier
 from interlock.projections.engine.interface import ReadModels
 from interlock.stores.postgres import store_guard
 
@@ -38,8 +39,10 @@ async def healthz() -> Health:
 
 
 @router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
-async def readyz(service: ServiceDep, views: ReadModelsDep) -> Health | JSONResponse:
-    """Ready: the store answers, the views run, none is stuck; else 503 and which is not."""
+async def readyz(request: Request, service: ServiceDep,
+                 views: ReadModelsDep) -> Health | JSONResponse:
+    """Ready: the store answers, the views run, none is stuck; else 503 and which is not.
+    Notifications given up are counted, and do not make the server unready."""
     guard = store_guard(service)
     if guard is not None and not guard.up:
         store, current = False, False
@@ -51,10 +54,21 @@ async def readyz(service: ServiceDep, views: ReadModelsDep) -> Health | JSONResp
             store, current = False, False
     stuck = views.stuck()
     health = Health(status="ready" if store and current and not stuck else "not_ready",
-                    store=store, views=current, stuck=stuck or None)
+                    store=store, views=current, stuck=stuck or None,
+                    notifications_failed=await _failed_notifications(request) if store else None)
     if health.status == "ready":
         return health
     return JSONResponse(health.model_dump(), status_code=503)
+
+
+async def _failed_notifications(request: Request) -> int | None:
+    notifier: Notifier | None = getattr(request.app.state, "notifier", None)
+    if notifier is None:
+        return None
+    try:
+        return await asyncio.wait_for(run_in_threadpool(notifier.store.stuck), READY_WITHIN)
+    except (TimeoutError, PersistenceError, UnavailableError):
+        return None
 
 
 def _probe(service: Interlock, views: ReadModels) -> tuple[bool, bool]:

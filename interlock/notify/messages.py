@@ -46,6 +46,17 @@ def email(f: dict[str, Any], to: str, sender: str) -> EmailMessage:
     return message
 
 
+def digest(all_facts: list[dict[str, Any]], to: str, sender: str) -> EmailMessage:
+    """One mail for the calls asked in a digest's period, each with its link."""
+    message = EmailMessage()
+    message["Subject"] = f"{len(all_facts)} approvals needed"
+    message["From"], message["To"] = sender, to
+    parts = [f"{summary(f)}.\nInput: {json.dumps(f['input'], ensure_ascii=False)}\n"
+             f"Open it to decide (sign in first): {f['link']}\n" for f in all_facts]
+    message.set_content("\n".join(parts))
+    return message
+
+
 def slack_blocks(f: dict[str, Any]) -> list[dict[str, Any]]:
     value = json.dumps({"chat_id": f["chat_id"], "ref": f["ref"],
                         "input_sha256": f["input_sha256"]})

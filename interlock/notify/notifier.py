@@ -6,8 +6,11 @@ event's position, the channel and the recipient) and sent until it is marked sen
 from __future__ import annotations
 
 import logging
+import math
 import smtplib
 import threading
+from datetime import UTC, datetime
+from email.message import EmailMessage
 from typing import Any
 from uuid import UUID
 
@@ -17,6 +20,7 @@ from slack_sdk.errors import SlackClientError
 
 from interlock.api.auth import AuthConfig
 from interlock.domain import Interlock
+from interlock.domain.channels import QuietHours
 from interlock.domain.chat.approval_events import (
     ApprovalRequested,
     ApprovalVoted,
@@ -45,6 +49,30 @@ def ending(event: ChatEvent) -> str | None:
     if isinstance(event, InterruptWithdrawn):
         return f"withdrawn by {event.actor}"
     return None
+
+
+def due(quiet: QuietHours | None, digest_minutes: int | None) -> float | None:
+    """When a notification asked now may be sent: at the end of its digest's period, and
+    never inside quiet hours (then when they end); None: now."""
+    at = datetime.now(UTC)
+    if digest_minutes:
+        period = digest_minutes * 60
+        at = datetime.fromtimestamp(math.ceil(at.timestamp() / period) * period, UTC)
+    until = quiet.until(at) if quiet is not None else None
+    at = until or at
+    return at.timestamp() if (digest_minutes or until) else None
+
+
+def _batches(rows: list[Row]) -> list[list[Row]]:
+    """Digest mails to one address go together; every other row alone."""
+    digests: dict[str, list[Row]] = {}
+    alone: list[list[Row]] = []
+    for row in rows:
+        if row.kind == "email" and row.payload.get("digest"):
+            digests.setdefault(row.recipient, []).append(row)
+        else:
+            alone.append([row])
+    return [*digests.values(), *alone]
 
 
 class Notifier:
@@ -102,31 +130,41 @@ class Notifier:
         facts = messages.facts(call, str(chat.id), tenant, self.config.console_url)
         rows: list[Row] = []
         email, slack = channels.email(), channels.slack()
+        mailed = {**facts, "digest": True} if email and email.digest_minutes else facts
+        mail_due = email and due(email.quiet_hours, email.digest_minutes)
+        slack_due = slack and due(slack.quiet_hours, None)
         for p in told:
             if email is not None and p.id in email.addresses:
                 rows.append(Row(f"{position:015d}:email:{p.id}", tenant, "email", str(chat.id),
-                                call.ref, email.addresses[p.id], facts, 0))
+                                call.ref, email.addresses[p.id], mailed, 0, mail_due or None))
             for user, principal in sorted((slack.users if slack else {}).items()):
                 if principal == p.id:
                     rows.append(Row(f"{position:015d}:slack:{user}", tenant, "slack",
-                                    str(chat.id), call.ref, user, facts, 0))
+                                    str(chat.id), call.ref, user, facts, 0, slack_due or None))
         return rows
 
     # -- delivering --------------------------------------------------------------------------
 
     def deliver_due(self) -> int:
-        """Send the due rows; how many were sent."""
+        """Send the due rows (a digest's rows to one address as one mail); how many."""
         sent = 0
-        for row in self.store.due():
+        for batch in _batches(self.store.due()):
             try:
-                receipt = self._send(row)
+                receipt = self._digest(batch) if len(batch) > 1 else self._send(batch[0])
             except (smtplib.SMTPException, OSError, SlackClientError) as exc:
-                if self.store.failed(row, self.config.max_attempts):
-                    log.error("notification %s given up: %s", row.id, type(exc).__name__)
+                for row in batch:
+                    if self.store.failed(row, self.config.max_attempts):
+                        log.error("notification %s given up: %s", row.id, type(exc).__name__)
                 continue
-            self.store.sent(row, receipt)
-            sent += 1
+            for row in batch:
+                self.store.sent(row, receipt)
+            sent += len(batch)
         return sent
+
+    def _digest(self, rows: list[Row]) -> dict[str, Any]:
+        c = self.config
+        return self._mail(messages.digest(
+            [r.payload for r in rows], rows[0].recipient, c.mail_from), rows[0].recipient)
 
     def _send(self, row: Row) -> dict[str, Any]:
         if row.kind == "email":
@@ -151,6 +189,10 @@ class Notifier:
         return any(c.ref == row.ref for c in chat.pending_interrupts())
 
     def _email(self, row: Row) -> dict[str, Any]:
+        return self._mail(messages.email(row.payload, row.recipient, self.config.mail_from),
+                          row.recipient)
+
+    def _mail(self, message: EmailMessage, to: str) -> dict[str, Any]:
         c = self.config
         if c.smtp_host is None:
             raise smtplib.SMTPException("no SMTP host is configured (INTERLOCK_SMTP_HOST)")
@@ -159,8 +201,8 @@ class Notifier:
                 smtp.starttls()
             if c.smtp_user:
                 smtp.login(c.smtp_user, c.smtp_password or "")
-            smtp.send_message(messages.email(row.payload, row.recipient, c.mail_from))
-        return {"to": row.recipient}
+            smtp.send_message(message)
+        return {"to": to}
 
     # -- running -----------------------------------------------------------------------------
 

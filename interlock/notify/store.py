@@ -25,6 +25,7 @@ class Row:
     recipient: str
     payload: dict[str, Any]
     attempts: int
+    due: float | None = None  # when it may be sent (quiet hours, a digest's period); now if None
 
 
 class NotifyStore:
@@ -62,7 +63,7 @@ class NotifyStore:
                                     " ?, NULL) ON CONFLICT (id) DO NOTHING")
         for r in rows:
             self.outbox.run(statement, (r.id, r.tenant, r.kind, r.chat_id, r.ref, r.recipient,
-                                        json.dumps(r.payload), time.time()))
+                                        json.dumps(r.payload), r.due or time.time()))
 
     def due(self, limit: int = 100) -> list[Row]:
         rows = self.outbox.run(self.outbox.sql(
@@ -94,6 +95,11 @@ class NotifyStore:
     def stuck(self) -> int:
         rows = self.outbox.run(self.outbox.sql(
             "SELECT count(*) FROM {t} WHERE status = 'failed'"), ())
+        return int(rows[0][0])
+
+    def waiting(self) -> int:
+        rows = self.outbox.run(self.outbox.sql(
+            "SELECT count(*) FROM {t} WHERE status = 'pending'"), ())
         return int(rows[0][0])
 
     def first_sight(self, signature: str) -> bool:

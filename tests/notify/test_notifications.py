@@ -7,10 +7,13 @@ import json
 import socket
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from datetime import time as clock
 from email import message_from_bytes, policy
 from typing import Any
 from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -22,8 +25,9 @@ from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig
 from interlock.bootstrap import build_service
 from interlock.client import ChatNotFoundError, Client, Interrupt
-from interlock.domain.channels import channels_id
+from interlock.domain.channels import QuietHours, channels_id
 from interlock.notify.config import NotifyConfig
+from interlock.notify.gauges import NotifyGauges
 from interlock.notify.notifier import Notifier
 from interlock.notify.slack_actions import SlackActions
 from interlock.projections import open_read_models
@@ -122,6 +126,8 @@ def world(store: str) -> Iterator[World]:
     app = make_app(service, views, auth)
     app.state.slack_actions = SlackActions(service, auth, SIGNING, notifier.store,
                                            notifier.slack)
+    app.state.notifier = notifier  # as bootstrap wires it
+    app.state.metrics.registry.register(NotifyGauges(notifier.store))
     server = ThreadServer(app)
     client = httpx.Client(base_url=server.url)
     world = World(client, notifier, mailbox, slack_calls, server.url)
@@ -250,3 +256,63 @@ def test_the_channel_stream_is_no_chat(world: World) -> None:
         world.api("root").open_chat(str(stream)).state()
     assert world.client.get(f"/v1/chats/{stream}/events", headers={
         "Authorization": "Bearer key-root"}).status_code == 404
+
+
+def _fast_forward(world: World) -> None:
+    """The time rows wait for (quiet hours' end, a digest's period) has come."""
+    store = world.notifier.store.outbox
+    store.run(store.sql("UPDATE {t} SET due = 0 WHERE status = 'pending'"), ())
+
+
+def test_quiet_hours_hold_a_channel_until_they_end(world: World) -> None:
+    now = datetime.now(UTC)
+    quiet = {"start": (now - timedelta(hours=1)).strftime("%H:%M"),
+             "end": (now + timedelta(hours=1)).strftime("%H:%M"), "zone": "UTC"}
+    world.api("root").request("PUT", "/v1/channels/email",
+                              json={"addresses": EMAILS, "quiet_hours": quiet})
+    _held(world)
+    assert world.notifier.run_once() == (4, 2)  # Slack now, mail when the quiet ends
+    assert world.mailbox.mails == [] and len(_posted(world)) == 2
+    _fast_forward(world)
+    assert world.notifier.run_once() == (0, 2) and len(world.mailbox.mails) == 2
+
+
+def test_a_digest_mails_each_approver_once_for_the_calls_of_its_period(world: World) -> None:
+    world.api("root").request("PUT", "/v1/channels/email",
+                              json={"addresses": EMAILS, "digest_minutes": 60})
+    _held(world)
+    _held(world)
+    assert world.notifier.run_once() == (8, 4)  # the Slack messages; mail waits the hour
+    assert world.mailbox.mails == []
+    _fast_forward(world)
+    assert world.notifier.run_once() == (0, 4)
+    assert sorted(to for to, _ in world.mailbox.mails) == [["tina@acme.test"], ["tom@acme.test"]]
+    mail = world.mailbox.mails[0][1]
+    assert mail["Subject"] == "2 approvals needed"
+    assert mail.get_content().count("alice asks to run pay") == 2
+
+
+def test_given_up_notifications_show_in_readyz_and_metrics(world: World) -> None:
+    _held(world)
+    world.notifier.config = replace(world.notifier.config, smtp_port=_free_port(),
+                                    max_attempts=1)  # nobody listens there
+    world.notifier.run_once()
+    ready = world.client.get("/readyz").json()
+    assert ready["notifications_failed"] == 2 and ready["status"] == "ready"
+    scraped = world.client.get("/metrics", headers={"Authorization": "Bearer key-root"}).text
+    assert "interlock_notifications_failed 2.0" in scraped
+
+
+@pytest.mark.parametrize(("start", "end", "at", "until"), [
+    ("22:00", "07:00", "23:30", "07:00"), ("22:00", "07:00", "03:00", "07:00"),
+    ("22:00", "07:00", "12:00", None), ("09:00", "17:00", "16:59", "17:00"),
+    ("09:00", "17:00", "17:00", None),
+])
+def test_quiet_hours_in_their_zone(start: str, end: str, at: str, until: str | None) -> None:
+    quiet = QuietHours.model_validate({"start": start, "end": end, "zone": "Asia/Tokyo"})
+    tokyo = ZoneInfo("Asia/Tokyo")
+    local = datetime.combine(datetime(2026, 12, 2).date(), clock.fromisoformat(at), tokyo)
+    found = quiet.until(local.astimezone(UTC))
+    assert (found.astimezone(tokyo).strftime("%H:%M") if found else None) == until
+    with pytest.raises(ValueError, match="unknown time zone"):
+        QuietHours.model_validate({"start": start, "end": end, "zone": "Mars/Olympus"})

@@ -34,6 +34,7 @@ export interface paths {
         /**
          * Readyz
          * @description Ready: the store answers, the views run, none is stuck; else 503 and which is not.
+         *     Notifications given up are counted, and do not make the server unready.
          */
         get: operations["readyz"];
         put?: never;
@@ -1198,7 +1199,8 @@ export interface components {
         };
         /**
          * EmailChannel
-         * @description Held calls are mailed to the routed principals that have an address here.
+         * @description Held calls are mailed to the routed principals that have an address here; with
+         *     `digest_minutes`, one mail a period lists what was asked in it.
          */
         EmailChannel: {
             /**
@@ -1208,6 +1210,9 @@ export interface components {
             addresses: {
                 [key: string]: string;
             };
+            /** Digest Minutes */
+            digest_minutes?: number | null;
+            quiet_hours?: components["schemas"]["QuietHours"] | null;
         };
         /**
          * ErrorBody
@@ -1285,6 +1290,8 @@ export interface components {
             views?: boolean | null;
             /** Stuck */
             stuck?: components["schemas"]["StuckView"][] | null;
+            /** Notifications Failed */
+            notifications_failed?: number | null;
         };
         /**
          * InboxRow
@@ -1441,6 +1448,28 @@ export interface components {
             params: {
                 [key: string]: unknown;
             };
+        };
+        /**
+         * QuietHours
+         * @description Nothing is sent from `start` to `end` (local times of `zone`); it waits until `end`.
+         */
+        QuietHours: {
+            /**
+             * Start
+             * Format: time
+             */
+            start: string;
+            /**
+             * End
+             * Format: time
+             */
+            end: string;
+            /**
+             * Zone
+             * @description an IANA zone, e.g. Europe/Paris
+             * @default UTC
+             */
+            zone: string;
         };
         /**
          * RejectEntry
@@ -1906,6 +1935,7 @@ export interface components {
             users: {
                 [key: string]: string;
             };
+            quiet_hours?: components["schemas"]["QuietHours"] | null;
         };
         /**
          * StuckView
