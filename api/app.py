@@ -39,6 +39,11 @@ from interlock.webhooks import Deliverer, DeliveryPolicy
 from interlock.webhooks.addresses import AddressPolicy
 from interlock.webhooks.subscriptions import Subscriptions
 
+try:  # the otel extra: without it the API serves untraced
+    from interlock.api.observability import tracing
+except ImportError as missing:
+    tracing, _NO_TRACING = None, missing.name  # type: ignore[assignment]
+
 log = logging.getLogger("interlock.api")
 MAX_BODY = 1 << 20
 DEV_BANNER = (
@@ -58,11 +63,9 @@ Errors answer `{"error": {"code", "message", "details"}}`; see docs/http.md for 
 
 def enable_tracing(app: FastAPI, tracer: Any) -> None:
     """Trace turns and requests with an OpenTelemetry tracer (None: the global one)."""
-    try:
-        from interlock.api.observability import tracing
-    except ImportError as exc:
+    if tracing is None:
         raise ConfigurationError("tracing needs OpenTelemetry: pip install 'interlock[otel]'"
-                                 f" ({exc.name} is missing)") from None
+                                 f" ({_NO_TRACING} is missing)")
     tracer = tracer or tracing.default_tracer()
     app.state.service.tracer = tracing.OtelTracer(tracer)
     app.state.observed.spans = tracing.RequestSpans(tracer)

@@ -237,7 +237,10 @@ def _many(found: object) -> bool:
 
 
 def model_resolver() -> Callable[[str], Model] | None:
-    """Provider strings ("openai:gpt-4.1-mini") resolve when the providers package is present."""
+    """Provider strings ("openai:gpt-4.1-mini") resolve when the providers package is present.
+
+    Imported here, not at the top: the SDKs take a second and a half to import, which a CLI
+    command that builds no service (`--help`, `review`) should not pay."""
     try:
         from interlock.providers import resolve_model
     except ImportError:
