@@ -453,12 +453,17 @@ class Interlock(Application[UUID]):
         return hook if hook is not None and tenant in (None, hook.tenant) else None
 
     def _save_webhook(self, hook: Webhook) -> int:
+        return self._save_stream(hook.id, hook.seal(self.sealer.sign))
+
+    def _save_stream(self, stream_id: UUID, events: list[ChatEvent]) -> int:
+        """Append a stream that is no chat (a subscription, a tenant's channels): its
+        position; ConcurrencyError if another write took its version first."""
         processing: ProcessingEvent[UUID] = ProcessingEvent()
-        processing.events.extend(hook.seal(self.sealer.sign))
+        processing.events.extend(events)
         try:
             recordings = self._record(processing)
         except IntegrityError:
-            raise ConcurrencyError(hook.id) from None
+            raise ConcurrencyError(stream_id) from None
         for listener in self.commit_listeners:
             listener(recordings)
         return recordings[-1].notification.id
@@ -470,7 +475,7 @@ class Interlock(Application[UUID]):
         """Record the tenant's `kind` channel (replacing any); ConcurrencyError on a race."""
         channels = self.get_channels(tenant)
         channels.set(kind, config, actor)
-        self._save_channels(channels)
+        self._save_stream(channels.id, channels.seal(self.sealer.sign))
         return channels
 
     def remove_channel(self, tenant: str, kind: ChannelKind, *, actor: str) -> bool:
@@ -478,21 +483,12 @@ class Interlock(Application[UUID]):
         channels = self.get_channels(tenant)
         if not channels.remove(kind, actor):
             return False
-        self._save_channels(channels)
+        self._save_stream(channels.id, channels.seal(self.sealer.sign))
         return True
 
     def get_channels(self, tenant: str) -> Channels:
         return replay_channels(tenant, self.events.get(channels_id(tenant)))
 
-    def _save_channels(self, channels: Channels) -> None:
-        processing: ProcessingEvent[UUID] = ProcessingEvent()
-        processing.events.extend(channels.seal(self.sealer.sign))
-        try:
-            recordings = self._record(processing)
-        except IntegrityError:
-            raise ConcurrencyError(channels.id) from None
-        for listener in self.commit_listeners:
-            listener(recordings)
 
     # -- queries -----------------------------------------------------------------------------
 

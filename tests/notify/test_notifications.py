@@ -25,7 +25,8 @@ from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig
 from interlock.bootstrap import build_service
 from interlock.client import ChatNotFoundError, Client, Interrupt
-from interlock.domain.channels import QuietHours, channels_id
+from interlock.domain.channels import EmailChannel, QuietHours, channels_id
+from interlock.domain.errors import ConcurrencyError
 from interlock.notify.config import NotifyConfig
 from interlock.notify.gauges import NotifyGauges
 from interlock.notify.notifier import Notifier
@@ -316,3 +317,17 @@ def test_quiet_hours_in_their_zone(start: str, end: str, at: str, until: str | N
     assert (found.astimezone(tokyo).strftime("%H:%M") if found else None) == until
     with pytest.raises(ValueError, match="unknown time zone"):
         QuietHours.model_validate({"start": start, "end": end, "zone": "Mars/Olympus"})
+
+
+def test_two_admins_racing_on_a_channel_one_wins_and_the_other_writes_nothing() -> None:
+    service = build_service("memory://", [])
+    try:
+        first, second = service.get_channels("acme"), service.get_channels("acme")
+        first.set("email", EmailChannel(addresses={"tina": "t@acme.test"}), "root")
+        second.set("email", EmailChannel(addresses={"tom": "m@acme.test"}), "admin2")
+        service._save_stream(first.id, first.seal(service.sealer.sign))
+        with pytest.raises(ConcurrencyError):
+            service._save_stream(second.id, second.seal(service.sealer.sign))
+        assert service.get_channels("acme").set_by == {"email": "root"}
+    finally:
+        service.close()
