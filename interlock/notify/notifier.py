@@ -116,7 +116,9 @@ class Notifier:
         if outcome is None:
             return []
         chat_id, ref = str(event.originator_id), str(getattr(event, "ref", ""))
-        tenant = self.service.get_chat(event.originator_id).state.tenant
+        tenant = self.store.tenant_told(chat_id, ref)
+        if tenant is None:  # nobody was told on Slack: nothing to update, no chat to load
+            return []
         return [Row(f"{position:015d}:update", tenant, "slack_update", chat_id, ref, "",
                     {"outcome": outcome}, 0)]
 

@@ -16,7 +16,7 @@ from slack_sdk.errors import SlackClientError
 from slack_sdk.signature import SignatureVerifier
 
 from interlock.api.auth import AuthConfig, Principal
-from interlock.domain import ApproveEntry, Interlock, RejectEntry
+from interlock.domain import ApproveEntry, Chat, Interlock, RejectEntry
 from interlock.domain.errors import InterlockError, InvalidRequestError, UnauthenticatedError
 from interlock.notify import messages
 from interlock.notify.routing import principals
@@ -89,8 +89,9 @@ class SlackActions:
             return _say("Slack did not open the form: reject in the console")
         return {}
 
-    def _principal(self, button: Button, user: str) -> tuple[Principal, str]:
-        tenant = self.service.get_chat(button.chat_id).state.tenant
+    def _principal(self, button: Button, user: str) -> tuple[Principal, Chat]:
+        chat = self.service.get_chat(button.chat_id)
+        tenant = chat.state.tenant
         slack = self.service.get_channels(tenant).slack()
         principal_id = slack.users.get(user) if slack is not None else None
         found = principals(self.auth, tenant).get(principal_id or "")
@@ -98,11 +99,11 @@ class SlackActions:
             raise InvalidRequestError(
                 f"your Slack user {user} is not mapped to a principal of this tenant; an "
                 "admin maps it in the Slack channel's users", slack_user=user)
-        return found, tenant
+        return found, chat
 
     async def _vote(self, button: Button, user: str, reason: str | None) -> dict[str, Any]:
-        principal, tenant = self._principal(button, user)
-        calls = self.service.get_chat(button.chat_id).state.calls
+        principal, chat = self._principal(button, user)
+        tenant, calls = chat.state.tenant, chat.state.calls
         if button.ref not in calls:
             raise InvalidRequestError(f"no call {button.ref} in this chat", ref=button.ref)
         call = calls[button.ref]

@@ -43,6 +43,7 @@ class NotifyStore:
                       " recipient text NOT NULL, payload text NOT NULL, status text NOT NULL,"
                       " attempts integer NOT NULL, due double precision NOT NULL,"
                       " sent text)")
+        outbox.create("CREATE INDEX IF NOT EXISTS notify_outbox_call ON {t} (chat_id, ref)")
         cursor.create("CREATE TABLE IF NOT EXISTS {t} (name text PRIMARY KEY,"
                       " position bigint NOT NULL)")
         seen.create("CREATE TABLE IF NOT EXISTS {t} (signature text PRIMARY KEY,"
@@ -91,6 +92,13 @@ class NotifyStore:
             "SELECT sent FROM {t} WHERE chat_id = ? AND ref = ? AND kind = 'slack'"
             " AND status = 'sent'"), (chat_id, ref))
         return [json.loads(r[0]) for r in rows]
+
+    def tenant_told(self, chat_id: str, ref: str) -> str | None:
+        """The tenant of a call some Slack user was (or is to be) told of; None if nobody."""
+        rows = self.outbox.run(self.outbox.sql(
+            "SELECT tenant FROM {t} WHERE chat_id = ? AND ref = ? AND kind = 'slack' LIMIT 1"),
+            (chat_id, ref))
+        return str(rows[0][0]) if rows else None
 
     def stuck(self) -> int:
         rows = self.outbox.run(self.outbox.sql(
