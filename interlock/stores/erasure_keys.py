@@ -28,6 +28,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from interlock.domain import Interlock
 from interlock.domain.errors import InvalidRequestError
 from interlock.domain.storage.mapper import TamperedEventError
+from interlock.stores.postgres import InterlockPostgresRecorder
 from interlock.stores.tables import Table, table_of
 
 TTL = 5.0  # seconds: a DB read per active chat per TTL, the delay of an erasure
@@ -47,7 +48,10 @@ class KeyStore:
     @classmethod
     def open(cls, app: Interlock) -> KeyStore:
         """The key store beside the app's events (its table is created if missing)."""
-        return cls(_backend(app))
+        store = cls(_backend(app))
+        if isinstance(store.backend, _WithFirstEvents):
+            store.backend.new_keys.refused.append(store._forget)
+        return store
 
     def encrypt(self, chat_id: UUID, version: int, field: str, plaintext: bytes) -> str | None:
         """The field's token; None for a chat begun in plaintext (before protection)."""
@@ -126,6 +130,12 @@ class KeyStore:
             return cached[1]
         row = self.backend.add(chat_id, os.urandom(32)) if create else self.backend.get(chat_id)
         return self._keep(chat_id, row or (None, None), read_at=read_at)
+
+    def _forget(self, chat_id: UUID) -> None:
+        """Drop the cached row: the key given to the chat was not written (its group was
+        refused), so the next use reads what the store holds."""
+        with self._lock:
+            self._cache.pop(chat_id, None)
 
     def _aead(self, key: bytes) -> AESGCM:
         aead = self._ciphers.get(key)
@@ -215,6 +225,19 @@ class _Sql(_Backend):
                 for chat_key, key, erased_at in rows}
 
 
+class _WithFirstEvents(_Sql):
+    """PostgreSQL: a new chat's key is written by the append of its first events, in their
+    transaction (`NewKeys`), instead of a statement of its own before them."""
+
+    def __init__(self, table: Table, statements: dict[str, str],
+                 key_of: Callable[[UUID], Any], recorder: InterlockPostgresRecorder) -> None:
+        super().__init__(table, statements, key_of)
+        self.new_keys = recorder.write_keys_in(table.name)
+
+    def add(self, chat_id: UUID, key: bytes) -> Row:
+        return self.new_keys.put(chat_id, key), None
+
+
 def _first(rows: list[Any]) -> Row | None:
     if not rows:
         return None
@@ -236,4 +259,8 @@ _GET_MANY = "SELECT chat_id, key, erased_at FROM {t} WHERE chat_id IN (?)"
 def _backend(app: Interlock) -> _Backend:
     table = table_of(app, "interlock_erasure_keys" if isinstance(
         app.recorder, PostgresApplicationRecorder) else "erasure_keys")
-    return _Memory() if table is None else _Sql(table, _STATEMENTS, str)
+    if table is None:
+        return _Memory()
+    if isinstance(app.recorder, InterlockPostgresRecorder):
+        return _WithFirstEvents(table, _STATEMENTS, str, app.recorder)
+    return _Sql(table, _STATEMENTS, str)

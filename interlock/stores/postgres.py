@@ -14,7 +14,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 from uuid import UUID
@@ -81,6 +81,25 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
             " WHERE originator_id = ANY(%b) ORDER BY originator_id, originator_version"
         ).format(**names).as_bytes(None)
         self.group_commit = GroupCommit(self._flush)
+        self._names = names
+        self.new_keys: NewKeys | None = None  # set by `write_keys_in`
+        self.keyed_statement = b""
+
+    def write_keys_in(self, table: Identifier) -> NewKeys:
+        """Write each new chat's personal-data key into `table` in the transaction of the
+        chat's first events (`NewKeys`), not in a round trip of its own before them."""
+        if self.new_keys is None:
+            function = f"{self.events_table_name}_append_keyed"
+            self.check_identifier_length(function)
+            names = {**self._names, "keyed": Identifier(function), "keys": table,
+                     "fn": Identifier(f"{self.events_table_name}_append_groups")}
+            with schema_lock(self.datastore), self.datastore.transaction(commit=True) as curs:
+                curs.execute(SQL(APPEND_KEYED).format(**names))
+            self.keyed_statement = SQL(
+                "SELECT * FROM {schema}.{keyed}(%b, %b, %b, %b, %b, %b, %b, %b)"
+            ).format(**names).as_bytes(None)
+            self.new_keys = NewKeys()
+        return self.new_keys
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def select_events_of(self, originator_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
@@ -117,15 +136,21 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         for append in batch:
             append.sent = True
         events = [(n, e) for n, append in enumerate(batch) for e in append.events]
-        params = (
+        params: tuple[list[Any], ...] = (
             [e.originator_id for _, e in events],
             [e.originator_version for _, e in events],
             [e.topic for _, e in events],
             [e.state for _, e in events],
             [n for n, _ in events],
         )
+        keys = self.new_keys.of(events) if self.new_keys is not None else []
+        statement = self.append_statement
+        if keys:  # new chats: their keys go in the same transaction, for accepted groups
+            statement = self.keyed_statement
+            params += ([str(c) for c, _, _ in keys], [k for _, k, _ in keys],
+                       [n for _, _, n in keys])
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self.append_statement, params, prepare=True)
+            curs.execute(statement, params, prepare=True)
             rows = curs.fetchall()
         refused = {row["grp"] for row in rows if row["nid"] is None}
         inserted = iter(row["nid"] for row in rows if row["nid"] is not None)
@@ -134,8 +159,12 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
                 append.ids = [next(inserted) for _ in append.events]
             elif again and (ids := self._committed_before(append)) is not None:
                 append.ids = ids  # the lost attempt had committed it: ours, not a conflict
+                refused.discard(n)
             else:
                 append.error = conflict(append)
+        if self.new_keys is not None:
+            for chat_id, _, n in keys:
+                self.new_keys.settled(chat_id, written=n not in refused)
 
     def _committed_before(self, append: Append) -> list[int] | None:
         """The notification ids of `append`'s events if the store holds exactly them (an
@@ -174,6 +203,62 @@ BEGIN
     ) SELECT NULL::int, ins.notification_id FROM ins ORDER BY 2;
 END $$
 """
+
+
+APPEND_KEYED = """
+CREATE OR REPLACE FUNCTION {schema}.{keyed}(
+    ids {id_type}[], versions bigint[], topics text[], states bytea[], groups int[],
+    key_ids text[], keys bytea[], key_groups int[]
+) RETURNS TABLE (grp int, nid bigint) LANGUAGE plpgsql AS $$
+DECLARE r record; refused int[] := ARRAY[]::int[];
+BEGIN
+    FOR r IN SELECT * FROM {schema}.{fn}(ids, versions, topics, states, groups) LOOP
+        IF r.nid IS NULL THEN refused := refused || r.grp; END IF;
+        grp := r.grp; nid := r.nid;
+        RETURN NEXT;
+    END LOOP;
+    INSERT INTO {keys} (chat_id, key)
+    SELECT k.i, k.k FROM unnest(key_ids, keys, key_groups) AS k(i, k, g)
+     WHERE NOT k.g = ANY(refused)
+    ON CONFLICT (chat_id) DO NOTHING;
+END $$
+"""
+
+KEPT_NEW_KEYS = 4096  # keys of chats whose first events were never committed: dropped
+
+
+class NewKeys:
+    """Keys of new chats, kept until the append of the chat's first event writes them.
+
+    The append writes a key only if the chat's group is accepted, in the same transaction:
+    a refused or failed group leaves no key behind, and no chat exists without its key.
+    A refused chat's key is forgotten by whoever cached it (`refused` listeners).
+    """
+
+    def __init__(self) -> None:
+        self._keys: dict[UUID, bytes] = {}
+        self._lock = threading.Lock()
+        self.refused: list[Callable[[UUID], None]] = []
+
+    def put(self, chat_id: UUID, key: bytes) -> bytes:
+        """Keep `key` for the chat (the one kept already, if any); the key it will have."""
+        with self._lock:
+            if chat_id not in self._keys and len(self._keys) >= KEPT_NEW_KEYS:
+                del self._keys[next(iter(self._keys))]
+            return self._keys.setdefault(chat_id, key)
+
+    def of(self, events: Sequence[tuple[int, StoredEvent]]) -> list[tuple[UUID, bytes, int]]:
+        """(chat, key, group) for each chat whose first event is among `events`."""
+        with self._lock:
+            return [(e.originator_id, key, n) for n, e in events if e.originator_version == 1
+                    and (key := self._keys.get(e.originator_id)) is not None]
+
+    def settled(self, chat_id: UUID, *, written: bool) -> None:
+        with self._lock:
+            self._keys.pop(chat_id, None)
+        if not written:
+            for listener in self.refused:
+                listener(chat_id)
 
 
 @contextmanager
