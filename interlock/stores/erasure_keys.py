@@ -131,11 +131,11 @@ class KeyStore:
         row = self.backend.add(chat_id, os.urandom(32)) if create else self.backend.get(chat_id)
         return self._keep(chat_id, row or (None, None), read_at=read_at)
 
-    def _forget(self, chat_id: UUID) -> None:
+    def _forget(self, chat_id: UUID | str) -> None:
         """Drop the cached row: the key given to the chat was not written (its group was
         refused), so the next use reads what the store holds."""
         with self._lock:
-            self._cache.pop(chat_id, None)
+            self._cache.pop(chat_id if isinstance(chat_id, UUID) else UUID(chat_id), None)
 
     def _aead(self, key: bytes) -> AESGCM:
         aead = self._ciphers.get(key)

@@ -236,9 +236,9 @@ class NewKeys:
     """
 
     def __init__(self) -> None:
-        self._keys: dict[UUID, bytes] = {}
+        self._keys: dict[UUID | str, bytes] = {}  # by chat id (StoredEvent's type)
         self._lock = threading.Lock()
-        self.refused: list[Callable[[UUID], None]] = []
+        self.refused: list[Callable[[UUID | str], None]] = []
 
     def put(self, chat_id: UUID, key: bytes) -> bytes:
         """Keep `key` for the chat (the one kept already, if any); the key it will have."""
@@ -247,13 +247,14 @@ class NewKeys:
                 del self._keys[next(iter(self._keys))]
             return self._keys.setdefault(chat_id, key)
 
-    def of(self, events: Sequence[tuple[int, StoredEvent]]) -> list[tuple[UUID, bytes, int]]:
+    def of(self, events: Sequence[tuple[int, StoredEvent]]
+           ) -> list[tuple[UUID | str, bytes, int]]:
         """(chat, key, group) for each chat whose first event is among `events`."""
         with self._lock:
             return [(e.originator_id, key, n) for n, e in events if e.originator_version == 1
                     and (key := self._keys.get(e.originator_id)) is not None]
 
-    def settled(self, chat_id: UUID, *, written: bool) -> None:
+    def settled(self, chat_id: UUID | str, *, written: bool) -> None:
         with self._lock:
             self._keys.pop(chat_id, None)
         if not written:
