@@ -43,6 +43,7 @@ from psycopg_pool import PoolTimeout
 from interlock.domain.errors import StoreUnavailableError
 from interlock.stores.groupcommit import Append, GroupCommit, conflict
 from interlock.stores.guard import DEFAULT_DEADLINE, StoreGuard
+from interlock.stores.pgarrays import Blobs, Int4s, Int8s, Texts, Uuids
 
 STORE_DEADLINE = "STORE_DEADLINE"  # the setting (seconds) in the store's environment
 PURGE_EVERY = 0.5  # seconds: a restart breaks every pooled connection at once; purge once
@@ -82,6 +83,7 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         ).format(**names).as_bytes(None)
         self.group_commit = GroupCommit(self._flush)
         self._names = names
+        self._uuid_ids = self.datastore.originator_id_type == "uuid"
         self.new_keys: NewKeys | None = None  # set by `write_keys_in`
         self.keyed_statement = b""
 
@@ -136,19 +138,20 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         for append in batch:
             append.sent = True
         events = [(n, e) for n, append in enumerate(batch) for e in append.events]
+        chats = [e.originator_id for _, e in events]
         params: tuple[list[Any], ...] = (
-            [e.originator_id for _, e in events],
-            [e.originator_version for _, e in events],
-            [e.topic for _, e in events],
-            [e.state for _, e in events],
-            [n for n, _ in events],
+            Uuids(chats) if self._uuid_ids else Texts(map(str, chats)),  # type: ignore[arg-type]
+            Int8s(e.originator_version for _, e in events),
+            Texts(e.topic for _, e in events),
+            Blobs(e.state for _, e in events),
+            Int4s(n for n, _ in events),
         )
         keys = self.new_keys.of(events) if self.new_keys is not None else []
         statement = self.append_statement
         if keys:  # new chats: their keys go in the same transaction, for accepted groups
             statement = self.keyed_statement
-            params += ([str(c) for c, _, _ in keys], [k for _, k, _ in keys],
-                       [n for _, _, n in keys])
+            params += (Texts(str(c) for c, _, _ in keys), Blobs(k for _, k, _ in keys),
+                       Int4s(n for _, _, n in keys))
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(statement, params, prepare=True)
             rows = curs.fetchall()
