@@ -44,9 +44,8 @@ async def get_streams(request: Request) -> TurnStreams:
     return streams
 
 
-async def get_principal(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+def _authenticate(
+    request: Request, credentials: HTTPAuthorizationCredentials | None
 ) -> Principal:
     auth: AuthConfig = request.app.state.auth
     header = f"Bearer {credentials.credentials}" if credentials else None
@@ -55,14 +54,27 @@ async def get_principal(
     return principal
 
 
+async def get_principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    return _authenticate(request, credentials)
+
+
 ServiceDep = Annotated[Interlock, Depends(get_service)]
 ReadModelsDep = Annotated[ReadModels, Depends(get_read_models)]
 StreamsDep = Annotated[TurnStreams, Depends(get_streams)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
-def _needs(role: Role) -> Callable[[Principal], Awaitable[Principal]]:
-    async def check(principal: PrincipalDep) -> Principal:
+def _needs(role: Role) -> Callable[..., Awaitable[Principal]]:
+    # One dependency, not one on top of `get_principal`: each level of dependencies costs
+    # FastAPI a resolution on every request, and these guard the busiest routes.
+    async def check(
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Principal:
+        principal = _authenticate(request, credentials)
         principal.require(role)
         return principal
 
