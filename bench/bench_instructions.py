@@ -21,24 +21,30 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from bench.bench_http import run_wire
+from bench.bench_http import Figures, Wire, run_wire, wire_cycle
 from bench.common import scratch_schema
 
 AGENTS = "interlock.examples.banking:AGENTS"
+Cycle = Callable[[Wire, Figures], Awaitable[None]]
 
 
-def count(root: str, cycles: int) -> float:
-    """Millions of instructions per cycle of the server served from checkout `root`."""
+def count(root: str, cycles: int, server: Sequence[str] | None = None,
+          cycle: Cycle = wire_cycle) -> float:
+    """Millions of instructions per cycle of the server served from checkout `root`
+    (`interlock serve`, or the `server` command given, whose `{store}` is a scratch store)."""
     out = os.path.join(tempfile.mkdtemp(), "callgrind.out")
     env = {**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_API_KEYS_FILE": "",
            "PYTHONPATH": os.path.abspath(root)}
     with scratch_schema() as store:
+        command = server or ["-m", "interlock.cli.main", "serve", "--port", "0",
+                             "--store", "{store}", "--agents", AGENTS]
         proc = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-             f"--callgrind-out-file={out}", sys.executable, "-m", "interlock.cli.main",
-             "serve", "--port", "0", "--store", store, "--agents", AGENTS],
+             f"--callgrind-out-file={out}", sys.executable,
+             *(arg.replace("{store}", store) for arg in command)],
             env=env, cwd=root, stderr=subprocess.PIPE, text=True)
         assert proc.stderr is not None
         url = next((m[1] for line in proc.stderr
@@ -46,10 +52,10 @@ def count(root: str, cycles: int) -> float:
         threading.Thread(target=lambda: proc.stderr and proc.stderr.read(), daemon=True).start()
         try:
             assert url, "interlock serve did not start under valgrind"
-            run_wire(url, 1, 10)
+            run_wire(url, 1, 10, cycle)
             time.sleep(5)  # the views apply the warm-up before counting starts
             _control("--instr=on", proc.pid)
-            figures, _, _ = run_wire(url, 1, cycles)
+            figures, _, _ = run_wire(url, 1, cycles, cycle)
             time.sleep(1)  # and the counted cycles before it stops
             _control("--dump", proc.pid)
         finally:
