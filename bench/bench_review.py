@@ -30,6 +30,7 @@ from interlock.audit.signing import Signer
 from interlock.bootstrap import build_service
 from interlock.domain import Chat, Interlock, Message, Part, RespondEntry, ToolRequest
 from interlock.domain.review.queries import SHIPPED
+from interlock.domain.review.sampling import METHODS
 from interlock.domain.review.service import Reviews
 from interlock.examples.banking import banking
 from interlock.projections import open_views
@@ -40,7 +41,7 @@ TENANT, REAL = "tenant0", "real"
 ACTIVE = {f"approver{i}" for i in range(50)}
 _FILL = """
 INSERT INTO {review_facts} SELECT
-  md5((g %% %(chats)s)::text)::uuid::text, g, 'ref-' || g, %(tenant)s, 'agent' || (g %% 3),
+  c.chat, g, 'ref-' || g, %(tenant)s, 'agent' || (g %% 3),
   (ARRAY['pay','transferMoney','deploy','deleteData'])[1 + g %% 4],
   CASE WHEN g %% 10 = 0 THEN 'reject' WHEN g %% 20 = 1 THEN 'edit' WHEN g %% 4 = 3
        THEN 'respond' ELSE 'approve' END,
@@ -51,8 +52,11 @@ INSERT INTO {review_facts} SELECT
   ((g * 7919) %% 900)::float8, json_build_object('amount', (g * 104729) %% 20000),
   'fp' || (g %% 3), CASE WHEN g %% 50 = 3 THEN 1 ELSE 0 END,
   CASE WHEN g %% 100 = 5 THEN 1 ELSE 0 END,
-  g %% 333331 = 7, e.editor IS NOT NULL, g %% 100 = 5, g %% 50 = 3
+  g %% 333331 = 7, e.editor IS NOT NULL, g %% 100 = 5, g %% 50 = 3,
+  ('x' || encode(substr(sha256(convert_to(c.chat || '#' || g, 'UTF8')), 1, 8), 'hex'))::bit(64)
+    ::bigint
 FROM generate_series(1::bigint, %(n)s) AS g,
+  LATERAL (SELECT md5((g %% %(chats)s)::text)::uuid::text AS chat) AS c,
   LATERAL (SELECT CASE WHEN g %% 100 = 9 THEN 'ghost' || (g %% 3)
                        ELSE 'approver' || (g %% 50) END AS actor) AS a,
   LATERAL (SELECT CASE WHEN g %% 20 = 2 THEN 'editor' || (g %% 5) END AS editor) AS e
@@ -104,14 +108,16 @@ def bench_queries(desk: ReviewDesk, runs: int) -> None:
 
 
 def bench_sampling(desk: ReviewDesk, decisions: int, runs: int) -> None:
+    """Each method, before (sha256-v1) and after (mix64-v2), in turns within one run."""
     node = desk.bind(TENANT, "custom", custom="kind != 'expire'").node
     for strata in ((), ("actor",)):
-        sizes = [len(desk.view.sample(TENANT, node, strata, 1000, "check")[0])]
-        p50, p95 = p95_ms(lambda s=strata: desk.view.sample(  # type: ignore[misc]
-            TENANT, node, s, 1000, "bench"), max(3, runs // 5))
-        print(f"sample 1,000 of {decisions:,} strata={','.join(strata) or '-':<6} "
-              f"p50 {p50:7.0f} ms  p95 {p95:7.0f} ms", flush=True)
-        assert sizes == [1000]
+        for method in METHODS:
+            sizes = [len(desk.view.sample(TENANT, node, strata, 1000, "check", method)[0])]
+            p50, p95 = p95_ms(lambda s=strata, m=method: desk.view.sample(  # type: ignore[misc]
+                TENANT, node, s, 1000, "bench", m), max(3, runs // 5))
+            print(f"sample 1,000 of {decisions:,} strata={','.join(strata) or '-':<6} "
+                  f"{method:<10} p50 {p50:7.0f} ms  p95 {p95:7.0f} ms", flush=True)
+            assert sizes == [1000]
 
 
 def bench_pack(app: Interlock, desk: ReviewDesk, items: int) -> None:
