@@ -256,14 +256,16 @@ class ReviewsView(SqlView):
         """At least each stratum's seats of its lowest ranks (all there are if fewer)."""
         rank = RANK[method, self.dialect]
         order, most = f"{rank}, {TIES[self.dialect]}", max(seats.values())
-        if not strata:
-            return self._candidates(f"{cond} ORDER BY {order} LIMIT %(most)s",
-                                    {**params, "most": most}, ())
         if method == "sha256-v1":
+            if not strata:
+                return self._candidates(f"{cond} ORDER BY {order} LIMIT %(most)s",
+                                        {**params, "most": most}, ())
             return self._ranked(cond, params, strata, dict.fromkeys(seats, _ALL), order, most)
         # Ranks are uniform over 64 bits: the rows of a stratum ranked below its threshold
         # (twice its seats expected, and 16 more) hold its lowest ranks when there are seats
         # of them. A stratum short of them (rarely) is ranked again whole: exact either way.
+        if not strata:
+            return self._lowest_of_all(cond, params, order, rank, most, sum(sizes.values()))
         limits = {k: _threshold(2 * seats[k] + 16, sizes[k]) for k in seats if seats[k]}
         below = f" AND {rank} <= th.t"
         found = self._ranked(cond + below, params, strata, limits, order, most)
@@ -273,6 +275,16 @@ class ReviewsView(SqlView):
             return found
         return [c for c in found if c.strata not in short] + self._ranked(
             cond, params, strata, short, order, most)
+
+    def _lowest_of_all(self, cond: str, params: dict[str, Any], order: str, rank: str,
+                       most: int, size: int) -> list[Candidate]:
+        """The `most` lowest ranks of an unstratified answer of `size` rows (mix64-v2)."""
+        limit = f"ORDER BY {order} LIMIT %(most)s"
+        bound = {**params, "most": most, "t": _threshold(2 * most + 16, size)}
+        found = self._candidates(f"{cond} AND {rank} <= %(t)s {limit}", bound, ())
+        if len(found) < most:
+            found = self._candidates(f"{cond} {limit}", bound, ())
+        return found
 
     def _ranked(self, cond: str, params: dict[str, Any], strata: tuple[str, ...],
                 limits: dict[tuple[str, ...], int], order: str, most: int) -> list[Candidate]:

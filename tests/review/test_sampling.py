@@ -104,7 +104,7 @@ def test_the_store_draws_what_the_rule_draws_over_the_whole_population(
         assert sum(sizes.values()) == len(everyone) == 9
 
 
-@pytest.mark.parametrize("strata", [("actor",), ("tool", "kind")])
+@pytest.mark.parametrize("strata", [(), ("actor",), ("tool", "kind")])
 def test_a_stratum_short_of_its_seats_below_its_threshold_is_ranked_again_whole(
     view: ReviewsView, strata: tuple[str, ...], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
