@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from interlock import reviewing
+from interlock.cli.main import main
 from interlock.domain.review.events import SampleRecord
 from interlock.domain.review.queries import resolve
 from interlock.domain.review.sampling import (
@@ -30,6 +33,7 @@ from interlock.projections.views import reviews as reviews_module
 from interlock.projections.views.reviews import ReviewsView
 from interlock.reviewing import ReviewDesk
 from tests.review.history import ACTIVE, TENANT, History
+from tests.review.test_evidence import keys, verifier  # noqa: F401 - keys: the fixture
 
 EVERYTHING = "kind != 'expire'"
 TOOL = Path(__file__).parents[2] / "tools" / "verify_export.py"
@@ -146,3 +150,41 @@ def test_the_verifier_draws_what_the_rule_draws(method: Method) -> None:
     for seed in ("a", "q3", "ü"):
         assert verifier.draw(population, 20, seed, method) == [
             (c.chat_id, c.version) for c in draw(people, 20, seed, method)]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_the_verifier_draws_a_packs_sample_again_from_its_population(
+    history: History, view: ReviewsView, keys: tuple[str, str], tmp_path: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch, method: Method,
+) -> None:
+    monkeypatch.setattr(reviewing, "METHOD", method)  # sha256-v1: a review drawn before v2
+    desk = ReviewDesk(Reviews(history.app), view, ACTIVE)
+    review = desk.open(TENANT, "rita", "custom", custom=EVERYTHING, size=4, strata=("actor",),
+                       seed="v")
+    assert review.state.sample.method == method
+    for item in review.state.items:
+        desk.reviews.assess(review.id, item.n, actor="rita", verdict="ok", note="")
+    desk.reviews.sign_off(review.id, actor="head")
+    pack, population = tmp_path / "pack.zip", tmp_path / "population.jsonl"
+    assert main(["audit", "evidence", "--review", str(review.id), "--key", keys[0],
+                 "--output", str(pack), "--store", history.store]) == 0
+    assert main(["review", "population", str(review.id), "--output", str(population),
+                 "--store", history.store]) == 0
+    code, out = verifier(str(pack), "--public-key", keys[1], "--population", str(population))
+    assert (code, out.splitlines()[-1]) == (0, "evidence pack verifies")
+
+    rows = [json.loads(line) for line in population.read_text().splitlines()]
+    drawn = {(i.chat_id, i.version) for i in review.state.items}
+    left = next(r for r in rows if (r["chat_id"], r["version"]) not in drawn)
+    order = ranking("v", method)
+    lowest = min(order(Candidate(r["chat_id"], r["version"], "")) for r in rows
+                 if r["strata"] == left["strata"])
+    planted = next(f"planted-{i}" for i in itertools.count()
+                   if order(Candidate(f"planted-{i}", 1, "")) < lowest)
+    rows[rows.index(left)] = {**left, "chat_id": planted, "version": 1}  # same sizes
+    population.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out = verifier(str(pack), "--public-key", keys[1], "--population", str(population))
+    assert code == 1 and "draws other items from this population" in out
+    population.write_text("".join(json.dumps(r) + "\n" for r in rows[1:]))
+    code, out = verifier(str(pack), "--public-key", keys[1], "--population", str(population))
+    assert code == 1 and "the review recorded 9" in out
