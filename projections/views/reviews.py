@@ -260,13 +260,15 @@ class ReviewsView(SqlView):
             if not strata:
                 return self._candidates(f"{cond} ORDER BY {order} LIMIT %(most)s",
                                         {**params, "most": most}, ())
-            return self._ranked(cond, params, strata, dict.fromkeys(seats, _ALL), order, most)
+            return self._ranked(cond, params, strata, None, order, most)
         # Ranks are uniform over 64 bits: the rows of a stratum ranked below its threshold
         # (twice its seats expected, and 16 more) hold its lowest ranks when there are seats
         # of them. A stratum short of them (rarely) is ranked again whole: exact either way.
         if not strata:
             return self._lowest_of_all(cond, params, order, rank, most, sum(sizes.values()))
         limits = {k: _threshold(2 * seats[k] + 16, sizes[k]) for k in seats if seats[k]}
+        if len(limits) > _MAX_LIMITS:  # each a row of bound values: rank every row instead
+            return self._ranked(cond, params, strata, None, order, most)
         below = f" AND {rank} <= th.t"
         found = self._ranked(cond + below, params, strata, limits, order, most)
         got = Counter(c.strata for c in found)
@@ -287,24 +289,35 @@ class ReviewsView(SqlView):
         return found
 
     def _ranked(self, cond: str, params: dict[str, Any], strata: tuple[str, ...],
-                limits: dict[tuple[str, ...], int], order: str, most: int) -> list[Candidate]:
-        """The `most` lowest ranks of each stratum in `limits` (`th.t`: its limit)."""
-        names = [f"c{j}" for j in range(len(strata))]
-        rows, bound = [], dict(params, most=most)
+                limits: dict[tuple[str, ...], int] | None, order: str,
+                most: int) -> list[Candidate]:
+        """The `most` lowest ranks of each stratum in `limits` (`th.t`: its limit), or of
+        every stratum when there are no limits."""
+        columns = [_STRATA[s] for s in strata]
+        names = [f"th.c{j}" for j in range(len(strata))] if limits is not None else columns
+        extra = "".join(f", {_STRATA[s]} AS s_{s}" for s in strata)
+        with_, join, bound = "", "", dict(params, most=most)
+        if limits is not None:
+            with_, join = self._limits(limits, bound), " JOIN th ON " + " AND ".join(
+                f"{c} = {n}" for c, n in zip(columns, names, strict=True))
+        rows = self._fetch(
+            f"{with_}SELECT * FROM (SELECT chat_id, version, ref, kind, actor{extra},"
+            f" row_number() OVER (PARTITION BY {', '.join(names)} ORDER BY {order}) AS pick"
+            f" FROM {{review_facts}}{join} WHERE {cond}) AS ranked WHERE pick <= %(most)s",
+            bound)
+        return [_candidate(r, strata) for r in rows]
+
+    @staticmethod
+    def _limits(limits: dict[tuple[str, ...], int], bound: dict[str, Any]) -> str:
+        """`WITH th(c0, ..., t) AS (VALUES ...)`: each stratum and its limit, bound."""
+        rows = []
         for i, (key, limit) in enumerate(sorted(limits.items())):
             bound.update({f"s{i}_{j}": v for j, v in enumerate(key)})
             bound[f"t{i}"] = limit
             rows.append("(" + "".join(f"%(s{i}_{j})s, " for j in range(len(key)))
                         + f"CAST(%(t{i})s AS bigint))")
-        on = " AND ".join(f"{_STRATA[s]} = th.{n}" for s, n in zip(strata, names, strict=True))
-        extra = "".join(f", {_STRATA[s]} AS s_{s}" for s in strata)
-        found = self._fetch(
-            f"WITH th({', '.join(names)}, t) AS (VALUES {', '.join(rows)})"
-            f" SELECT * FROM (SELECT chat_id, version, ref, kind, actor{extra}, row_number()"
-            f" OVER (PARTITION BY {', '.join(f'th.{n}' for n in names)} ORDER BY {order})"
-            f" AS pick FROM {{review_facts}} JOIN th ON {on} WHERE {cond}) AS ranked"
-            " WHERE pick <= %(most)s", bound)
-        return [_candidate(r, strata) for r in found]
+        names = ", ".join(f"c{j}" for j in range(len(next(iter(limits)))))
+        return f"WITH th({names}, t) AS (VALUES {', '.join(rows)}) "
 
     def _candidates(self, cond: str, params: dict[str, Any],
                     strata: tuple[str, ...]) -> list[Candidate]:
@@ -362,6 +375,7 @@ def _rank(seed: str, chat_id: str, version: int) -> bytes:
 
 
 _ALL = 2**63 - 1  # a limit no rank exceeds
+_MAX_LIMITS = 1000  # strata with a limit of their own, at most (bound values: 4 each)
 
 
 def _threshold(expected: int, size: int) -> int:

@@ -188,3 +188,14 @@ def test_the_verifier_draws_a_packs_sample_again_from_its_population(
     population.write_text("".join(json.dumps(r) + "\n" for r in rows[1:]))
     code, out = verifier(str(pack), "--public-key", keys[1], "--population", str(population))
     assert code == 1 and "the review recorded 9" in out
+
+
+@pytest.mark.parametrize("strata", [("actor",), ("tool", "kind")])
+def test_with_more_strata_than_limits_every_row_is_ranked(
+    view: ReviewsView, strata: tuple[str, ...], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    node = resolve("custom", custom=EVERYTHING).node
+    monkeypatch.setattr(reviews_module, "_MAX_LIMITS", 1)
+    for seed in ("a", "b"):
+        drawn, _ = view.sample(TENANT, node, strata, 5, seed, "mix64-v2")
+        assert drawn == draw(view.population(TENANT, node, strata), 5, seed, "mix64-v2")
