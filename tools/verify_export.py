@@ -360,7 +360,8 @@ def _review(manifest: dict[str, Any], streams: dict[str, tuple[Chat, list[dict[s
     if not events or events[0][0] != "interlock:ReviewOpened":
         return ["the review's stream does not begin with ReviewOpened"]
     opened = events[0][1]
-    if (opened["query"], opened["sample"]) != (manifest["query"], manifest["sample"]):
+    if (opened["query"], _method(opened["sample"])) != (manifest["query"],
+                                                       _method(manifest["sample"])):
         return ["the manifest's query or sample is not the one the review recorded"]
     assessed = {e["item"]: e for t, e in events if t == "interlock:ItemAssessed"}
     signed = [e for t, e in events if t == "interlock:ReviewSignedOff"]
@@ -374,6 +375,11 @@ def _review(manifest: dict[str, Any], streams: dict[str, tuple[Chat, list[dict[s
     if signed and findings.get("signed_off_by") != signed[-1]["actor"]:
         problems.append("findings.json names another signer than the review's events")
     return problems
+
+
+def _method(sample: dict[str, Any]) -> dict[str, Any]:
+    """A sample record with its method; one recorded before methods were named has none."""
+    return {"method": "sha256-v1", **sample}
 
 
 def _item(item: dict[str, Any], streams: dict[str, tuple[Chat, list[dict[str, Any]]]]
@@ -475,7 +481,7 @@ def check_sample(sample: dict[str, Any], items: list[dict[str, Any]],
     if (len(population), sizes) != (sample["population"], sample["strata_sizes"]):
         return [f"population: {len(population)} candidates in strata {sizes}; the review "
                 f"recorded {sample['population']} in {sample['strata_sizes']}"]
-    method = sample.get("method", "sha256-v1")
+    method = _method(sample)["method"]
     again = draw(population, sample["size"], sample["seed"], method)
     if again != [(i["chat_id"], i["version"]) for i in items]:
         return [f"sample: seed {sample['seed']!r} ({method}) draws other items from this "

@@ -199,3 +199,20 @@ def test_with_more_strata_than_limits_every_row_is_ranked(
     for seed in ("a", "b"):
         drawn, _ = view.sample(TENANT, node, strata, 5, seed, "mix64-v2")
         assert drawn == draw(view.population(TENANT, node, strata), 5, seed, "mix64-v2")
+
+
+def test_a_review_recorded_without_a_method_is_checked_as_sha256_v1() -> None:
+    """An evidence pack of a review opened before methods were named: its ReviewOpened holds
+    no method, its manifest (written now) says sha256-v1."""
+    verifier = _verifier()
+    query = {"name": "custom", "version": 1, "filter": "kind != 'expire'", "params": {}}
+    sample = {"size": 0, "strata": [], "seed": "s", "population": 0, "strata_sizes": {}}
+    events = [{"topic": "interlock:ReviewOpened",
+               "state": json.dumps({"query": query, "sample": sample, "items": []})},
+              {"topic": "interlock:ReviewSignedOff", "state": json.dumps({"actor": "head"})}]
+    streams = {"r": (None, events)}
+    findings = {"items": [], "signed_off_by": "head"}
+    for method, problems in (("sha256-v1", []), ("mix64-v2", [
+            "the manifest's query or sample is not the one the review recorded"])):
+        manifest = {"review_id": "r", "query": query, "sample": {**sample, "method": method}}
+        assert verifier._review(manifest, streams, findings) == problems
