@@ -152,6 +152,13 @@ def test_the_verifier_draws_what_the_rule_draws(method: Method) -> None:
             (c.chat_id, c.version) for c in draw(people, 20, seed, method)]
 
 
+def _population_lines() -> list[str]:
+    """docs/review.md's two lines: write a review's population, verify a pack with it."""
+    text = (Path(__file__).parents[2] / "docs" / "review.md").read_text()
+    return [line for line in text.splitlines() if "population.jsonl" in line
+            and line.startswith(("interlock review population", "python tools/verify_export"))]
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_the_verifier_draws_a_packs_sample_again_from_its_population(
     history: History, view: ReviewsView, keys: tuple[str, str], tmp_path: Path,  # noqa: F811
@@ -165,12 +172,14 @@ def test_the_verifier_draws_a_packs_sample_again_from_its_population(
     for item in review.state.items:
         desk.reviews.assess(review.id, item.n, actor="rita", verdict="ok", note="")
     desk.reviews.sign_off(review.id, actor="head")
-    pack, population = tmp_path / "pack.zip", tmp_path / "population.jsonl"
+    monkeypatch.chdir(tmp_path)  # docs/review.md's lines, run as written: cp.pub is here
+    pack, population = tmp_path / "evidence.zip", tmp_path / "population.jsonl"
     assert main(["audit", "evidence", "--review", str(review.id), "--key", keys[0],
                  "--output", str(pack), "--store", history.store]) == 0
-    assert main(["review", "population", str(review.id), "--output", str(population),
+    write, check = _population_lines()
+    assert main([*write.replace("REVIEW", str(review.id)).split()[1:],
                  "--store", history.store]) == 0
-    code, out = verifier(str(pack), "--public-key", keys[1], "--population", str(population))
+    code, out = verifier(*check.split()[2:])
     assert (code, out.splitlines()[-1]) == (0, "evidence pack verifies")
 
     rows = [json.loads(line) for line in population.read_text().splitlines()]
