@@ -1,7 +1,10 @@
 """Compliance review on PostgreSQL: each shipped query's latency over N decisions, drawing a
-sample of 1,000 of them, and an evidence pack of 1,000 real items (written and verified).
+sample of 1,000 of them (each sampling method in the same run), an evidence pack of 1,000
+real items (written and verified), and with --parquet the Parquet export of N decision-log
+rows (time, size and the exporting process's peak memory, beside the JSON Lines export).
 
     .venv/bin/python -m bench.bench_review [--decisions 1000000] [--items 1000] [--runs 30]
+        [--parquet]
 
 The N decisions are review facts written straight into the view (one tenant holds them
 all: the worst case for a tenant-scoped query); the pack's items are real chats, sealed and
@@ -24,15 +27,17 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.bench_projections import fill
 from bench.common import bulk_fill, scratch_schema
 from interlock.audit import evidence
 from interlock.audit.signing import Signer
 from interlock.bootstrap import build_service
 from interlock.domain import Chat, Interlock, Message, Part, RespondEntry, ToolRequest
 from interlock.domain.review.queries import SHIPPED
+from interlock.domain.review.sampling import METHODS
 from interlock.domain.review.service import Reviews
 from interlock.examples.banking import banking
-from interlock.projections import open_views
+from interlock.projections import SqlReadModels, open_views
 from interlock.projections.views.reviews import ReviewsView
 from interlock.reviewing import ReviewDesk
 
@@ -40,7 +45,7 @@ TENANT, REAL = "tenant0", "real"
 ACTIVE = {f"approver{i}" for i in range(50)}
 _FILL = """
 INSERT INTO {review_facts} SELECT
-  md5((g %% %(chats)s)::text)::uuid::text, g, 'ref-' || g, %(tenant)s, 'agent' || (g %% 3),
+  c.chat, g, 'ref-' || g, %(tenant)s, 'agent' || (g %% 3),
   (ARRAY['pay','transferMoney','deploy','deleteData'])[1 + g %% 4],
   CASE WHEN g %% 10 = 0 THEN 'reject' WHEN g %% 20 = 1 THEN 'edit' WHEN g %% 4 = 3
        THEN 'respond' ELSE 'approve' END,
@@ -51,8 +56,11 @@ INSERT INTO {review_facts} SELECT
   ((g * 7919) %% 900)::float8, json_build_object('amount', (g * 104729) %% 20000),
   'fp' || (g %% 3), CASE WHEN g %% 50 = 3 THEN 1 ELSE 0 END,
   CASE WHEN g %% 100 = 5 THEN 1 ELSE 0 END,
-  g %% 333331 = 7, e.editor IS NOT NULL, g %% 100 = 5, g %% 50 = 3
+  g %% 333331 = 7, e.editor IS NOT NULL, g %% 100 = 5, g %% 50 = 3,
+  ('x' || encode(substr(sha256(convert_to(c.chat || '#' || g, 'UTF8')), 1, 8), 'hex'))::bit(64)
+    ::bigint
 FROM generate_series(1::bigint, %(n)s) AS g,
+  LATERAL (SELECT md5((g %% %(chats)s)::text)::uuid::text AS chat) AS c,
   LATERAL (SELECT CASE WHEN g %% 100 = 9 THEN 'ghost' || (g %% 3)
                        ELSE 'approver' || (g %% 50) END AS actor) AS a,
   LATERAL (SELECT CASE WHEN g %% 20 = 2 THEN 'editor' || (g %% 5) END AS editor) AS e
@@ -104,14 +112,16 @@ def bench_queries(desk: ReviewDesk, runs: int) -> None:
 
 
 def bench_sampling(desk: ReviewDesk, decisions: int, runs: int) -> None:
+    """Each method, before (sha256-v1) and after (mix64-v2), in turns within one run."""
     node = desk.bind(TENANT, "custom", custom="kind != 'expire'").node
     for strata in ((), ("actor",)):
-        sizes = [len(desk.view.sample(TENANT, node, strata, 1000, "check")[0])]
-        p50, p95 = p95_ms(lambda s=strata: desk.view.sample(  # type: ignore[misc]
-            TENANT, node, s, 1000, "bench"), max(3, runs // 5))
-        print(f"sample 1,000 of {decisions:,} strata={','.join(strata) or '-':<6} "
-              f"p50 {p50:7.0f} ms  p95 {p95:7.0f} ms", flush=True)
-        assert sizes == [1000]
+        for method in METHODS:
+            sizes = [len(desk.view.sample(TENANT, node, strata, 1000, "check", method)[0])]
+            p50, p95 = p95_ms(lambda s=strata, m=method: desk.view.sample(  # type: ignore[misc]
+                TENANT, node, s, 1000, "bench", m), max(3, runs // 5))
+            print(f"sample 1,000 of {decisions:,} strata={','.join(strata) or '-':<6} "
+                  f"{method:<10} p50 {p50:7.0f} ms  p95 {p95:7.0f} ms", flush=True)
+            assert sizes == [1000]
 
 
 def bench_pack(app: Interlock, desk: ReviewDesk, items: int) -> None:
@@ -140,11 +150,34 @@ def bench_pack(app: Interlock, desk: ReviewDesk, items: int) -> None:
               flush=True)
 
 
+_MEASURED = ("import resource, sys; from interlock.cli.main import main; code = main(sys.argv[1:]);"
+             " print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr);"
+             " sys.exit(code)")
+
+
+def bench_export(store: str, models: SqlReadModels, decisions: int) -> None:
+    """Each export of the decision log in a process of its own: its time and peak RSS."""
+    fill(models, decisions, 5)
+    with tempfile.TemporaryDirectory() as tmp:
+        for fmt, out in (("parquet", Path(tmp) / "export"), ("jsonl", Path(tmp) / "d.jsonl")):
+            started = time.perf_counter()
+            done = subprocess.run([sys.executable, "-c", _MEASURED, "audit", "export",
+                                   "--format", fmt, "--output", str(out), "--store", store],
+                                  check=True, capture_output=True, text=True)
+            took = time.perf_counter() - started
+            peak_kb = int(done.stderr.strip().splitlines()[-1])
+            size = sum(f.stat().st_size for f in out.iterdir()) if out.is_dir() \
+                else out.stat().st_size
+            print(f"export {fmt:<7} {decisions:,} decisions in {took:5.1f} s, "
+                  f"{size / 1e6:6.1f} MB, peak RSS {peak_kb / 1024:4.0f} MB", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--decisions", type=int, default=1_000_000)
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--parquet", action="store_true", help="measure the Parquet export")
     args = parser.parse_args()
     with scratch_schema() as store:
         app = build_service(store)
@@ -161,6 +194,8 @@ def main() -> None:
         bench_queries(desk, args.runs)
         bench_sampling(desk, args.decisions, args.runs)
         bench_pack(app, desk, args.items)
+        if args.parquet:
+            bench_export(store, models, args.decisions)
         models.close()
         app.close()
 

@@ -10,7 +10,13 @@ from interlock.domain.errors import InvalidFilterError
 from interlock.domain.review.aggregate import Review
 from interlock.domain.review.events import QueryRecord
 from interlock.domain.review.queries import SHIPPED, BoundQuery, resolve
-from interlock.domain.review.sampling import check_seed, check_spec, new_seed, stratum_name
+from interlock.domain.review.sampling import (
+    METHOD,
+    check_seed,
+    check_spec,
+    new_seed,
+    stratum_name,
+)
 from interlock.domain.review.service import Reviews
 from interlock.projections.engine.pages import Page
 from interlock.projections.views.reviews import ReviewFact, ReviewsView, revoked
@@ -53,9 +59,9 @@ class ReviewDesk:
         seed = new_seed() if seed is None else seed
         check_seed(seed)
         bound = self.bind(tenant, name, params, custom)
-        drawn, sizes = self.view.sample(tenant, bound.node, tuple(strata), size, seed)
+        drawn, sizes = self.view.sample(tenant, bound.node, tuple(strata), size, seed, METHOD)
         record = QueryRecord(name=bound.name, version=bound.version, filter=bound.filter,
                              params=bound.params)
         return self.reviews.open(tenant=tenant, actor=actor, query=record, drawn=drawn,
                                  strata_sizes={stratum_name(k): n for k, n in sizes.items()},
-                                 size=size, strata=strata, seed=seed)
+                                 size=size, strata=strata, seed=seed, method=METHOD)

@@ -12,7 +12,10 @@ An evidence pack (a zip from `interlock audit evidence`) is checked whole: its m
 signature, each file's SHA-256, the checkpoint's signature, every stream's chain, that each
 stream ends at the head the checkpoint lists (its Merkle audit path leads to the signed
 root), that each item's decision is in the pack, and that the findings and sign-off are
-what the review's own events say.
+what the review's own events say. With `--population FILE` (JSON Lines of {"chat_id",
+"version", "strata"}: the query's answer when the sample was drawn), it draws the sample
+again from the recorded seed by the recorded method (`sha256-v1` or `mix64-v2`, see
+docs/review.md) and checks that it is the pack's items, and the recorded sizes.
 
 It checks: the manifest's signature and the export's SHA-256; the signature, Merkle root
 and sequence of the checkpoint(s); for an events export, every chat's chain (format 2
@@ -284,7 +287,7 @@ def _progress(done: int, total: int) -> None:
         print(f"\rverifying: events {done}/{total}", end="", file=sys.stderr, flush=True)
 
 
-def verify_evidence(path: str, key: Key) -> list[str]:
+def verify_evidence(path: str, key: Key, population: list[str] | None = None) -> list[str]:
     """Every check of an evidence pack: signatures, hashes, chains, proofs, findings."""
     with zipfile.ZipFile(path) as pack:
         files = {n: pack.read(n) for n in pack.namelist()}
@@ -305,7 +308,11 @@ def verify_evidence(path: str, key: Key) -> list[str]:
         return ["checkpoint: signature does not verify"]
     streams, problems = _chains(files["events.jsonl"].decode().splitlines())
     problems += _proven(files["proofs.jsonl"].decode().splitlines(), streams, statement)
-    return problems or _review(manifest, streams, json.loads(files["findings.json"]))
+    problems = problems or _review(manifest, streams, json.loads(files["findings.json"]))
+    if problems or population is None:
+        return problems
+    opened = json.loads(streams[manifest["review_id"]][1][0]["state"])
+    return check_sample(manifest["sample"], opened["items"], population)
 
 
 def _chains(lines: list[str]) -> tuple[dict[str, tuple[Chat, list[dict[str, Any]]]], list[str]]:
@@ -353,7 +360,8 @@ def _review(manifest: dict[str, Any], streams: dict[str, tuple[Chat, list[dict[s
     if not events or events[0][0] != "interlock:ReviewOpened":
         return ["the review's stream does not begin with ReviewOpened"]
     opened = events[0][1]
-    if (opened["query"], opened["sample"]) != (manifest["query"], manifest["sample"]):
+    if (opened["query"], _method(opened["sample"])) != (manifest["query"],
+                                                       _method(manifest["sample"])):
         return ["the manifest's query or sample is not the one the review recorded"]
     assessed = {e["item"]: e for t, e in events if t == "interlock:ItemAssessed"}
     signed = [e for t, e in events if t == "interlock:ReviewSignedOff"]
@@ -369,6 +377,11 @@ def _review(manifest: dict[str, Any], streams: dict[str, tuple[Chat, list[dict[s
     return problems
 
 
+def _method(sample: dict[str, Any]) -> dict[str, Any]:
+    """A sample record with its method; one recorded before methods were named has none."""
+    return {"method": "sha256-v1", **sample}
+
+
 def _item(item: dict[str, Any], streams: dict[str, tuple[Chat, list[dict[str, Any]]]]
           ) -> list[str]:
     rows = streams.get(item["chat_id"], (None, []))[1]
@@ -379,13 +392,112 @@ def _item(item: dict[str, Any], streams: dict[str, tuple[Chat, list[dict[str, An
     return []
 
 
+# -- samples (domain/review/sampling.py, restated) ------------------------------------------
+
+M32 = 0xFFFFFFFF
+
+
+def key_word(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big", signed=True)
+
+
+def lookup3(k: int, seed: int) -> int:
+    """PostgreSQL's hash_uint32_extended (hashint4extended): Jenkins' lookup3, signed."""
+    def rot(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & M32
+    a = b = c = (0x9E3779B9 + 4 + 3923095) & M32
+    seed &= (1 << 64) - 1
+    if seed:
+        a, b = (a + (seed >> 32)) & M32, (b + seed) & M32
+        for r1, r2, r3 in ((4, 6, 8), (16, 19, 4)):
+            a = ((a - c) & M32) ^ rot(c, r1)
+            c = (c + b) & M32
+            b = ((b - a) & M32) ^ rot(a, r2)
+            a = (a + c) & M32
+            c = ((c - b) & M32) ^ rot(b, r3)
+            b = (b + a) & M32
+    a = (a + k) & M32
+    c = ((c ^ b) - rot(b, 14)) & M32
+    a = ((a ^ c) - rot(c, 11)) & M32
+    b = ((b ^ a) - rot(a, 25)) & M32
+    c = ((c ^ b) - rot(b, 16)) & M32
+    a = ((a ^ c) - rot(c, 4)) & M32
+    b = ((b ^ a) - rot(a, 14)) & M32
+    c = ((c ^ b) - rot(b, 24)) & M32
+    value = b << 32 | c
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def rank_key(seed: str, method: str) -> Any:
+    """Sort key of a candidate (chat_id, version) under `method` for `seed`."""
+    if method == "mix64-v2":
+        word = key_word(seed)
+
+        def mixed(c: tuple[str, int]) -> tuple[int, str, int]:
+            w = key_word(f"{c[0]}#{c[1]}")
+            return lookup3(w & M32, lookup3((w >> 32) & M32, word)), c[0], c[1]
+        return mixed
+    if method == "sha256-v1":
+        return lambda c: hashlib.sha256(f"{seed}\n{c[0]}#{c[1]}".encode()).digest()
+    raise ValueError(f"unknown sampling method {method!r}")
+
+
+def allot(sizes: dict[tuple[str, ...], int], total: int) -> dict[tuple[str, ...], int]:
+    """Seats per stratum: proportional, largest remainder, one each first if possible."""
+    n = sum(sizes.values())
+    if total == 0 or n == 0:
+        return dict.fromkeys(sizes, 0)
+    floor = 1 if total >= len(sizes) else 0
+    left = total - floor * len(sizes)
+    shares = {k: left * v / n for k, v in sizes.items()}
+    seats = {k: min(sizes[k], floor + int(shares[k])) for k in sizes}
+    order = sorted(sizes, key=lambda k: (-(shares[k] - int(shares[k])), k))
+    while sum(seats.values()) < total:
+        for k in order:
+            if sum(seats.values()) < total and seats[k] < sizes[k]:
+                seats[k] += 1
+    return seats
+
+
+def draw(population: list[tuple[str, int, tuple[str, ...]]], size: int, seed: str,
+         method: str) -> list[tuple[str, int]]:
+    """The sample the rule draws: each stratum's lowest ranks, strata in sorted order."""
+    groups: dict[tuple[str, ...], list[tuple[str, int]]] = {}
+    for chat_id, version, strata in population:
+        groups.setdefault(strata, []).append((chat_id, version))
+    seats = allot({k: len(v) for k, v in groups.items()}, min(size, len(population)))
+    key = rank_key(seed, method)
+    return [c for k in sorted(groups) for c in sorted(groups[k], key=key)[:seats[k]]]
+
+
+def check_sample(sample: dict[str, Any], items: list[dict[str, Any]],
+                 population_lines: list[str]) -> list[str]:
+    """The recorded sample drawn again from the population the query answered."""
+    population = [(r["chat_id"], int(r["version"]), tuple(r["strata"]))
+                  for r in map(json.loads, population_lines) if r]
+    sizes: dict[str, int] = {}
+    for _, _, strata in population:
+        sizes["|".join(strata)] = sizes.get("|".join(strata), 0) + 1
+    if (len(population), sizes) != (sample["population"], sample["strata_sizes"]):
+        return [f"population: {len(population)} candidates in strata {sizes}; the review "
+                f"recorded {sample['population']} in {sample['strata_sizes']}"]
+    method = _method(sample)["method"]
+    again = draw(population, sample["size"], sample["seed"], method)
+    if again != [(i["chat_id"], i["version"]) for i in items]:
+        return [f"sample: seed {sample['seed']!r} ({method}) draws other items from this "
+                "population than the review holds"]
+    return []
+
+
 # -- the command ----------------------------------------------------------------------------
 
 
 def verify(args: argparse.Namespace) -> list[str]:
     key = Key(Path(args.public_key).read_text())
     if zipfile.is_zipfile(args.export):
-        return verify_evidence(args.export, key)
+        population = (Path(args.population).read_text().splitlines()
+                      if args.population else None)
+        return verify_evidence(args.export, key, population)
     data = Path(args.export).read_bytes()
     manifest = json.loads(Path(args.manifest or f"{args.export}.manifest.json").read_text())
     signature = manifest.pop("signature", "")
@@ -426,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--manifest", help="default: <export>.manifest.json")
     parser.add_argument("--checkpoints", help="exported checkpoints (JSON Lines)")
     parser.add_argument("--secrets-file", help="HMAC secrets, one per line: check seals too")
+    parser.add_argument("--population", help="an evidence pack's population (JSON Lines of "
+                                             "chat_id, version, strata): draw it again")
     args = parser.parse_args(argv)
     try:
         problems = verify(args)

@@ -14,6 +14,7 @@ from eventsourcing.domain import OriginatorVersionError
 from eventsourcing.utils import resolve_topic
 from pydantic import BaseModel, ConfigDict
 
+from interlock.domain.review.sampling import Method
 from interlock.domain.streams import StreamEvent
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class SampleRecord(Frozen):
     seed: str
     population: int
     strata_sizes: dict[str, int]  # each stratum's size ("a|b" for several), as allotted
+    method: Method = "sha256-v1"  # how candidates were ranked (sampling.py); older reviews'
 
 
 class ReviewItem(Frozen):

@@ -15,7 +15,14 @@ from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import ConcurrencyError, InvalidRequestError, ReviewNotFoundError
 from interlock.domain.review.aggregate import Review
 from interlock.domain.review.events import QueryRecord, ReviewItem, SampleRecord, Severity, Verdict
-from interlock.domain.review.sampling import Candidate, check_seed, check_spec
+from interlock.domain.review.sampling import (
+    METHOD,
+    Candidate,
+    Method,
+    check_method,
+    check_seed,
+    check_spec,
+)
 from interlock.domain.storage.repository import replay
 
 
@@ -27,13 +34,13 @@ class Reviews:
 
     def open(self, *, tenant: str, actor: str, query: QueryRecord, drawn: Sequence[Candidate],
              strata_sizes: Mapping[str, int], size: int, strata: Sequence[str],
-             seed: str) -> Review:
+             seed: str, method: Method = METHOD) -> Review:
         """Open a review of the `drawn` sample (sampling.py's rule, `seed`, `strata_sizes`)."""
         check_spec(size, strata)
         check_seed(seed)
         sample = SampleRecord(size=size, strata=tuple(strata), seed=seed,
                               population=sum(strata_sizes.values()),
-                              strata_sizes=dict(strata_sizes))
+                              strata_sizes=dict(strata_sizes), method=check_method(method))
         review = Review.open(tenant=tenant, actor=actor, query=query, sample=sample,
                              items=self._items(tenant, drawn))
         self.save(review)

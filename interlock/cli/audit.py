@@ -18,7 +18,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 
 from interlock.audit import reading
 from interlock.bootstrap import service_from
-from interlock.cli import audit_export, audit_trail, review
+from interlock.cli import audit_export, audit_parquet, audit_trail, review
 from interlock.domain import Interlock
 from interlock.domain.chat.events import ChatEvent
 from interlock.domain.errors import ChatNotFoundError, InternalError
@@ -115,13 +115,16 @@ def _register_audit(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     audit_trail.register_audit(sub, _add_store)
     review.register_evidence(sub, _add_store)
-    ex = sub.add_parser("export", help="write decisions (CSV, JSON Lines) or stored events",
+    ex = sub.add_parser("export", help="write decisions (CSV, JSON Lines, Parquet) or events",
                         description="Stream every decision in [since, until), or the stored "
                                     "events (--format events), to stdout or a file; with --key, "
-                                    "take a checkpoint and sign a manifest beside the file.")
+                                    "take a checkpoint and sign a manifest beside the file. "
+                                    "--format parquet writes decisions, calls and reviews "
+                                    "into the --output directory (docs/analytics.md).")
     ex.add_argument("--since", type=datetime.fromisoformat, help="ISO-8601, inclusive")
     ex.add_argument("--until", type=datetime.fromisoformat, help="ISO-8601, exclusive")
-    ex.add_argument("--format", choices=("csv", "jsonl", "events"), default="csv", help="(csv)")
+    ex.add_argument("--format", choices=("csv", "jsonl", "events", "parquet"), default="csv",
+                    help="(csv)")
     ex.add_argument("--key", help="checkpoint private key: sign a manifest (needs --output)")
     for name in ("tenant", "tool", "actor", "chat-id"):
         ex.add_argument(f"--{name}", help=f"only decisions with this {name.replace('-', ' ')}")
@@ -273,6 +276,8 @@ def _shown(text: str) -> str:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if args.format == "parquet":
+        return _export_parquet(args)
     if args.key and not args.output:
         print("interlock audit: a signed export needs --output", file=sys.stderr)
         return 2
@@ -284,6 +289,24 @@ def _export(args: argparse.Namespace) -> int:
         _export_decisions(args)
     if signed is not None:
         print(f"manifest: {audit_export.write_manifest(args, *signed)}")
+    return 0
+
+
+def _export_parquet(args: argparse.Namespace) -> int:
+    problem = audit_parquet.problem(args)
+    if problem is not None:
+        print(f"interlock audit export: {problem}", file=sys.stderr)
+        return 2
+    models = _models(args.store)
+    try:
+        models.catch_up()
+        counts = audit_parquet.write(args, models)
+    except OSError as exc:  # the disk, not the log: nothing of this export is left
+        print(f"interlock audit export: cannot write {args.output}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        models.close()
+    print(", ".join(f"{args.output}/{name}.parquet: {n:,} rows" for name, n in counts.items()))
     return 0
 
 

@@ -23,7 +23,7 @@ from interlock.audit.signing import Signer
 from interlock.cli import audit_trail
 from interlock.cli.audit_trail import PRIVATE_ENV
 from interlock.domain.errors import InvalidRequestError
-from interlock.domain.review.queries import SHIPPED
+from interlock.domain.review.queries import CUSTOM, SHIPPED, resolve
 from interlock.domain.review.sampling import STRATA
 from interlock.domain.review.service import Reviews
 from interlock.projections import open_views
@@ -58,6 +58,16 @@ def register(subparsers: Any) -> None:
     s.set_defaults(run=_sign_off)
     _with_review(sub.add_parser("close", help="close a signed-off review")).set_defaults(
         run=_close)
+    pop = sub.add_parser("population", help="write the population a review was drawn from",
+                         description="Run the review's recorded query again and write its "
+                                     "answer, one JSON line per candidate (chat_id, version, "
+                                     "strata): tools/verify_export.py --population draws the "
+                                     "sample again from it. The same answer as at the draw "
+                                     "while no decision it selects was added since.")
+    pop.add_argument("review_id", type=UUID)
+    pop.add_argument("--output", "-o", required=True, help="the JSON Lines file to write")
+    _add_store(pop)
+    pop.set_defaults(run=_population)
     show = sub.add_parser("show", help="print a review as JSON")
     show.add_argument("review_id", type=UUID)
     _add_store(show)
@@ -187,6 +197,21 @@ def _show(args: argparse.Namespace) -> int:
         review = reviews.get(args.review_id)
         _print({"id": str(review.id), "version": review.version,
                 **review.state.model_dump(mode="json", exclude={"chain_tip"})})
+    return 0
+
+
+def _population(args: argparse.Namespace) -> int:
+    with desk(args) as d:
+        state = d.reviews.get(args.review_id).state
+        q = state.query
+        bound = resolve(q.name, q.params, q.filter if q.name == CUSTOM else None)
+        found = d.view.population(state.tenant, bound.node, state.sample.strata)
+    with open(args.output, "w", encoding="utf-8") as out:
+        for c in sorted(found, key=lambda c: (c.chat_id, c.version)):
+            out.write(json.dumps({"chat_id": c.chat_id, "version": c.version,
+                                  "strata": list(c.strata)}, ensure_ascii=False) + "\n")
+    print(f"{args.output}: {len(found)} candidate(s); the review recorded "
+          f"{state.sample.population}")
     return 0
 
 

@@ -39,7 +39,8 @@ DDL = (
     " asked_at {ts}, decided_at {ts} NOT NULL, wait_seconds double precision, input {json},"
     " fingerprint text, fingerprint_changes integer NOT NULL, prior_expiries integer NOT NULL,"
     " requester_approved boolean NOT NULL, edited boolean NOT NULL, reasked boolean NOT NULL,"
-    " fingerprint_changed boolean NOT NULL, PRIMARY KEY (chat_id, version))",
+    " fingerprint_changed boolean NOT NULL, key_word bigint NOT NULL,"
+    " PRIMARY KEY (chat_id, version))",
     "CREATE TABLE IF NOT EXISTS {reviews} (review_id text PRIMARY KEY, tenant text NOT NULL,"
     " status text NOT NULL, opened_by text NOT NULL, opened_at {ts} NOT NULL,"
     " query_name text NOT NULL, query_version integer NOT NULL, items integer NOT NULL,"
@@ -71,15 +72,23 @@ _FACT = (
     " h.fingerprint, CASE WHEN h.fingerprints > 1 THEN h.fingerprints - 1 ELSE 0 END,"
     " c.prior_expiries, COALESCE(%(k)s = 'approve'"
     " AND COALESCE(c.edited_norm, c.requested_norm) = %(an)s, false),"
-    " c.edited_by IS NOT NULL, c.prior_expiries > 0, h.fingerprints > 1"
+    " c.edited_by IS NOT NULL, c.prior_expiries > 0, h.fingerprints > 1, %(kw)s"
     " FROM {{review_calls}} c JOIN {{review_chats}} h ON h.chat_id = c.chat_id"
     " WHERE c.chat_id = %(c)s AND c.ref = %(r)s")
 
 
-# A candidate's rank, as sampling.rank computes it: SHA-256 of "seed\nchat_id#version".
-RANK = {"postgresql": "sha256(convert_to(%(seed)s || chr(10) || chat_id || '#' || version::text,"
-                      " 'UTF8'))",
-        "sqlite": "review_rank(%(seed)s, chat_id, version)"}
+# A candidate's rank per sampling method and dialect, as sampling.ranking orders them:
+# sha256-v1 hashes "seed\nchat_id#version"; mix64-v2 mixes the stored key word with the
+# seed's word (%(word)s) by lookup3 (PostgreSQL's hashint4extended). Ties: TIES.
+RANK = {
+    ("sha256-v1", "postgresql"): "sha256(convert_to(%(seed)s || chr(10) || chat_id || '#'"
+                                 " || version::text, 'UTF8'))",
+    ("sha256-v1", "sqlite"): "review_rank(%(seed)s, chat_id, version)",
+    ("mix64-v2", "postgresql"): "hashint4extended(((key_word << 32) >> 32)::int4,"
+                                " hashint4extended((key_word >> 32)::int4, %(word)s))",
+    ("mix64-v2", "sqlite"): "review_mix64(key_word, %(word)s)",
+}
+TIES = {"postgresql": 'chat_id COLLATE "C", version', "sqlite": "chat_id, version"}
 
 
 _BUCKET_VALUES = ", ".join(

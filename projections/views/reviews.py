@@ -4,6 +4,7 @@ before in the chat, whether the agent's fingerprint changed), and the reviews' p
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -36,7 +37,17 @@ from interlock.domain.review.events import (
     ReviewSignedOff,
 )
 from interlock.domain.review.filters import Node
-from interlock.domain.review.sampling import Candidate, allot, rank
+from interlock.domain.review.sampling import (
+    METHOD,
+    Candidate,
+    Method,
+    allot,
+    key_word,
+    mix64,
+    rank,
+    ranking,
+    seed_word,
+)
 from interlock.projections.engine import cursors
 from interlock.projections.engine.pages import Page, paginate
 from interlock.projections.engine.sql import ReadModel, Row, SqlView
@@ -49,6 +60,7 @@ from interlock.projections.views.review_tables import (
     OVERSIGHT,
     RANK,
     TABLES,
+    TIES,
     fact_sql,
 )
 
@@ -119,6 +131,7 @@ class ReviewsView(SqlView):
             db.conn.create_function("review_isodow", 2, _isodow, deterministic=True)
             db.conn.create_function("review_clock", 2, _clock, deterministic=True)
             db.conn.create_function("review_rank", 3, _rank, deterministic=True)
+            db.conn.create_function("review_mix64", 2, mix64, deterministic=True)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -151,7 +164,8 @@ class ReviewsView(SqlView):
         """A decision's fact and running totals; one that `settles` ends the wait."""
         self._run(fact_sql(self.dialect), {
             "c": chat_id, "r": ref, "v": version, "k": kind, "a": actor,
-            "an": normalise_id(actor), "at": self._ts(at)})
+            "an": normalise_id(actor), "at": self._ts(at),
+            "kw": key_word(f"{chat_id}#{version}")})
         self._run(OVERSIGHT, {"c": chat_id, "v": version})
         if settles:
             self._run("UPDATE {review_calls} SET waiting = false, expired = %(x)s"
@@ -213,43 +227,97 @@ class ReviewsView(SqlView):
         params["tenant"] = tenant
         return self._candidates(f"tenant = %(tenant)s AND {cond}", params, strata)
 
-    def sample(self, tenant: str, node: Node, strata: tuple[str, ...], size: int,
-               seed: str) -> tuple[list[Candidate], dict[tuple[str, ...], int]]:
+    def sample(self, tenant: str, node: Node, strata: tuple[str, ...], size: int, seed: str,
+               method: Method = METHOD) -> tuple[list[Candidate], dict[tuple[str, ...], int]]:
         """sampling.draw over the filter's answer, ranked by the store; and each stratum's
         size. Only the drawn rows leave the database."""
         cond, params = compile_filter(node, self.dialect, self._ts)
         params["tenant"] = tenant
+        cond = f"tenant = %(tenant)s AND {cond}"
         columns = [_STRATA[s] for s in strata]
         grouped = ", ".join(columns)
         rows = self._fetch(
             f"SELECT {grouped + ', ' if grouped else ''}count(*) AS n FROM {{review_facts}}"
-            f" WHERE tenant = %(tenant)s AND {cond}{' GROUP BY ' + grouped if grouped else ''}",
-            params)
+            f" WHERE {cond}{' GROUP BY ' + grouped if grouped else ''}", params)
         sizes = {tuple(str(r[c]) for c in columns): int(r["n"]) for r in rows if r["n"]}
         seats = allot(sizes, min(size, sum(sizes.values())))
-        most = max(seats.values(), default=0)
-        if most == 0:
+        if max(seats.values(), default=0) == 0:
             return [], sizes
-        found = self._lowest(f"tenant = %(tenant)s AND {cond}",
-                             {**params, "seed": seed, "most": most}, strata)
+        params.update(seed=seed, word=seed_word(seed))
+        found = self._lowest(cond, params, strata, seats, sizes, method)
         groups: dict[tuple[str, ...], list[Candidate]] = {}
-        for c in sorted(found, key=lambda c: rank(seed, c.key)):
+        for c in sorted(found, key=ranking(seed, method)):
             groups.setdefault(c.strata, []).append(c)
         return [c for k in sorted(groups) for c in groups[k][:seats[k]]], sizes
 
-    def _lowest(self, cond: str, params: dict[str, Any],
-                strata: tuple[str, ...]) -> list[Candidate]:
-        """Each stratum's `most` lowest ranks, ranked by the store in one pass."""
-        order = f"{RANK[self.dialect]}, chat_id, version"
+    def _lowest(self, cond: str, params: dict[str, Any], strata: tuple[str, ...],
+                seats: dict[tuple[str, ...], int], sizes: dict[tuple[str, ...], int],
+                method: Method) -> list[Candidate]:
+        """At least each stratum's seats of its lowest ranks (all there are if fewer)."""
+        rank = RANK[method, self.dialect]
+        order, most = f"{rank}, {TIES[self.dialect]}", max(seats.values())
+        if method == "sha256-v1":
+            if not strata:
+                return self._candidates(f"{cond} ORDER BY {order} LIMIT %(most)s",
+                                        {**params, "most": most}, ())
+            return self._ranked(cond, params, strata, None, order, most)
+        # Ranks are uniform over 64 bits: the rows of a stratum ranked below its threshold
+        # (twice its seats expected, and 16 more) hold its lowest ranks when there are seats
+        # of them. A stratum short of them (rarely) is ranked again whole: exact either way.
         if not strata:
-            return self._candidates(f"{cond} ORDER BY {order} LIMIT %(most)s", params, ())
-        over = ", ".join(_STRATA[s] for s in strata)
+            return self._lowest_of_all(cond, params, order, rank, most, sum(sizes.values()))
+        limits = {k: _threshold(2 * seats[k] + 16, sizes[k]) for k in seats if seats[k]}
+        if len(limits) > _MAX_LIMITS:  # each a row of bound values: rank every row instead
+            return self._ranked(cond, params, strata, None, order, most)
+        below = f" AND {rank} <= th.t"
+        found = self._ranked(cond + below, params, strata, limits, order, most)
+        got = Counter(c.strata for c in found)
+        short = {k: _ALL for k in limits if got[k] < seats[k]}
+        if not short:
+            return found
+        return [c for c in found if c.strata not in short] + self._ranked(
+            cond, params, strata, short, order, most)
+
+    def _lowest_of_all(self, cond: str, params: dict[str, Any], order: str, rank: str,
+                       most: int, size: int) -> list[Candidate]:
+        """The `most` lowest ranks of an unstratified answer of `size` rows (mix64-v2)."""
+        limit = f"ORDER BY {order} LIMIT %(most)s"
+        bound = {**params, "most": most, "t": _threshold(2 * most + 16, size)}
+        found = self._candidates(f"{cond} AND {rank} <= %(t)s {limit}", bound, ())
+        if len(found) < most:
+            found = self._candidates(f"{cond} {limit}", bound, ())
+        return found
+
+    def _ranked(self, cond: str, params: dict[str, Any], strata: tuple[str, ...],
+                limits: dict[tuple[str, ...], int] | None, order: str,
+                most: int) -> list[Candidate]:
+        """The `most` lowest ranks of each stratum in `limits` (`th.t`: its limit), or of
+        every stratum when there are no limits."""
+        columns = [_STRATA[s] for s in strata]
+        names = [f"th.c{j}" for j in range(len(strata))] if limits is not None else columns
         extra = "".join(f", {_STRATA[s]} AS s_{s}" for s in strata)
+        with_, join, bound = "", "", dict(params, most=most)
+        if limits is not None:
+            with_, join = self._limits(limits, bound), " JOIN th ON " + " AND ".join(
+                f"{c} = {n}" for c, n in zip(columns, names, strict=True))
         rows = self._fetch(
-            f"SELECT * FROM (SELECT chat_id, version, ref, kind, actor{extra}, row_number()"
-            f" OVER (PARTITION BY {over} ORDER BY {order}) AS pick FROM {{review_facts}}"
-            f" WHERE {cond}) AS ranked WHERE pick <= %(most)s", params)
+            f"{with_}SELECT * FROM (SELECT chat_id, version, ref, kind, actor{extra},"
+            f" row_number() OVER (PARTITION BY {', '.join(names)} ORDER BY {order}) AS pick"
+            f" FROM {{review_facts}}{join} WHERE {cond}) AS ranked WHERE pick <= %(most)s",
+            bound)
         return [_candidate(r, strata) for r in rows]
+
+    @staticmethod
+    def _limits(limits: dict[tuple[str, ...], int], bound: dict[str, Any]) -> str:
+        """`WITH th(c0, ..., t) AS (VALUES ...)`: each stratum and its limit, bound."""
+        rows = []
+        for i, (key, limit) in enumerate(sorted(limits.items())):
+            bound.update({f"s{i}_{j}": v for j, v in enumerate(key)})
+            bound[f"t{i}"] = limit
+            rows.append("(" + "".join(f"%(s{i}_{j})s, " for j in range(len(key)))
+                        + f"CAST(%(t{i})s AS bigint))")
+        names = ", ".join(f"c{j}" for j in range(len(next(iter(limits)))))
+        return f"WITH th({names}, t) AS (VALUES {', '.join(rows)}) "
 
     def _candidates(self, cond: str, params: dict[str, Any],
                     strata: tuple[str, ...]) -> list[Candidate]:
@@ -304,6 +372,17 @@ def revoked(view: ReviewsView, tenant: str, active: set[str]) -> list[str]:
 
 def _rank(seed: str, chat_id: str, version: int) -> bytes:
     return rank(seed, f"{chat_id}#{version}")
+
+
+_ALL = 2**63 - 1  # a limit no rank exceeds
+_MAX_LIMITS = 1000  # strata with a limit of their own, at most (bound values: 4 each)
+
+
+def _threshold(expected: int, size: int) -> int:
+    """The 64-bit rank below which `expected` of `size` uniform ranks fall on average."""
+    if expected >= size:
+        return _ALL
+    return -(2**63) + (2**64 * expected) // size
 
 
 def _isodow(ts: str | None, tz: str) -> int | None:

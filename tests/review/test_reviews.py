@@ -16,8 +16,6 @@ from interlock.domain.errors import (
     SegregationOfDutiesError,
 )
 from interlock.domain.review.events import ItemAssessed, ReviewClosed, ReviewOpened, ReviewSignedOff
-from interlock.domain.review.queries import resolve
-from interlock.domain.review.sampling import Candidate, draw, rank
 from interlock.domain.review.service import Reviews
 from interlock.projections import SqlReadModels
 from interlock.projections.views.reviews import ReviewsView
@@ -43,28 +41,6 @@ def test_the_same_seed_draws_the_same_sample_and_another_seed_another(desk: Revi
     assert first == again and len(first) == 4
     others = {frozenset(_keys(desk, seed)) for seed in ("s2", "s3", "s4")}
     assert others - {frozenset(first)}  # 4 of 9: a seed draws another set but 1 in 126
-
-
-def test_a_sample_does_not_depend_on_the_order_the_population_was_read() -> None:
-    people = [Candidate(f"c{i}", i, "r", strata=(("bob", "dave")[i % 2],)) for i in range(100)]
-    drawn = draw(people, 10, "seed")
-    assert draw(list(reversed(people)), 10, "seed") == drawn
-    assert sorted(c.strata for c in drawn) == [("bob",)] * 5 + [("dave",)] * 5  # stratified
-    assert draw(people, 1000, "seed") == sorted(people, key=lambda c: (c.strata,
-                                                                      rank("seed", c.key)))
-
-
-@pytest.mark.parametrize("strata", [(), ("actor",), ("tool", "kind")])
-@pytest.mark.parametrize("size", [1, 3, 9])
-def test_the_stores_index_ranges_draw_what_the_rule_draws_over_the_whole_population(
-    view: ReviewsView, strata: tuple[str, ...], size: int,
-) -> None:
-    node = resolve("custom", custom=EVERYTHING).node
-    for seed in ("a", "b", "c"):
-        drawn, sizes = view.sample(TENANT, node, strata, size, seed)
-        everyone = view.population(TENANT, node, strata)
-        assert drawn == draw(everyone, size, seed)
-        assert sum(sizes.values()) == len(everyone) == 9
 
 
 def test_strata_give_every_approver_a_seat(desk: ReviewDesk) -> None:

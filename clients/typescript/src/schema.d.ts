@@ -1913,6 +1913,12 @@ export interface components {
             strata_sizes: {
                 [key: string]: number;
             };
+            /**
+             * Method
+             * @default sha256-v1
+             * @enum {string}
+             */
+            method: "sha256-v1" | "mix64-v2";
         };
         /** SignOffIn */
         SignOffIn: {
