@@ -13,7 +13,10 @@ from fastapi.testclient import TestClient
 from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig
 from interlock.audit.signing import Signer
+from interlock.bootstrap import checkpoint_signer
+from interlock.domain.errors import ConfigurationError
 from interlock.projections import open_read_models
+from interlock.settings import load_settings
 from tests.review.history import History
 from tests.review.test_api import KEYS, _as
 from tests.review.test_evidence import _rewrite, verifier
@@ -91,3 +94,20 @@ def test_a_server_without_a_key_says_so(history: History) -> None:
         answer = http.get(f"/v1/reviews/{review}/evidence", headers=_as("rita"))
         assert (answer.status_code, answer.json()["error"]["code"]) == (409, "no_signing_key")
         assert "INTERLOCK_CHECKPOINT_KEY" in answer.json()["error"]["message"]
+
+
+def test_the_server_reads_its_key_from_interlock_checkpoint_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key, secrets = tmp_path / "cp.pem", tmp_path / "secrets"
+    secrets.mkdir()
+    monkeypatch.setenv("INTERLOCK_SECRETS_DIR", str(secrets))
+    assert checkpoint_signer(load_settings()) is None
+    made = Signer.generate()
+    key.write_bytes(made.pem())
+    monkeypatch.setenv("INTERLOCK_CHECKPOINT_KEY", str(key))
+    found = checkpoint_signer(load_settings())
+    assert found is not None and found.key_id == made.key_id
+    key.write_text("not a key")
+    with pytest.raises(ConfigurationError, match="INTERLOCK_CHECKPOINT_KEY: cannot read"):
+        checkpoint_signer(load_settings())
