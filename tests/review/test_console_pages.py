@@ -119,3 +119,20 @@ def test_the_pages_are_for_auditors(http: TestClient) -> None:
         answer = http.get(path)
         assert answer.status_code == 403 and "for auditors: bob lacks" in answer.text
     assert ">Review<" not in http.get("/ui/inbox").text
+
+
+def test_without_a_key_the_page_names_the_cli_and_the_download_is_a_409(
+    http: TestClient,
+) -> None:
+    rita = {"Authorization": "Bearer key-rita"}
+    review = http.post("/v1/reviews", json={"query": "fast_approval", "size": 1, "seed": "k"},
+                       headers=rita).json()
+    http.post(f"/v1/reviews/{review['id']}/items/1/assessment", json={"verdict": "ok"},
+              headers=rita).raise_for_status()
+    http.post(f"/v1/reviews/{review['id']}/sign-off", json={}, headers=rita).raise_for_status()
+    _sign_in(http, "rita")
+    page = http.get(f"/ui/reviews/{review['id']}").text
+    assert "no checkpoint signing key" in page and "interlock audit evidence --review" in page
+    assert "Download the signed evidence pack" not in page
+    answer = http.get(f"/ui/reviews/{review['id']}/evidence")
+    assert answer.status_code == 409 and "INTERLOCK_CHECKPOINT_KEY" in answer.text
