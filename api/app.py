@@ -31,6 +31,7 @@ from interlock.api.routers import (
 )
 from interlock.api.streaming import KEEPALIVE, TurnStreams
 from interlock.api.ui import console
+from interlock.audit.signing import Signer
 from interlock.domain import Interlock
 from interlock.domain.errors import ConfigurationError
 from interlock.projections.engine.interface import ReadModels
@@ -92,12 +93,14 @@ def make_app(
     keepalive: float = KEEPALIVE,
     delivery: DeliveryPolicy | None = DeliveryPolicy(),  # noqa: B008 - frozen, shared safely
     tracer: Any = None,
+    signer: Signer | None = None,
 ) -> FastAPI:
     """The API; without `auth` keys it runs in dev mode (loopback clients only).
 
     `keepalive`: seconds of silence after which a stream sends an SSE comment.
     `delivery`: how webhooks are delivered from this process (None: not from this one).
     `tracer`: an OpenTelemetry tracer; turns and requests are traced with it (off if None).
+    `signer`: the checkpoint key that signs reviews' evidence packs (none: they are refused).
     """
     auth = auth or AuthConfig(None)
     streams = TurnStreams(keepalive)
@@ -125,7 +128,7 @@ def make_app(
     app = FastAPI(title="Interlock", version=package_version(), description=DESCRIPTION,
                   lifespan=lifespan, generate_unique_id_function=operation_id)
     app.state.service, app.state.read_models = service, read_models
-    app.state.auth, app.state.streams = auth, streams
+    app.state.auth, app.state.streams, app.state.signer = auth, streams, signer
     app.state.webhooks, app.state.subscriptions = hooks, subscriptions
     errors.install(app)
     routers = [m.router for m in (health, chats, interrupts, decisions, agents, webhooks,
@@ -133,7 +136,7 @@ def make_app(
     for router in routers:
         app.include_router(router)
     install_openapi(app, routers)
-    app.mount("/ui", console(service, read_models, auth))
+    app.mount("/ui", console(service, read_models, auth, signer))
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY)
     metrics = Metrics(service, read_models)
     app.state.metrics = metrics

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from interlock.domain.errors import (
+    ConflictError,
     InterlockError,
     InternalError,
     InvalidRequestError,
@@ -42,6 +43,18 @@ class ViewsBehindError(UnavailableError):
 
     def __init__(self) -> None:
         super().__init__("the read models are behind the event log; retry shortly")
+
+
+class NoSigningKeyError(ConflictError):
+    """An evidence pack was asked of a server that holds no checkpoint key to sign it."""
+
+    code = "no_signing_key"
+
+    def __init__(self) -> None:
+        super().__init__("this server has no checkpoint signing key, so it cannot sign an "
+                         "evidence pack: set INTERLOCK_CHECKPOINT_KEY to the private key file "
+                         "(made by `interlock audit keygen`), or write the pack with "
+                         "`interlock audit evidence --review ID --key FILE`")
 
 
 class RouteNotFoundError(NotFoundError):

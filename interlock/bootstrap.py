@@ -16,9 +16,10 @@ from interlock.api.app import enable_tracing, make_app
 from interlock.api.auth import AuthConfig, is_loopback, load_auth
 from interlock.api.dev_principals import dev_auth
 from interlock.api.observability.logs import configure_logging
+from interlock.audit.signing import Signer
 from interlock.domain import Agent, Interlock
 from interlock.domain.application import DEV_SECRET
-from interlock.domain.errors import ConfigurationError
+from interlock.domain.errors import ConfigurationError, InvalidRequestError
 from interlock.domain.runtime.models import Model
 from interlock.domain.storage.keys import Keyring
 from interlock.notify.config import NotifyConfig
@@ -109,13 +110,23 @@ def build_app(settings: Settings) -> FastAPI:
         close()
 
     app = make_app(service, views, auth, on_shutdown=closing,
-                   delivery=delivery_policy(settings))
+                   delivery=delivery_policy(settings), signer=checkpoint_signer(settings))
     app.state.slack_actions = slack_actions(settings, service, auth, notifier)
     if notifier is not None:
         app.state.notifier = notifier
         app.state.metrics.registry.register(NotifyGauges(notifier.store))
     tune_gc(settings.gc_threshold)  # each worker process, once everything is loaded
     return app
+
+
+def checkpoint_signer(settings: Settings) -> Signer | None:
+    """The key evidence packs are signed with (INTERLOCK_CHECKPOINT_KEY), if one is set."""
+    if settings.checkpoint_key is None:
+        return None
+    try:
+        return Signer.load(settings.checkpoint_key)
+    except InvalidRequestError as exc:
+        raise ConfigurationError(f"INTERLOCK_CHECKPOINT_KEY: {exc.message}") from None
 
 
 def notify_config(settings: Settings) -> NotifyConfig:
@@ -181,6 +192,7 @@ def check_serving(settings: Settings) -> None:
     auth = auth_from(settings)
     check_exposure(settings.host, auth)
     check_secret(settings, auth)
+    checkpoint_signer(settings)
 
 
 def check_secret(settings: Settings, auth: AuthConfig) -> None:

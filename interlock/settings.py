@@ -86,6 +86,9 @@ class Settings(BaseSettings):
         None, description="verifies Slack's interactive callbacks (from the Slack app)")
     console_url: str = Field(
         "http://127.0.0.1:8000", description="the console's address, for links in messages")
+    checkpoint_key: Path | None = Field(
+        None, description="the checkpoint private key file (interlock audit keygen): the "
+                          "server signs reviews' evidence packs with it")
 
     @model_validator(mode="after")
     def _no_retired_variables(self) -> Settings:

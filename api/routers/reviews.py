@@ -9,10 +9,12 @@ from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Path, Request
+from fastapi.responses import FileResponse
 
 from interlock.api.auth import AuthConfig, Principal
 from interlock.api.deps import PrincipalDep, ReadModelsDep, ServiceDep
 from interlock.api.errors import ViewsBehindError
+from interlock.api.evidence import MEDIA, evidence_download
 from interlock.api.routers.common import errors
 from interlock.api.schemas import (
     AssessmentIn,
@@ -23,6 +25,7 @@ from interlock.api.schemas import (
     ReviewQueryRun,
     SignOffIn,
 )
+from interlock.domain import Interlock
 from interlock.domain.errors import InternalError
 from interlock.domain.review.queries import SHIPPED, ReviewQuery
 from interlock.domain.review.service import Reviews
@@ -43,14 +46,18 @@ Auditor = Annotated[Principal, Depends(auditor)]
 
 def review_desk(request: Request, service: ServiceDep, views: ReadModelsDep,
                 who: Auditor) -> ReviewDesk:
-    """The desk over the views once they show every write committed before the request."""
+    return desk_for(service, views, request.app.state.auth, who.tenant)
+
+
+def desk_for(service: Interlock, views: ReadModels, auth: AuthConfig, tenant: str) -> ReviewDesk:
+    """The desk over the views once they show every write committed before the request
+    (the API's and the console's: one desk, one meaning of a query)."""
     try:
         views.wait(service.recorder.max_notification_id())
     except TimeoutError:
         raise ViewsBehindError() from None
-    auth: AuthConfig = request.app.state.auth
     principals = None if auth.keys is None else {
-        p.id for p in auth.keys.values() if p.tenant == who.tenant}
+        p.id for p in auth.keys.values() if p.tenant == tenant}
     return ReviewDesk(Reviews(service), reviews_view(views), principals)
 
 
@@ -121,3 +128,14 @@ def sign_off(service: ServiceDep, who: Auditor, review_id: UUID, body: SignOffIn
 @router.post("/{review_id}/close", response_model=ReviewPublic, responses=errors(404, 409))
 def close(service: ServiceDep, who: Auditor, review_id: UUID) -> ReviewPublic:
     return ReviewPublic.of(Reviews(service).close(review_id, actor=who.id, tenant=who.tenant))
+
+
+@router.get("/{review_id}/evidence", response_class=FileResponse, responses={
+    **errors(404, 409), 200: {"content": {MEDIA: {"schema": {"type": "string",
+                                                             "format": "binary"}}},
+                              "description": "the signed evidence pack (a zip)"}})
+def evidence_pack(request: Request, service: ServiceDep, who: Auditor,
+                  review_id: UUID) -> FileResponse:
+    """The signed-off review's evidence pack, as `interlock audit evidence` writes it: a
+    fresh checkpoint signed with the server's key (409 `no_signing_key` without one)."""
+    return evidence_download(service, request.app.state.signer, review_id, who.tenant)

@@ -10,22 +10,28 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from interlock.api.auth import AuthConfig
 from interlock.api.ui.decide import router as deciding
 from interlock.api.ui.render import HERE, on_bad_query, on_error, on_http_error
+from interlock.api.ui.reviews import router as reviewing
 from interlock.api.ui.router import router
 from interlock.api.ui.session import Sessions
+from interlock.audit.signing import Signer
 from interlock.domain import Interlock
 from interlock.domain.errors import InterlockError
 from interlock.projections.engine.interface import ReadModels
 from interlock.stores.console_sessions import open_sessions
 
 
-def console(service: Interlock, read_models: ReadModels, auth: AuthConfig) -> FastAPI:
-    """The console as an app of its own (mounted at /ui): its errors are pages, not JSON."""
+def console(service: Interlock, read_models: ReadModels, auth: AuthConfig,
+            signer: Signer | None = None) -> FastAPI:
+    """The console as an app of its own (mounted at /ui): its errors are pages, not JSON.
+    `signer`: the checkpoint key evidence packs are signed with (none: refused)."""
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.state.service, app.state.read_models = service, read_models
+    app.state.auth, app.state.signer = auth, signer
     app.state.sessions = Sessions(auth, open_sessions(service))
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.include_router(router)
     app.include_router(deciding)
+    app.include_router(reviewing)
     app.add_exception_handler(InterlockError, on_error)
     app.add_exception_handler(RequestValidationError, on_bad_query)
     app.add_exception_handler(StarletteHTTPException, on_http_error)

@@ -12,8 +12,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
 from interlock.api.auth import Principal
-from interlock.api.deps import CurrentViews, ServiceDep
+from interlock.api.deps import CurrentViews, ReadModelsDep, ServiceDep
 from interlock.api.dev_principals import COOKIE, console_visitor
+from interlock.api.ui import oversight
+from interlock.api.ui.charts import duration, oversight_charts, pending_label
 from interlock.api.ui.render import (
     base,
     checked_form,
@@ -185,10 +187,14 @@ def decisions(request: Request, views: CurrentViews, who: Visitor, f: DecisionQu
 
 
 @router.get("/decisions/stats", response_class=HTMLResponse)
-def decision_stats(request: Request, views: CurrentViews, who: Visitor,
-                   f: DecisionQuery) -> Response:
+def decision_stats(request: Request, service: ServiceDep, views: CurrentViews,
+                   raw_views: ReadModelsDep, who: Visitor, f: DecisionQuery) -> Response:
+    """Counts and percentiles, and the oversight charts (drawn here, as SVG)."""
     raw = dict(request.query_params)
-    return render(request, "stats.html", who=who, stats=views.decision_stats(f), raw=raw)
+    figures = oversight.read(service, raw_views, f)
+    return render(request, "stats.html", who=who, stats=views.decision_stats(f), raw=raw,
+                  figures=figures, charts=oversight_charts(figures) if figures else None,
+                  duration=duration, pending_label=pending_label)
 
 
 @router.get("/decisions/export")

@@ -163,6 +163,10 @@ class ReviewStateError(ConflictError):
     code = "review_state"
 
 
+class NoSigningKeyError(ConflictError):
+    code = "no_signing_key"
+
+
 class ModelError(InterlockAPIError):
     code = "model_error"
 

@@ -69,14 +69,14 @@ def backfill_sql(dialect: Dialect) -> str:
 
 
 def raw_groups_sql(dialect: Dialect, where: str) -> str:
-    """Counts by tool, actor and bucket straight from the decisions `where` selects."""
-    return (f"SELECT tool, actor, {bucket_sql(dialect)} AS bucket, count(*) AS n"
-            f" FROM {{decisions}}{where} GROUP BY tool, actor, bucket")
+    """Counts by tool, actor, kind and bucket straight from the decisions `where` selects."""
+    return (f"SELECT tool, actor, kind, {bucket_sql(dialect)} AS bucket, count(*) AS n"
+            f" FROM {{decisions}}{where} GROUP BY tool, actor, kind, bucket")
 
 
 def summary_groups_sql(where: str) -> str:
-    return ("SELECT tool, actor, bucket, sum(n) AS n FROM {decision_stats}"
-            f"{where} GROUP BY tool, actor, bucket")
+    return ("SELECT tool, actor, kind, bucket, sum(n) AS n FROM {decision_stats}"
+            f"{where} GROUP BY tool, actor, kind, bucket")
 
 
 @dataclass(frozen=True)

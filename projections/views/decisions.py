@@ -269,6 +269,11 @@ class DecisionsView(SqlView):
                              by_actor=dict(sorted(h.by_actor.items())),
                              p50_seconds=p50, p95_seconds=p95)
 
+    def groups(self, f: DecisionFilter) -> list[Row]:
+        """Counts by tool, actor, kind and wait bucket (decision_stats.bucket) of the
+        decisions `f` selects: whole days from the summary, edge days from the rows."""
+        return self._groups(f)
+
     def _groups(self, f: DecisionFilter) -> list[Row]:
         if f.chat_id is not None:  # one chat: its rows are few and indexed
             return self._raw_groups(f)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from eventsourcing.dispatch import singledispatchmethod
@@ -265,6 +265,16 @@ class InboxView(SqlView):
                  else "requested_at, chat_id, ref")
         rows = self._select(f"SELECT {_COLUMNS} FROM {{inbox}}", conds, order, params, limit)
         return [self._row(r) for r in rows]
+
+    def ages(self, tenant: str, now: datetime, ages: Sequence[int]) -> dict[int, int]:
+        """The tenant's pending calls waiting longer than each of `ages` seconds."""
+        sums = ", ".join(f"sum(CASE WHEN requested_at <= %(t{i})s THEN 1 ELSE 0 END) AS a{i}"
+                         for i in range(len(ages)))
+        params: dict[str, Any] = {f"t{i}": self._ts(now - timedelta(seconds=a))
+                                  for i, a in enumerate(ages)}
+        row = self._fetch(f"SELECT {sums} FROM {{inbox}} WHERE tenant = %(tenant)s",
+                          {**params, "tenant": tenant})[0]
+        return {a: int(row[f"a{i}"] or 0) for i, a in enumerate(ages)}
 
     def _row(self, r: Row) -> InboxRow:
         expires = r["expires_at"]

@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 import psycopg
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import Page, expect, sync_playwright
 
 from interlock.client import Client
 from tests.api.conftest import Live
@@ -55,6 +55,9 @@ def main() -> None:
             reviewer.wait_for_url("**/ui/inbox")
             reviewer.goto(f"{live.url}/ui/decisions")
             reviewer.screenshot(path=OUT / "decisions.png", full_page=True)
+            reviewer.goto(f"{live.url}/ui/decisions/stats")
+            reviewer.screenshot(path=OUT / "oversight.png", full_page=True)
+            _review(reviewer, live.url)
             page.set_viewport_size({"width": 390, "height": 800})
             page.goto(f"{live.url}/ui/inbox")
             page.screenshot(path=OUT / "inbox-phone.png", full_page=True)
@@ -63,6 +66,20 @@ def main() -> None:
         live.close()
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def _review(page: Page, url: str) -> None:
+    """A review of the log opened from a query, one item assessed as a finding."""
+    page.goto(f"{url}/ui/reviews/queries?query=custom&filter=kind+!%3D+%22expire%22")
+    page.get_by_label("Sample size").fill("3")
+    page.get_by_label("Seed").fill("q4-2026")
+    page.get_by_role("button", name="Open the review").click()
+    item = page.locator("#item-1")
+    item.get_by_label("Finding", exact=True).check()
+    item.get_by_label("Severity of a finding").select_option("medium")
+    item.get_by_label("Note").fill("approved in under a minute without the invoice")
+    item.get_by_role("button", name="Assess item 1").click()
+    page.screenshot(path=OUT / "review.png", full_page=True)
 
 
 def _held_payments(url: str, alice: Client) -> tuple[str, str]:

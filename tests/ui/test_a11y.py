@@ -79,12 +79,46 @@ def test_no_console_page_has_a_serious_or_critical_violation(
     _check(bob, "decision statistics", seen)
     bob.goto(f"{live.url}/ui/nowhere")
     _check(bob, "not found", seen)
+    _review_pages(signed_in("carol"), bob, live.url, seen)
     anonymous.context.close()
     print("\naxe-core violations by page:")
     for where, found in seen.items():
         print(f"  {where}: {'; '.join(found) or 'none'}")
     blocking = {w: [f for f in found if f.split()[0] in BLOCKING] for w, found in seen.items()}
     assert {w: f for w, f in blocking.items() if f} == {}
+
+
+def _review_pages(carol: Page, bob: Page, url: str, seen: dict[str, list[str]]) -> None:
+    """The reviewer's pages, a refusal and the charts among them; a 403 for others."""
+    carol.goto(f"{url}/ui/decisions/stats")
+    expect(carol.locator("svg.chart")).to_have_count(6)
+    _check(carol, "decision statistics with oversight charts", seen)
+    carol.get_by_role("link", name="Review", exact=True).click()
+    _check(carol, "review queries", seen)
+    carol.get_by_role("link", name="fast_approval").click()
+    _check(carol, "review query: a shipped one's form", seen)
+    carol.goto(f"{url}/ui/reviews/queries?query=custom&filter=kind+%3D")
+    expect(carol.locator("#query-error")).to_be_visible()
+    _check(carol, "review query: a refused filter", seen)
+    carol.get_by_label("Filter").fill('kind != "expire"')
+    carol.get_by_role("button", name="Run the query").click()
+    expect(carol.locator("#answer tbody tr").first).to_be_visible()
+    _check(carol, "review query: its answer and the open form", seen)
+    carol.get_by_label("Sample size").fill("1")
+    carol.get_by_role("button", name="Open the review").click()
+    _check(carol, "review: open", seen)
+    carol.get_by_label("Finding", exact=True).check()
+    carol.get_by_role("button", name="Assess item 1").click()
+    expect(carol.locator("#refusal")).to_be_visible()
+    _check(carol, "review: a refused assessment", seen)
+    carol.get_by_label("OK", exact=True).check()
+    carol.get_by_role("button", name="Assess item 1").click()
+    carol.get_by_role("button", name="Sign off the review").click()
+    _check(carol, "review: signed off", seen)
+    carol.get_by_role("link", name="All reviews").click()
+    _check(carol, "reviews", seen)
+    bob.goto(f"{url}/ui/reviews")
+    _check(bob, "reviews: not an auditor (403)", seen)
 
 
 def _tab_to(page: Page, matches: Callable[[], bool], limit: int = 60) -> None:
