@@ -264,7 +264,10 @@ def _joint(datastore: PostgresDatastore, stores: list[PostgresViewStore]) -> Ite
 
 def _storable(params: Mapping[str, Any]) -> Mapping[str, Any]:
     """PostgreSQL text cannot hold NUL; a model may still send one (shown as U+FFFD)."""
-    if not any(isinstance(v, str) and "\x00" in v for v in params.values()):
+    for value in params.values():  # a loop, not any(genexpr): this runs for every row
+        if isinstance(value, str) and "\x00" in value:
+            break
+    else:
         return params
     return {k: v.replace("\x00", "\ufffd") if isinstance(v, str) else v for k, v in params.items()}
 

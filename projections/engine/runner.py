@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -51,6 +53,7 @@ class BatchRunner:
         self.projection = projection
         self.view: SqlView = projection.view
         self.batch_size = batch_size
+        self._process = _dispatcher(projection)
 
     @property
     def name(self) -> str:
@@ -88,7 +91,7 @@ class BatchRunner:
             with self.view.batch(start, upto):
                 began = True
                 for note_id, _, event in events:
-                    self.projection.process_event(event, Tracking(self.app.name, note_id))
+                    self._process(event, Tracking(self.app.name, note_id))
         except PositionConflictError:
             raise
         except Exception as exc:  # broad on purpose: any handler error names its event
@@ -141,3 +144,19 @@ class BatchRunner:
         """Empty the view (one transaction) and replay the whole log into it; the position."""
         self.view.reset()
         return self.catch_up(progress)
+
+
+def _dispatcher(projection: Projection[Any]) -> Callable[[Any, Tracking], None]:
+    """`projection.process_event`, with a single-dispatch method's handler looked up by the
+    event's class directly: reading the method builds a new bound wrapper every time (about
+    a tenth of what a view's pass costs in Python)."""
+    method = inspect.getattr_static(type(projection), "process_event", None)
+    if not isinstance(method, functools.singledispatchmethod):
+        return projection.process_event
+    _ = projection.process_event  # registers what eventsourcing deferred, once
+    dispatch = method.dispatcher.dispatch
+
+    def process(event: Any, tracking: Tracking) -> None:
+        dispatch(type(event))(projection, event, tracking)
+
+    return process
