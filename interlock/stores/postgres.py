@@ -25,6 +25,7 @@ from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
     InterfaceError,
+    Notification,
     OperationalError,
     StoredEvent,
 )
@@ -83,6 +84,8 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         ).format(**names).as_bytes(None)
         self.group_commit = GroupCommit(self._flush)
         self._names = names
+        self._select_events_sql: dict[tuple[bool, ...], bytes] = {}
+        self._select_notifications_sql: dict[tuple[bool, ...], bytes] = {}
         self._uuid_ids = self.datastore.originator_id_type == "uuid"
         self.new_keys: NewKeys | None = None  # set by `write_keys_in`
         self.keyed_statement = b""
@@ -102,6 +105,67 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
             ).format(**names).as_bytes(None)
             self.new_keys = NewKeys()
         return self.new_keys
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_events(
+        self, originator_id: UUID | str, *, gt: int | None = None, lte: int | None = None,
+        desc: bool = False, limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """The library's query, whose text it composes and psycopg renders on every call
+        (each load of a chat): here rendered once per shape."""
+        shape = (gt is not None, lte is not None, desc, limit is not None)
+        statement = self._select_events_sql.get(shape)
+        if statement is None:
+            composed = self.select_events_statement
+            for given, text in zip(shape, (" AND originator_version > %s",
+                                           " AND originator_version <= %s"), strict=False):
+                if given:
+                    composed += SQL(text)
+            composed += SQL(" ORDER BY originator_version DESC" if desc
+                            else " ORDER BY originator_version ASC")
+            if limit is not None:
+                composed += SQL(" LIMIT %s")
+            statement = self._select_events_sql[shape] = composed.as_bytes(None)
+        params = [originator_id, *(v for v in (gt, lte, limit) if v is not None)]
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement, params, prepare=True)
+            return [StoredEvent(originator_id=row["originator_id"],
+                                originator_version=row["originator_version"],
+                                topic=row["topic"], state=bytes(row["state"]))
+                    for row in curs.fetchall()]
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_notifications(
+        self, start: int | None, limit: int, stop: int | None = None,
+        topics: Sequence[str] = (), *, inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """The library's query (the views read it every pass), rendered once per shape."""
+        shape = (start is not None, inclusive_of_start, stop is not None, bool(topics))
+        statement = self._select_notifications_sql.get(shape)
+        if statement is None:
+            conditions = []
+            if start is not None:
+                conditions.append("notification_id>=%s" if inclusive_of_start
+                                  else "notification_id>%s")
+            if stop is not None:
+                conditions.append("notification_id <= %s")
+            if topics:
+                conditions.append("topic = ANY(%s)")
+            where = (" WHERE " + " AND ".join(conditions)) if conditions else ""
+            statement = self._select_notifications_sql[shape] = SQL(
+                "SELECT * FROM {schema}.{table}" + where + " ORDER BY notification_id LIMIT %s"
+            ).format(**self._names).as_bytes(None)
+        params: list[Any] = [v for v in (start, stop) if v is not None]
+        if topics:
+            params.append(list(topics))
+        params.append(limit)
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement, params, prepare=True)
+            return [Notification(id=row["notification_id"],
+                                 originator_id=row["originator_id"],
+                                 originator_version=row["originator_version"],
+                                 topic=row["topic"], state=bytes(row["state"]))
+                    for row in curs.fetchall()]
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def select_events_of(self, originator_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
