@@ -29,6 +29,19 @@ from interlock.projections.engine.interface import (
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`")
 
 
+def service_of(request: Request) -> Interlock:
+    """The service, read in the route: the chat cycle's three routes skip FastAPI's
+    dependency resolution for what needs none (each dependency costs it a resolution per
+    request; `bench_instructions`)."""
+    service: Interlock = request.app.state.service
+    return service
+
+
+def streams_of(request: Request) -> TurnStreams:
+    streams: TurnStreams = request.app.state.streams
+    return streams
+
+
 async def get_service(request: Request) -> Interlock:
     service: Interlock = request.app.state.service
     return service

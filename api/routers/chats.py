@@ -8,7 +8,15 @@ from uuid import UUID
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from interlock.api.deps import CurrentViews, Reader, Requester, ServiceDep, StreamsDep
+from interlock.api.deps import (
+    CurrentViews,
+    Reader,
+    Requester,
+    ServiceDep,
+    StreamsDep,
+    service_of,
+    streams_of,
+)
 from interlock.api.routers.common import STREAMED, answer_turn, errors
 from interlock.api.schemas import (
     MAX_EVENTS,
@@ -33,7 +41,8 @@ IdempotencyKey = Annotated[
 
 
 @router.post("", status_code=201, response_model=ChatPublic, responses=errors())
-async def create_chat(body: ChatCreate, service: ServiceDep, who: Requester) -> ChatPublic:
+async def create_chat(body: ChatCreate, request: Request, who: Requester) -> ChatPublic:
+    service = service_of(request)
     chat = await service.off_loop(
         service.start_chat, body.agent, actor=who.id, tenant=who.tenant, metadata=body.metadata
     )
@@ -90,10 +99,10 @@ def chat_events(
 @router.post("/{chat_id}/messages", response_model=TurnPublic,
              responses={**STREAMED, **errors(404, 409, 502)})
 async def send_message(
-    chat_id: ChatId, body: MessageCreate, request: Request, service: ServiceDep,
-    streams: StreamsDep, who: Requester,
+    chat_id: ChatId, body: MessageCreate, request: Request, who: Requester,
 ) -> TurnPublic | StreamingResponse:
     """Send a user message and run the turn until it stops or interrupts."""
+    service, streams = service_of(request), streams_of(request)
     return await answer_turn(request, lambda emit: service.send(
         chat_id, body.text, actor=who.id, tenant=who.tenant, emit=emit,
         max_turns=body.max_turns), streams, who.tenant)
@@ -102,8 +111,7 @@ async def send_message(
 @router.post("/{chat_id}/resume", response_model=TurnPublic,
              responses={**STREAMED, **errors(404, 409, 502)})
 async def resume(
-    chat_id: ChatId, body: ResumeRequest, request: Request, service: ServiceDep,
-    streams: StreamsDep, who: Reader,
+    chat_id: ChatId, body: ResumeRequest, request: Request, who: Reader,
     idempotency_key: IdempotencyKey = None,
 ) -> TurnPublic | StreamingResponse:
     """Decide pending interrupts, all or nothing, and continue the turn.
@@ -111,6 +119,7 @@ async def resume(
     `respond`/`restart` decide a tool's own interrupts (the `approver` role); `approve`,
     `edit` and `reject` vote on calls held by an approval policy (whoever it names).
     """
+    service, streams = service_of(request), streams_of(request)
     return await answer_turn(request, lambda emit: service.resume(
         chat_id, respond=body.respond, restart=body.restart, actor=who.id, tenant=who.tenant,
         emit=emit, idempotency_key=idempotency_key, metadata=body.metadata,
