@@ -1,6 +1,7 @@
 """The review read model: one fact row per decision with what review queries ask of it
 (who requested and edited the call, how long it waited, whether the same tool expired
-before in the chat, whether the agent's fingerprint changed), and the reviews' progress."""
+before in the chat, whether the agent's fingerprint changed, whether its actor had opened
+the call's page on that input), and the reviews' progress."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from interlock.domain.chat.events import (
     UserMessageSent,
 )
 from interlock.domain.chat.policies import normalise_id
+from interlock.domain.receipts import CallViewed
 from interlock.domain.review.events import (
     ItemAssessed,
     ReviewClosed,
@@ -48,6 +50,7 @@ from interlock.projections.views.review_tables import (
     FACT_COLUMNS,
     OVERSIGHT,
     RANK,
+    RECEIPT,
     TABLES,
     fact_sql,
 )
@@ -79,6 +82,8 @@ class ReviewFact(BaseModel):
     edited: bool = False
     reasked: bool = False
     fingerprint_changed: bool = False
+    viewed: bool = False
+    viewed_at: datetime | None = None
 
 
 class ReviewSummary(BaseModel):
@@ -147,16 +152,22 @@ class ReviewsView(SqlView):
                   {"c": chat_id, "r": ref, "at": self._ts(at)})
 
     def decided(self, chat_id: str, version: int, ref: str, kind: str, actor: str,
-                at: datetime, settles: bool = True) -> None:
-        """A decision's fact and running totals; one that `settles` ends the wait."""
+                at: datetime, input_sha256: str, settles: bool = True) -> None:
+        """A decision's fact and running totals; one that `settles` ends the wait.
+        `input_sha256`: the input decided on (its actor's receipt of it makes it viewed)."""
         self._run(fact_sql(self.dialect), {
             "c": chat_id, "r": ref, "v": version, "k": kind, "a": actor,
-            "an": normalise_id(actor), "at": self._ts(at)})
+            "an": normalise_id(actor), "at": self._ts(at), "h": input_sha256})
         self._run(OVERSIGHT, {"c": chat_id, "v": version})
         if settles:
             self._run("UPDATE {review_calls} SET waiting = false, expired = %(x)s"
                       " WHERE chat_id = %(c)s AND ref = %(r)s",
                       {"c": chat_id, "r": ref, "x": kind == "expire"})
+
+    def viewed(self, e: CallViewed) -> None:
+        """A view receipt: its principal's first showing of that input of the call."""
+        self._run(RECEIPT, {"c": str(e.chat_id), "r": e.ref, "vn": normalise_id(e.principal),
+                            "h": e.input_sha256, "at": self._ts(e.timestamp)})
 
     def edited(self, chat_id: str, ref: str, actor: str, input: Any) -> None:
         self._run("UPDATE {review_calls} SET input = %(i)s, edited_by = %(a)s, edited_norm ="
@@ -285,9 +296,9 @@ class ReviewsView(SqlView):
 
     def _fact(self, r: Row) -> ReviewFact:
         ts = {k: self._load_ts(r[k]) if r[k] is not None else None
-              for k in ("asked_at", "decided_at")}
+              for k in ("asked_at", "decided_at", "viewed_at")}
         flags = {k: bool(r[k]) for k in ("requester_approved", "edited", "reasked",
-                                         "fingerprint_changed")}
+                                         "fingerprint_changed", "viewed")}
         return ReviewFact(**{**r, **ts, **flags, "input": self._load_json(r["input"])})
 
 
@@ -322,7 +333,8 @@ class ReviewsProjection(Projection[ReviewsView]):
     topics = tuple(c.TOPIC for c in (
         ChatStarted, UserMessageSent, AgentFingerprinted, ToolRequested, Interrupted,
         ApprovalRequested, Responded, Restarted, ApprovalVoted, InterruptExpired,
-        InterruptWithdrawn, ReviewOpened, ItemAssessed, ReviewSignedOff, ReviewClosed))
+        InterruptWithdrawn, ReviewOpened, ItemAssessed, ReviewSignedOff, ReviewClosed,
+        CallViewed))
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
@@ -377,6 +389,10 @@ class ReviewsProjection(Projection[ReviewsView]):
         self._decided(e, "withdraw", e.actor)
 
     @process_event.register
+    def _viewed(self, e: CallViewed, tracking: Tracking) -> None:
+        self.view.viewed(e)
+
+    @process_event.register
     def _opened(self, e: ReviewOpened, tracking: Tracking) -> None:
         self.view.review_opened(e)
 
@@ -394,7 +410,7 @@ class ReviewsProjection(Projection[ReviewsView]):
 
     def _decided(self, e: Any, kind: str, actor: str, settles: bool = True) -> None:
         self.view.decided(str(e.originator_id), e.originator_version, e.ref, kind, actor,
-                          e.timestamp, settles)
+                          e.timestamp, e.input_sha256, settles)
 
 
 READ_MODEL = ReadModel(ReviewsView, ReviewsProjection)
