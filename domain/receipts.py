@@ -21,7 +21,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from interlock.domain.application import Interlock
 from interlock.domain.chat.events import ChatEvent, now
-from interlock.domain.errors import ConcurrencyError
+from interlock.domain.errors import ConcurrencyError, UnknownInterruptError
 from interlock.domain.streams import Signer, StreamEvent, seal
 
 MAX_TRIES = 16  # each lost race means another receipt of the call was appended
@@ -120,3 +120,11 @@ class Receipts:
     def of_call(self, chat_id: UUID, ref: str) -> CallReceipts:
         """The call's receipts, oldest first."""
         return replay(chat_id, ref, self.app.events.get(receipts_id(chat_id, ref)))
+
+    def of_tenant_call(self, chat_id: UUID, ref: str, *, tenant: str) -> list[CallViewed]:
+        """The receipts of a call of `tenant`'s (another tenant's chat is not found; a ref
+        that never interrupted is an UnknownInterruptError), oldest first."""
+        call = self.app.get_chat(chat_id, tenant=tenant).state.calls.get(ref)
+        if call is None or call.interrupted_at is None:
+            raise UnknownInterruptError(ref)
+        return self.of_call(chat_id, ref).receipts
