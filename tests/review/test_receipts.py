@@ -4,10 +4,15 @@ view says whether each decision's actor had opened the page of the input decided
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 import threading
+import zipfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from uuid import UUID
 
 import httpx
@@ -16,20 +21,25 @@ from fastapi.testclient import TestClient
 
 from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig
+from interlock.audit.reading import verifier
 from interlock.bootstrap import build_service
+from interlock.cli.main import main
 from interlock.domain import ApproveEntry, EditEntry, Interlock
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.receipts import CallViewed, Receipts, receipts_id
 from interlock.domain.review.queries import SHIPPED, resolve
+from interlock.domain.review.service import Reviews
 from interlock.projections import SqlReadModels, open_read_models
 from interlock.projections.views.reviews import ReviewsView
-from tests.review.history import TENANT, History, agent
+from interlock.reviewing import ReviewDesk
+from tests.review.history import ACTIVE, TENANT, History, agent
 
 KEYS = {f"key-{name}": {"id": name, "tenant": tenant, "roles": roles} for name, tenant, roles in (
     ("alice", "acme", ["requester"]), ("bob", "acme", ["approver", "treasury"]),
     ("carol", "acme", ["approver", "treasury"]), ("rita", "acme", ["auditor"]),
     ("eve", "globex", ["auditor"]))}
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+TOOL = Path(__file__).parents[2] / "tools" / "verify_export.py"
 
 
 @pytest.fixture
@@ -97,6 +107,9 @@ def test_one_receipt_per_opening_not_per_refresh(history: History,
         ("bob", shown), ("bob", shown), ("bob", sha256_hex({"amount": 950}))]
     assert found[0].session != found[1].session == found[2].session
     assert first not in {r.session for r in found}  # the cookie is not what is kept
+    stream = receipts_id(history.chats["looked"], ref)
+    assert verifier(history.app, history.app.sealer.keys).verify_chat(stream) is None
+    assert verifier(history.app, history.app.sealer.keys).verify_all() == []
 
 
 def test_the_rule_holds_across_two_servers_sharing_the_store(
@@ -229,3 +242,36 @@ def _answer(h: History, view: ReviewsView) -> list[tuple[str, str, str]]:
     names = {str(c): n for n, c in h.chats.items()}
     page = view.facts(TENANT, resolve("unviewed_approval").node, 100)
     return [(names[f.chat_id], f.kind, f.actor) for f in page.items]
+
+
+def test_an_evidence_pack_holds_the_items_receipts_and_verifies(
+    history: History, models: SqlReadModels, view: ReviewsView, tmp_path: Path,
+) -> None:
+    ref = history.ask("packed", 960, now())
+    seen = sha256_hex({"amount": 960})
+    Receipts(history.app).viewed(tenant=TENANT, chat_id=history.chats["packed"], ref=ref,
+                                 principal="bob", session="s", input_sha256=seen)
+    history.vote("packed", "bob", ApproveEntry(ref=ref, name="pay", input_sha256=seen), now())
+    models.catch_up()
+    desk = ReviewDesk(Reviews(history.app), view, ACTIVE)
+    review = desk.open(TENANT, "rita", "custom", custom="viewed = true", size=5, seed="p")
+    desk.reviews.assess(review.id, 1, actor="rita", verdict="ok", note="")
+    desk.reviews.sign_off(review.id, actor="head")
+    private, public = tmp_path / "cp.pem", tmp_path / "cp.pub"
+    assert main(["audit", "keygen", "--private", str(private), "--public", str(public)]) == 0
+    pack = tmp_path / "evidence.zip"
+    assert main(["audit", "evidence", "--review", str(review.id), "--key", str(private),
+                 "--output", str(pack), "--store", history.store]) == 0
+    assert verify_pack(str(pack), "--public-key", str(public)) == (0, "evidence pack verifies")
+    with zipfile.ZipFile(pack) as z:
+        rows = [json.loads(line) for line in z.read("events.jsonl").splitlines()]
+    [receipt] = [r for r in rows if r["topic"] == "interlock:CallViewed"]
+    state = json.loads(receipt["state"])
+    assert receipt["chat_id"] == str(receipts_id(history.chats["packed"], ref))
+    assert (state["principal"], state["input_sha256"]) == ("bob", seen)
+
+
+def verify_pack(*args: str) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, "-I", str(TOOL), *args], capture_output=True,
+                          text=True, timeout=120, check=False)
+    return done.returncode, (done.stdout + done.stderr).strip().splitlines()[-1]
