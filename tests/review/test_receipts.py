@@ -13,7 +13,6 @@ import zipfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from uuid import UUID
 
 import httpx
 import pytest
@@ -110,6 +109,39 @@ def test_one_receipt_per_opening_not_per_refresh(history: History,
     stream = receipts_id(history.chats["looked"], ref)
     assert verifier(history.app, history.app.sealer.keys).verify_chat(stream) is None
     assert verifier(history.app, history.app.sealer.keys).verify_all() == []
+
+
+def test_an_approval_from_the_page_opened_is_viewed_and_one_over_the_api_is_not(
+    history: History, apps: list[TestClient], models: SqlReadModels, view: ReviewsView,
+) -> None:
+    console = apps[0]
+    looked, blind = history.ask("console", 970, now()), history.ask("api", 980, now())
+    session = sign_in(console, "key-bob")
+    path = f"/ui/chats/{history.chats['console']}/interrupts/{looked}"
+    page = console.get(path, headers={"Cookie": f"interlock_session={session}"}).text
+    form = {"csrf": _field(page, "csrf"), "input_sha256": _field(page, "input_sha256")}
+    answer = console.post(f"{path}/approve", data=form, follow_redirects=False,
+                          headers={"Cookie": f"interlock_session={session}"})
+    assert answer.status_code == 303, answer.text
+    voted = console.post(f"/v1/chats/{history.chats['api']}/resume",
+                         json={"approve": [{"ref": blind, "name": "pay"}]},
+                         headers={"Authorization": "Bearer key-bob"})
+    assert voted.status_code == 200, voted.text
+    models.catch_up()
+    facts = {f.chat_id: f for f in view.facts(
+        TENANT, resolve("custom", custom="kind = 'approve'").node, 100).items}
+    [receipt] = receipts(history, "console", looked)
+    mine = facts[str(history.chats["console"])]
+    assert (mine.viewed, mine.viewed_at) == (True, receipt.timestamp)
+    assert facts[str(history.chats["api"])].viewed is False
+    found = _answer(history, view)
+    assert ("api", "approve", "bob") in found and ("console", "approve", "bob") not in found
+
+
+def _field(page: str, name: str) -> str:
+    found = re.search(f'name="{name}" value="([^"]+)"', page)
+    assert found is not None, name
+    return found[1]
 
 
 def test_the_rule_holds_across_two_servers_sharing_the_store(
@@ -229,9 +261,10 @@ def test_a_receipt_stream_is_no_chat(history: History, apps: list[TestClient]) -
     ref = history.ask("stream", 950, now())
     open_page(apps[0], history, "stream", ref, sign_in(apps[0], "key-bob"))
     stream = receipts_id(history.chats["stream"], ref)
-    answer = apps[0].get(f"/v1/chats/{stream}", headers={"Authorization": "Bearer key-rita"})
-    assert answer.status_code == 404
-    assert isinstance(stream, UUID)
+    assert len(receipts(history, "stream", ref)) == 1
+    for path in (f"/v1/chats/{stream}", f"/v1/chats/{stream}/events"):
+        answer = apps[0].get(path, headers={"Authorization": "Bearer key-alice"})
+        assert (answer.status_code, answer.json()["error"]["code"]) == (404, "chat_not_found")
 
 
 def _get(client: TestClient, path: str, who: str) -> httpx.Response:
