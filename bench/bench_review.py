@@ -51,7 +51,8 @@ INSERT INTO {review_facts} SELECT
   ((g * 7919) %% 900)::float8, json_build_object('amount', (g * 104729) %% 20000),
   'fp' || (g %% 3), CASE WHEN g %% 50 = 3 THEN 1 ELSE 0 END,
   CASE WHEN g %% 100 = 5 THEN 1 ELSE 0 END,
-  g %% 333331 = 7, e.editor IS NOT NULL, g %% 100 = 5, g %% 50 = 3
+  g %% 333331 = 7, e.editor IS NOT NULL, g %% 100 = 5, g %% 50 = 3,
+  g %% 3 <> 0, CASE WHEN g %% 3 <> 0 THEN timestamptz '2025-01-01' + g * interval '30 second' END
 FROM generate_series(1::bigint, %(n)s) AS g,
   LATERAL (SELECT CASE WHEN g %% 100 = 9 THEN 'ghost' || (g %% 3)
                        ELSE 'approver' || (g %% 50) END AS actor) AS a,
