@@ -5,12 +5,14 @@ the call's page on that input), and the reviews' progress."""
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import psycopg
 from eventsourcing.dispatch import singledispatchmethod
-from eventsourcing.persistence import Tracking
+from eventsourcing.persistence import ProgrammingError, Tracking
 from eventsourcing.projection import Projection
 from pydantic import BaseModel, ConfigDict
 
@@ -118,12 +120,25 @@ class ReviewsView(SqlView):
     dump_sql = f"SELECT {FACT_COLUMNS} FROM {{review_facts}} ORDER BY chat_id, version"
 
     def setup(self) -> None:
+        if self._predates_receipts():  # its new columns and index: the view is rebuilt
+            self.store.reset()
         super().setup()
         db = getattr(self.store, "db", None)
         if self.dialect == "sqlite" and db is not None:  # what PostgreSQL does natively
             db.conn.create_function("review_isodow", 2, _isodow, deterministic=True)
             db.conn.create_function("review_clock", 2, _clock, deterministic=True)
             db.conn.create_function("review_rank", 3, _rank, deterministic=True)
+
+    def _predates_receipts(self) -> bool:
+        """Whether the view's facts were made before view receipts (no `viewed` column):
+        their CREATE TABLE IF NOT EXISTS would keep the old shape, and the new index fail."""
+        try:
+            self._fetch("SELECT viewed FROM {review_facts} WHERE 1 = 0", {})
+        except ProgrammingError as exc:  # eventsourcing's, around psycopg's
+            return isinstance(exc.__cause__, psycopg.errors.UndefinedColumn)
+        except sqlite3.OperationalError as exc:
+            return "no such column" in str(exc)
+        return False
 
     # -- writes ------------------------------------------------------------------------------
 
