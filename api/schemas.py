@@ -22,6 +22,7 @@ from interlock.domain import (
 )
 from interlock.domain.chat.events import ChatEvent
 from interlock.domain.chat.history import history
+from interlock.domain.receipts import CallViewed
 from interlock.domain.review.aggregate import Review
 from interlock.domain.review.events import (
     Assessment,
@@ -366,3 +367,28 @@ class ReviewPublic(BaseModel):
 
 class ReviewList(BaseModel):
     items: list[ReviewSummary]
+
+
+class ReceiptPublic(BaseModel):
+    """A view receipt: `principal` opened the call's console page at `at`, in the console
+    session `session` names (a hash), and it showed the input whose SHA-256 is
+    `input_sha256`."""
+
+    version: int
+    principal: str
+    at: datetime
+    session: str
+    input_sha256: str
+
+    @classmethod
+    def of(cls, event: CallViewed) -> ReceiptPublic:
+        return cls(version=event.originator_version, principal=event.principal,
+                   at=event.timestamp, session=event.session, input_sha256=event.input_sha256)
+
+
+class ReceiptList(BaseModel):
+    """Who opened a call's page while it was pending, oldest first (docs/review.md)."""
+
+    chat_id: str
+    ref: str
+    items: list[ReceiptPublic]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import FileResponse
 
 from interlock.api.auth import AuthConfig, Principal
@@ -18,6 +18,8 @@ from interlock.api.evidence import MEDIA, evidence_download
 from interlock.api.routers.common import errors
 from interlock.api.schemas import (
     AssessmentIn,
+    ReceiptList,
+    ReceiptPublic,
     ReviewList,
     ReviewOpen,
     ReviewPublic,
@@ -27,6 +29,7 @@ from interlock.api.schemas import (
 )
 from interlock.domain import Interlock
 from interlock.domain.errors import InternalError
+from interlock.domain.receipts import Receipts
 from interlock.domain.review.queries import SHIPPED, ReviewQuery
 from interlock.domain.review.service import Reviews
 from interlock.projections.engine.interface import ReadModels
@@ -100,6 +103,16 @@ def open_review(desk: Desk, who: Auditor, body: ReviewOpen) -> ReviewPublic:
 @router.get("", response_model=ReviewList, responses=errors())
 def list_reviews(desk: Desk, who: Auditor) -> ReviewList:
     return ReviewList(items=desk.view.reviews(who.tenant))
+
+
+@router.get("/receipts", response_model=ReceiptList, responses=errors(404))
+def call_receipts(service: ServiceDep, who: Auditor, chat_id: UUID,
+                  ref: Annotated[str, Query(min_length=1, max_length=1000)]) -> ReceiptList:
+    """Who opened the console page of call `ref` of `chat_id` while it was pending, when,
+    and the SHA-256 of the input it showed: one receipt per opening, oldest first."""
+    receipts = Receipts(service).of_tenant_call(chat_id, ref, tenant=who.tenant)
+    return ReceiptList(chat_id=str(chat_id), ref=ref,
+                       items=[ReceiptPublic.of(r) for r in receipts])
 
 
 @router.get("/{review_id}", response_model=ReviewPublic, responses=errors(404))

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from interlock.api.auth import Principal
 from interlock.api.deps import CurrentViews, ServiceDep
 from interlock.api.ui.forms_parse import FormError, parse_form
-from interlock.api.ui.render import checked_form, redirect, render
+from interlock.api.ui.render import checked_form, redirect, render, sessions
 from interlock.api.ui.router import Visitor
 from interlock.api.ui.views import InterruptPage, interrupt_page
 from interlock.domain import Interlock
@@ -43,6 +43,7 @@ from interlock.domain.errors import (
     StaleInterruptError,
     UnknownInterruptError,
 )
+from interlock.domain.receipts import Receipts
 from interlock.domain.results import TurnResult
 
 router = APIRouter()
@@ -68,7 +69,7 @@ def interrupt(request: Request, chat_id: UUID, ref: str, service: ServiceDep,
     page.done = done
     if recorded is not None:
         page.notice, page.notice_ok = _recorded(recorded, page), True
-    return render(request, "interrupt.html", who=who, p=page)
+    return _show(request, service, page, who)
 
 
 @router.get("/chats/{chat_id}/interrupts/{ref}/state")
@@ -94,14 +95,17 @@ async def decide(request: Request, chat_id: UUID, ref: str, action: Action,
     try:
         result = await _resume(service, who, chat_id, page, action, data)
     except FORM_PROBLEMS as exc:
-        return _again(request, page, who, 422, errors=_errors(exc), action=action, values=data)
+        return _again(request, service, page, who, 422, errors=_errors(exc), action=action,
+                      values=data)
     except CONFLICTS as exc:
         fresh = interrupt_page(service, views, who, chat_id, ref)
-        return _again(request, fresh, who, 409, notice=_conflict(exc))
+        return _again(request, service, fresh, who, 409, notice=_conflict(exc))
     except ForbiddenError as exc:
-        return _again(request, page, who, 403, notice=f"Refused by the server: {exc.message}.")
+        return _again(request, service, page, who, 403,
+                      notice=f"Refused by the server: {exc.message}.")
     except (ApprovalRequiredError, NotAnApprovalError) as exc:
-        return _again(request, page, who, 422, notice=f"Refused by the server: {exc.message}.")
+        return _again(request, service, page, who, 422,
+                      notice=f"Refused by the server: {exc.message}.")
     here = f"/chats/{chat_id}/interrupts/{quote(ref, safe='')}"
     if action in ("approve", "reject", "edit") and _still_waiting(result, ref):
         return redirect(request, f"{here}?recorded={action}")
@@ -184,8 +188,20 @@ def _conflict(exc: Conflict) -> str:
             f"at {d.get('decided_at')}. {nothing}")
 
 
-def _again(request: Request, page: InterruptPage, who: Principal, status: int,
-           **changes: Any) -> Response:
+def _again(request: Request, service: Interlock, page: InterruptPage, who: Principal,
+           status: int, **changes: Any) -> Response:
     for name, value in changes.items():
         setattr(page, name, value)
+    return _show(request, service, page, who, status)
+
+
+def _show(request: Request, service: Interlock, page: InterruptPage, who: Principal,
+          status: int = 200) -> Response:
+    """The page, once a pending call's showing is on record: a view receipt per opening
+    (principal, console session, input shown), none for a reload (docs/review.md)."""
+    if page.pending:
+        Receipts(service).viewed(tenant=who.tenant, chat_id=UUID(page.chat_id),
+                                 ref=page.call.ref, principal=who.id,
+                                 session=sessions(request).opening(request, who),
+                                 input_sha256=page.input_sha256)
     return render(request, "interrupt.html", status, who=who, p=page)

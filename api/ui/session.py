@@ -77,6 +77,16 @@ class Sessions:
         found = request.scope["console_session"] = (session, key) if key else None
         return found
 
+    def opening(self, request: Request, who: Principal) -> str:
+        """What names the visitor's console session in a view receipt: a hash of the
+        session's stored id (never its cookie); in dev mode, with no sign-in to tell
+        sessions apart, one per principal."""
+        found = self._session(request)
+        if found is None:
+            return hashlib.sha256(f"interlock-dev-opening\n{who.id}".encode()).hexdigest()
+        return hashlib.sha256(
+            ("interlock-view-receipt\n" + _stored_id(found[0])).encode()).hexdigest()
+
     def sign_in(self, api_key: str, request: Request, response: Response) -> Principal:
         """Check the key, open a session and set its cookie; a wrong key is
         UnauthenticatedError."""

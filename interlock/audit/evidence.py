@@ -2,8 +2,9 @@
 
     manifest.json   what the pack is (review, query and version, parameters, seed), the
                     SHA-256 of each other file, the signed checkpoint, all signed (Ed25519)
-    events.jsonl    every stored record of the review's stream and of each item's chat,
-                    up to the version the checkpoint lists ({"chat_id", "version", "topic",
+    events.jsonl    every stored record of the review's stream, of each item's chat and of
+                    each item's call's view receipts (when its page was opened), up to the
+                    version the checkpoint lists ({"chat_id", "version", "topic",
                     "state"}, `state` being the stored JSON the chain covers)
     proofs.jsonl    per stream: its head (version, link), its leaf's index among the
                     checkpoint's heads and the Merkle audit path to the signed root
@@ -31,6 +32,7 @@ from interlock.audit.signing import Signer
 from interlock.domain import Interlock
 from interlock.domain.chat.canonical import jcs
 from interlock.domain.errors import ReviewStateError
+from interlock.domain.receipts import receipts_id
 from interlock.domain.review.aggregate import Review
 from interlock.domain.review.service import Reviews
 
@@ -70,7 +72,8 @@ def write(app: Interlock, review_id: UUID, signer: Signer, output: Path,
         raise ReviewStateError(review_id, "an evidence pack needs the review signed off")
     checkpoint = _checkpoint(app, signer)
     heads = {h.chat_id: (i, h) for i, h in enumerate(checkpoint.heads)}
-    streams = [str(review.id), *sorted({i.chat_id for i in review.state.items})]
+    streams = [str(review.id), *sorted({i.chat_id for i in review.state.items}),
+               *_receipt_streams(review, heads)]
     tree = levels([h.leaf() for h in checkpoint.heads])
     files = {"events.jsonl": b"".join(_events(app, streams, heads, progress)),
              "proofs.jsonl": b"".join(_proofs(streams, heads, tree)),
@@ -81,6 +84,13 @@ def write(app: Interlock, review_id: UUID, signer: Signer, output: Path,
         for name, data in files.items():
             pack.writestr(name, data)
     return manifest
+
+
+def _receipt_streams(review: Review, heads: dict[str, tuple[int, Head]]) -> list[str]:
+    """The items' calls' view receipt streams the checkpoint lists (a call whose page was
+    never opened has none)."""
+    ids = {str(receipts_id(UUID(i.chat_id), i.ref)) for i in review.state.items}
+    return sorted(ids & heads.keys())
 
 
 def _checkpoint(app: Interlock, signer: Signer) -> Checkpoint:

@@ -8,14 +8,15 @@ AGES = (60, 300, 900, 3600, 4 * 3600, 24 * 3600)  # pending longer than, in seco
 BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600)  # seconds
 FAST = 10  # an approval within this many seconds of the ask is a fast one
 TABLES = ("review_oversight", "review_chats", "review_calls", "review_facts", "reviews",
-          "review_items", "review_calls_waiting_idx",
+          "review_items", "review_receipts", "review_calls_waiting_idx",
+          "review_facts_unviewed_idx",
           "review_facts_time_idx", "review_facts_actor_idx", "review_facts_self_idx",
           "review_facts_edited_idx", "review_facts_reasked_idx",
           "review_facts_fingerprint_idx")
 FACT_COLUMNS = ("chat_id, version, ref, tenant, agent, tool, kind, actor, requested_by,"
                 " edited_by, asked_at, decided_at, wait_seconds, input, fingerprint,"
                 " fingerprint_changes, prior_expiries, requester_approved, edited, reasked,"
-                " fingerprint_changed")
+                " fingerprint_changed, viewed, viewed_at")
 _KEYS = "(tenant, decided_at, chat_id, version)"
 _BUCKET_COLUMNS = ", ".join(f"b{i} bigint NOT NULL" for i in range(len(BUCKETS)))
 DDL = (
@@ -39,8 +40,12 @@ DDL = (
     " asked_at {ts}, decided_at {ts} NOT NULL, wait_seconds double precision, input {json},"
     " fingerprint text, fingerprint_changes integer NOT NULL, prior_expiries integer NOT NULL,"
     " requester_approved boolean NOT NULL, edited boolean NOT NULL, reasked boolean NOT NULL,"
-    " fingerprint_changed boolean NOT NULL, key_word bigint NOT NULL,"
-    " PRIMARY KEY (chat_id, version))",
+    " fingerprint_changed boolean NOT NULL, key_word bigint NOT NULL, viewed boolean NOT NULL,"
+    " viewed_at {ts}, PRIMARY KEY (chat_id, version))",
+    # View receipts: when each principal (normalised) was first shown each input of a call.
+    "CREATE TABLE IF NOT EXISTS {review_receipts} (chat_id text NOT NULL, ref text NOT NULL,"
+    " viewer_norm text NOT NULL, input_sha256 text NOT NULL, first_at {ts} NOT NULL,"
+    " PRIMARY KEY (chat_id, ref, viewer_norm, input_sha256))",
     "CREATE TABLE IF NOT EXISTS {reviews} (review_id text PRIMARY KEY, tenant text NOT NULL,"
     " status text NOT NULL, opened_by text NOT NULL, opened_at {ts} NOT NULL,"
     " query_name text NOT NULL, query_version integer NOT NULL, items integer NOT NULL,"
@@ -62,6 +67,8 @@ DDL = (
     " WHERE reasked",
     f"CREATE INDEX IF NOT EXISTS {{review_facts_fingerprint_idx}} ON {{review_facts}} {_KEYS}"
     " WHERE fingerprint_changed",
+    f"CREATE INDEX IF NOT EXISTS {{review_facts_unviewed_idx}} ON {{review_facts}} {_KEYS}"
+    " WHERE NOT viewed",
 )
 _WAIT = {"postgresql": "extract(epoch FROM (%(at)s::timestamptz - c.asked_at))::float8",
          "sqlite": "(julianday(%(at)s) - julianday(c.asked_at)) * 86400.0"}
@@ -72,9 +79,16 @@ _FACT = (
     " h.fingerprint, CASE WHEN h.fingerprints > 1 THEN h.fingerprints - 1 ELSE 0 END,"
     " c.prior_expiries, COALESCE(%(k)s = 'approve'"
     " AND COALESCE(c.edited_norm, c.requested_norm) = %(an)s, false),"
-    " c.edited_by IS NOT NULL, c.prior_expiries > 0, h.fingerprints > 1, %(kw)s"
+    " c.edited_by IS NOT NULL, c.prior_expiries > 0, h.fingerprints > 1, %(kw)s,"
+    " v.first_at IS NOT NULL, v.first_at"
     " FROM {{review_calls}} c JOIN {{review_chats}} h ON h.chat_id = c.chat_id"
+    " LEFT JOIN {{review_receipts}} v ON v.chat_id = c.chat_id AND v.ref = c.ref"
+    " AND v.viewer_norm = %(an)s AND v.input_sha256 = %(h)s"
     " WHERE c.chat_id = %(c)s AND c.ref = %(r)s")
+# A receipt counts for the decisions after it in the log: its principal's first showing of
+# that input of the call is kept; a later one changes nothing.
+RECEIPT = ("INSERT INTO {review_receipts} VALUES (%(c)s, %(r)s, %(vn)s, %(h)s, %(at)s)"
+           " ON CONFLICT (chat_id, ref, viewer_norm, input_sha256) DO NOTHING")
 
 
 # A candidate's rank per sampling method and dialect, as sampling.ranking orders them:

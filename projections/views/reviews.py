@@ -1,16 +1,19 @@
 """The review read model: one fact row per decision with what review queries ask of it
 (who requested and edited the call, how long it waited, whether the same tool expired
-before in the chat, whether the agent's fingerprint changed), and the reviews' progress."""
+before in the chat, whether the agent's fingerprint changed, whether its actor had opened
+the call's page on that input), and the reviews' progress."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import psycopg
 from eventsourcing.dispatch import singledispatchmethod
-from eventsourcing.persistence import Tracking
+from eventsourcing.persistence import ProgrammingError, Tracking
 from eventsourcing.projection import Projection
 from pydantic import BaseModel, ConfigDict
 
@@ -30,6 +33,7 @@ from interlock.domain.chat.events import (
     UserMessageSent,
 )
 from interlock.domain.chat.policies import normalise_id
+from interlock.domain.receipts import CallViewed
 from interlock.domain.review.events import (
     ItemAssessed,
     ReviewClosed,
@@ -59,6 +63,7 @@ from interlock.projections.views.review_tables import (
     FACT_COLUMNS,
     OVERSIGHT,
     RANK,
+    RECEIPT,
     TABLES,
     TIES,
     fact_sql,
@@ -91,6 +96,8 @@ class ReviewFact(BaseModel):
     edited: bool = False
     reasked: bool = False
     fingerprint_changed: bool = False
+    viewed: bool = False
+    viewed_at: datetime | None = None
 
 
 class ReviewSummary(BaseModel):
@@ -125,6 +132,8 @@ class ReviewsView(SqlView):
     dump_sql = f"SELECT {FACT_COLUMNS} FROM {{review_facts}} ORDER BY chat_id, version"
 
     def setup(self) -> None:
+        if self._predates_receipts():  # its new columns and index: the view is rebuilt
+            self.store.reset()
         super().setup()
         db = getattr(self.store, "db", None)
         if self.dialect == "sqlite" and db is not None:  # what PostgreSQL does natively
@@ -132,6 +141,18 @@ class ReviewsView(SqlView):
             db.conn.create_function("review_clock", 2, _clock, deterministic=True)
             db.conn.create_function("review_rank", 3, _rank, deterministic=True)
             db.conn.create_function("review_mix64", 2, mix64, deterministic=True)
+
+    def _predates_receipts(self) -> bool:
+        """Whether the view's facts were made before view receipts or the sampling key (no
+        `viewed` or `key_word` column): their CREATE TABLE IF NOT EXISTS would keep the old
+        shape, and the new index fail."""
+        try:
+            self._fetch("SELECT viewed, key_word FROM {review_facts} WHERE 1 = 0", {})
+        except ProgrammingError as exc:  # eventsourcing's, around psycopg's
+            return isinstance(exc.__cause__, psycopg.errors.UndefinedColumn)
+        except sqlite3.OperationalError as exc:
+            return "no such column" in str(exc)
+        return False
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -160,17 +181,23 @@ class ReviewsView(SqlView):
                   {"c": chat_id, "r": ref, "at": self._ts(at)})
 
     def decided(self, chat_id: str, version: int, ref: str, kind: str, actor: str,
-                at: datetime, settles: bool = True) -> None:
-        """A decision's fact and running totals; one that `settles` ends the wait."""
+                at: datetime, input_sha256: str, settles: bool = True) -> None:
+        """A decision's fact and running totals; one that `settles` ends the wait.
+        `input_sha256`: the input decided on (its actor's receipt of it makes it viewed)."""
         self._run(fact_sql(self.dialect), {
             "c": chat_id, "r": ref, "v": version, "k": kind, "a": actor,
-            "an": normalise_id(actor), "at": self._ts(at),
+            "an": normalise_id(actor), "at": self._ts(at), "h": input_sha256,
             "kw": key_word(f"{chat_id}#{version}")})
         self._run(OVERSIGHT, {"c": chat_id, "v": version})
         if settles:
             self._run("UPDATE {review_calls} SET waiting = false, expired = %(x)s"
                       " WHERE chat_id = %(c)s AND ref = %(r)s",
                       {"c": chat_id, "r": ref, "x": kind == "expire"})
+
+    def viewed(self, e: CallViewed) -> None:
+        """A view receipt: its principal's first showing of that input of the call."""
+        self._run(RECEIPT, {"c": str(e.chat_id), "r": e.ref, "vn": normalise_id(e.principal),
+                            "h": e.input_sha256, "at": self._ts(e.timestamp)})
 
     def edited(self, chat_id: str, ref: str, actor: str, input: Any) -> None:
         self._run("UPDATE {review_calls} SET input = %(i)s, edited_by = %(a)s, edited_norm ="
@@ -353,9 +380,9 @@ class ReviewsView(SqlView):
 
     def _fact(self, r: Row) -> ReviewFact:
         ts = {k: self._load_ts(r[k]) if r[k] is not None else None
-              for k in ("asked_at", "decided_at")}
+              for k in ("asked_at", "decided_at", "viewed_at")}
         flags = {k: bool(r[k]) for k in ("requester_approved", "edited", "reasked",
-                                         "fingerprint_changed")}
+                                         "fingerprint_changed", "viewed")}
         return ReviewFact(**{**r, **ts, **flags, "input": self._load_json(r["input"])})
 
 
@@ -401,7 +428,8 @@ class ReviewsProjection(Projection[ReviewsView]):
     topics = tuple(c.TOPIC for c in (
         ChatStarted, UserMessageSent, AgentFingerprinted, ToolRequested, Interrupted,
         ApprovalRequested, Responded, Restarted, ApprovalVoted, InterruptExpired,
-        InterruptWithdrawn, ReviewOpened, ItemAssessed, ReviewSignedOff, ReviewClosed))
+        InterruptWithdrawn, ReviewOpened, ItemAssessed, ReviewSignedOff, ReviewClosed,
+        CallViewed))
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
@@ -456,6 +484,10 @@ class ReviewsProjection(Projection[ReviewsView]):
         self._decided(e, "withdraw", e.actor)
 
     @process_event.register
+    def _viewed(self, e: CallViewed, tracking: Tracking) -> None:
+        self.view.viewed(e)
+
+    @process_event.register
     def _opened(self, e: ReviewOpened, tracking: Tracking) -> None:
         self.view.review_opened(e)
 
@@ -473,7 +505,7 @@ class ReviewsProjection(Projection[ReviewsView]):
 
     def _decided(self, e: Any, kind: str, actor: str, settles: bool = True) -> None:
         self.view.decided(str(e.originator_id), e.originator_version, e.ref, kind, actor,
-                          e.timestamp, settles)
+                          e.timestamp, e.input_sha256, settles)
 
 
 READ_MODEL = ReadModel(ReviewsView, ReviewsProjection)

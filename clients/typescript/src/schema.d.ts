@@ -691,6 +691,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/reviews/receipts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Call Receipts
+         * @description Who opened the console page of call `ref` of `chat_id` while it was pending, when,
+         *     and the SHA-256 of the input it showed: one receipt per opening, oldest first.
+         */
+        get: operations["callReceipts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/reviews/{review_id}": {
         parameters: {
             query?: never;
@@ -1493,6 +1514,39 @@ export interface components {
             zone: string;
         };
         /**
+         * ReceiptList
+         * @description Who opened a call's page while it was pending, oldest first (docs/review.md).
+         */
+        ReceiptList: {
+            /** Chat Id */
+            chat_id: string;
+            /** Ref */
+            ref: string;
+            /** Items */
+            items: components["schemas"]["ReceiptPublic"][];
+        };
+        /**
+         * ReceiptPublic
+         * @description A view receipt: `principal` opened the call's console page at `at`, in the console
+         *     session `session` names (a hash), and it showed the input whose SHA-256 is
+         *     `input_sha256`.
+         */
+        ReceiptPublic: {
+            /** Version */
+            version: number;
+            /** Principal */
+            principal: string;
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /** Session */
+            session: string;
+            /** Input Sha256 */
+            input_sha256: string;
+        };
+        /**
          * RejectEntry
          * @description A no, with a reason the model is given.
          */
@@ -1711,6 +1765,13 @@ export interface components {
              * @default false
              */
             fingerprint_changed: boolean;
+            /**
+             * Viewed
+             * @default false
+             */
+            viewed: boolean;
+            /** Viewed At */
+            viewed_at?: string | null;
         };
         /** ReviewItemPublic */
         ReviewItemPublic: {
@@ -4832,6 +4893,74 @@ export interface operations {
             };
             /** @description The request body exceeds the limit (`payload_too_large`). */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    callReceipts: {
+        parameters: {
+            query: {
+                chat_id: string;
+                ref: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceiptList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
