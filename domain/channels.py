@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from interlock.domain.chat.events import ChatEvent, now
-from interlock.domain.streams import Signer, StreamEvent, seal
+from interlock.domain.streams import Stream, StreamEvent
 
 ChannelKind = Literal["email", "slack"]
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,199}$"
@@ -94,16 +94,14 @@ def channels_id(tenant: str) -> UUID:
     return uuid5(NAMESPACE_URL, f"interlock:channels:{tenant}")
 
 
-class Channels:
+class Channels(Stream):
     """A tenant's channels, replayed from their events."""
 
     def __init__(self, tenant: str) -> None:
+        super().__init__()
         self.tenant, self.id = tenant, channels_id(tenant)
-        self.version = 0
-        self.chain_tip: str | None = None
         self.configured: dict[ChannelKind, dict[str, Any]] = {}
         self.set_by: dict[ChannelKind, str] = {}
-        self.pending_events: list[ChatEvent] = []
 
     def email(self) -> EmailChannel | None:
         found = self.configured.get("email")
@@ -136,14 +134,7 @@ class Channels:
             self.set_by[event.kind] = event.actor
         elif isinstance(event, ChannelRemoved):
             self.configured.pop(event.kind, None)
-        self.version = event.originator_version
-        self.chain_tip = event.chain or self.chain_tip
-
-    def seal(self, sign: Signer) -> list[ChatEvent]:
-        """The pending events chained to the tenant's channel stream, taken out of it."""
-        sealed, self.chain_tip = seal(self.pending_events, self.chain_tip, sign)
-        self.pending_events = []
-        return sealed
+        self._followed(event)
 
 
 def replay(tenant: str, events: Iterable[object]) -> Channels:

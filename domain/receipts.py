@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from interlock.domain.application import Interlock
-from interlock.domain.chat.events import ChatEvent, now
+from interlock.domain.chat.events import now
 from interlock.domain.errors import ConcurrencyError, UnknownInterruptError
-from interlock.domain.streams import Signer, StreamEvent, seal
+from interlock.domain.streams import Stream, StreamEvent
 
 MAX_TRIES = 16  # each lost race means another receipt of the call was appended
 
@@ -44,15 +44,13 @@ def receipts_id(chat_id: UUID, ref: str) -> UUID:
     return uuid5(NAMESPACE_URL, f"interlock:receipts:{chat_id}:{ref}")
 
 
-class CallReceipts:
+class CallReceipts(Stream):
     """The receipts of one call, replayed from their stream."""
 
     def __init__(self, chat_id: UUID, ref: str) -> None:
+        super().__init__()
         self.chat_id, self.ref, self.id = chat_id, ref, receipts_id(chat_id, ref)
-        self.version = 0
-        self.chain_tip: str | None = None
         self.receipts: list[CallViewed] = []
-        self.pending_events: list[ChatEvent] = []
 
     def has(self, principal: str, session: str, input_sha256: str) -> bool:
         """Whether this opening (principal, session, input) has its receipt already."""
@@ -71,14 +69,7 @@ class CallReceipts:
 
     def apply(self, event: CallViewed) -> None:
         self.receipts.append(event)
-        self.version = event.originator_version
-        self.chain_tip = event.chain or self.chain_tip
-
-    def seal(self, sign: Signer) -> list[ChatEvent]:
-        """The pending receipts chained to the call's stream, taken out of it."""
-        sealed, self.chain_tip = seal(self.pending_events, self.chain_tip, sign)
-        self.pending_events = []
-        return sealed
+        self._followed(event)
 
 
 def replay(chat_id: UUID, ref: str, events: Iterable[object]) -> CallReceipts:

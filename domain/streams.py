@@ -31,3 +31,23 @@ def seal(pending: Sequence[ChatEvent], tip: str | None,
         tip = sign(tip, event)
         sealed.append(event.model_copy(update={"chain": tip}))
     return sealed, tip
+
+
+class Stream:
+    """What a stream that is no chat keeps while it is used: its version, the tip of its
+    chain, and the events recorded since it was read (until `seal` takes them)."""
+
+    def __init__(self, version: int = 0, chain_tip: str | None = None) -> None:
+        self.version, self.chain_tip = version, chain_tip
+        self.pending_events: list[ChatEvent] = []
+
+    def _followed(self, event: ChatEvent) -> None:
+        """The stream has `event` now (replayed or recorded)."""
+        self.version = event.originator_version
+        self.chain_tip = event.chain or self.chain_tip
+
+    def seal(self, sign: Signer) -> list[ChatEvent]:
+        """The pending events chained to the stream, taken out of it."""
+        sealed, self.chain_tip = seal(self.pending_events, self.chain_tip, sign)
+        self.pending_events = []
+        return sealed

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from uuid import UUID
 
 from interlock.domain.chat.events import ChatEvent, now
-from interlock.domain.streams import Signer, StreamEvent, seal
+from interlock.domain.streams import Stream, StreamEvent
 
 PREFIX = "sub_"
 
@@ -39,16 +39,14 @@ class WebhookUnsubscribed(WebhookEvent):
     actor: str
 
 
-class Webhook:
+class Webhook(Stream):
     """One subscription, replayed from its events."""
 
     def __init__(self, subscribed: WebhookSubscribed) -> None:
+        super().__init__(subscribed.originator_version, subscribed.chain)
         self.id = subscribed.originator_id
-        self.version = subscribed.originator_version
         self.subscribed = subscribed
         self.removed: WebhookUnsubscribed | None = None
-        self.chain_tip = subscribed.chain
-        self.pending_events: list[ChatEvent] = []
         self.position: int | None = None  # of its last event, once saved by this process
 
     @property
@@ -84,14 +82,7 @@ class Webhook:
     def _apply(self, event: ChatEvent) -> None:
         if isinstance(event, WebhookUnsubscribed):
             self.removed = event
-        self.version = event.originator_version
-        self.chain_tip = event.chain or self.chain_tip
-
-    def seal(self, sign: Signer) -> list[ChatEvent]:
-        """The pending events chained to the subscription's stream, taken out of it."""
-        sealed, self.chain_tip = seal(self.pending_events, self.chain_tip, sign)
-        self.pending_events = []
-        return sealed
+        self._followed(event)
 
 
 def replay(events: Iterable[object]) -> Webhook | None:
