@@ -43,8 +43,7 @@ def streams_of(request: Request) -> TurnStreams:
 
 
 async def get_service(request: Request) -> Interlock:
-    service: Interlock = request.app.state.service
-    return service
+    return service_of(request)
 
 
 async def get_read_models(request: Request) -> ReadModels:
@@ -53,8 +52,7 @@ async def get_read_models(request: Request) -> ReadModels:
 
 
 async def get_streams(request: Request) -> TurnStreams:
-    streams: TurnStreams = request.app.state.streams
-    return streams
+    return streams_of(request)
 
 
 def _authenticate(

@@ -453,11 +453,12 @@ class Interlock(Application[UUID]):
         return hook if hook is not None and tenant in (None, hook.tenant) else None
 
     def _save_webhook(self, hook: Webhook) -> int:
-        return self._save_stream(hook.id, hook.seal(self.sealer.sign))
+        return self.save_stream(hook.id, hook.seal(self.sealer.sign))
 
-    def _save_stream(self, stream_id: UUID, events: list[ChatEvent]) -> int:
-        """Append a stream that is no chat (a subscription, a tenant's channels): its
-        position; ConcurrencyError if another write took its version first."""
+    def save_stream(self, stream_id: UUID, events: list[ChatEvent]) -> int:
+        """Append a stream that is no chat (a subscription, a tenant's channels, a call's
+        view receipts): its position; ConcurrencyError if another write took its version
+        first."""
         processing: ProcessingEvent[UUID] = ProcessingEvent()
         processing.events.extend(events)
         try:
@@ -475,7 +476,7 @@ class Interlock(Application[UUID]):
         """Record the tenant's `kind` channel (replacing any); ConcurrencyError on a race."""
         channels = self.get_channels(tenant)
         channels.set(kind, config, actor)
-        self._save_stream(channels.id, channels.seal(self.sealer.sign))
+        self.save_stream(channels.id, channels.seal(self.sealer.sign))
         return channels
 
     def remove_channel(self, tenant: str, kind: ChannelKind, *, actor: str) -> bool:
@@ -483,7 +484,7 @@ class Interlock(Application[UUID]):
         channels = self.get_channels(tenant)
         if not channels.remove(kind, actor):
             return False
-        self._save_stream(channels.id, channels.seal(self.sealer.sign))
+        self.save_stream(channels.id, channels.seal(self.sealer.sign))
         return True
 
     def get_channels(self, tenant: str) -> Channels:

@@ -100,7 +100,7 @@ class Receipts:
                             input_sha256=input_sha256)
             sealed = receipts.seal(self.app.sealer.sign)
             try:
-                self.app._save_stream(receipts.id, sealed)
+                self.app.save_stream(receipts.id, sealed)
             except ConcurrencyError:
                 continue  # another opening of this call was appended first: read it, again
             event = sealed[-1]

@@ -8,10 +8,9 @@ from typing import Any, get_args
 from interlock.domain.errors import InterlockError, InvalidRequestError, SegregationOfDutiesError
 from interlock.domain.review.events import Severity, Verdict
 from interlock.domain.review.queries import CUSTOM, SHIPPED, ReviewQuery
-from interlock.domain.review.sampling import STRATA
+from interlock.domain.review.sampling import MAX_SIZE, STRATA
 
 PARAM = "p."  # a query parameter's form field: p.seconds
-MAX_SIZE = 10_000
 STRATA_WORDS = {"agent": "agent", "tool": "tool", "actor": "approver (who decided)",
                 "kind": "kind of decision"}
 ROLE_WORDS = {"requested": "requested this call", "edited": "edited its input",

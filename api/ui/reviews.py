@@ -25,13 +25,13 @@ from interlock.domain.errors import (
 )
 from interlock.domain.review.fields import FIELDS, KINDS
 from interlock.domain.review.queries import CUSTOM, SHIPPED
-from interlock.domain.review.sampling import STRATA
+from interlock.domain.review.sampling import MAX_SIZE, STRATA
 from interlock.domain.review.service import Reviews
 from interlock.reviewing import ReviewDesk
 
 router = APIRouter(prefix="/reviews")
 PAGE = 50
-Item = Annotated[int, Path(ge=1, le=10_000)]
+Item = Annotated[int, Path(ge=1, le=MAX_SIZE)]
 Short = Annotated[str, Query(max_length=100)]
 Cursor = Annotated[str | None, Query(max_length=1000)]
 

@@ -325,9 +325,9 @@ def test_two_admins_racing_on_a_channel_one_wins_and_the_other_writes_nothing() 
         first, second = service.get_channels("acme"), service.get_channels("acme")
         first.set("email", EmailChannel(addresses={"tina": "t@acme.test"}), "root")
         second.set("email", EmailChannel(addresses={"tom": "m@acme.test"}), "admin2")
-        service._save_stream(first.id, first.seal(service.sealer.sign))
+        service.save_stream(first.id, first.seal(service.sealer.sign))
         with pytest.raises(ConcurrencyError):
-            service._save_stream(second.id, second.seal(service.sealer.sign))
+            service.save_stream(second.id, second.seal(service.sealer.sign))
         assert service.get_channels("acme").set_by == {"email": "root"}
     finally:
         service.close()
