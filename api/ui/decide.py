@@ -12,6 +12,7 @@ from urllib.parse import quote
 from uuid import UUID
 
 from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import ValidationError
 
@@ -89,23 +90,27 @@ def interrupt_state(chat_id: UUID, ref: str, service: ServiceDep, who: Visitor) 
 @router.post("/chats/{chat_id}/interrupts/{ref}/{action}")
 async def decide(request: Request, chat_id: UUID, ref: str, action: Action,
                  service: ServiceDep, views: CurrentViews, who: Visitor) -> Response:
-    """Decide with one form; the chat when the turn went on, else this page again."""
+    """Decide with one form; the chat when the turn went on, else this page again.
+
+    Reading the page and showing it again (with its view receipt) are store work: they run
+    on the I/O threads, not on the event loop every other request shares."""
     data = await checked_form(request)
-    page = interrupt_page(service, views, who, chat_id, ref)
+    page = await run_in_threadpool(interrupt_page, service, views, who, chat_id, ref)
     try:
         result = await _resume(service, who, chat_id, page, action, data)
     except FORM_PROBLEMS as exc:
-        return _again(request, service, page, who, 422, errors=_errors(exc), action=action,
-                      values=data)
+        return await run_in_threadpool(_again, request, service, page, who, 422,
+                                       errors=_errors(exc), action=action, values=data)
     except CONFLICTS as exc:
-        fresh = interrupt_page(service, views, who, chat_id, ref)
-        return _again(request, service, fresh, who, 409, notice=_conflict(exc))
+        fresh = await run_in_threadpool(interrupt_page, service, views, who, chat_id, ref)
+        return await run_in_threadpool(_again, request, service, fresh, who, 409,
+                                       notice=_conflict(exc))
     except ForbiddenError as exc:
-        return _again(request, service, page, who, 403,
-                      notice=f"Refused by the server: {exc.message}.")
+        return await run_in_threadpool(_again, request, service, page, who, 403,
+                                       notice=f"Refused by the server: {exc.message}.")
     except (ApprovalRequiredError, NotAnApprovalError) as exc:
-        return _again(request, service, page, who, 422,
-                      notice=f"Refused by the server: {exc.message}.")
+        return await run_in_threadpool(_again, request, service, page, who, 422,
+                                       notice=f"Refused by the server: {exc.message}.")
     here = f"/chats/{chat_id}/interrupts/{quote(ref, safe='')}"
     if action in ("approve", "reject", "edit") and _still_waiting(result, ref):
         return redirect(request, f"{here}?recorded={action}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from interlock.api.errors import ViewsBehindError
 from interlock.domain import Interlock
-from interlock.projections.engine.interface import DecisionFilter, ReadModels
+from interlock.projections.engine.interface import DecisionFilter, DecisionStats, ReadModels
 from interlock.projections.views.decision_stats import Histogram, bucket_bounds
 from interlock.projections.views.decisions import DecisionsView
 from interlock.projections.views.inbox import InboxView
@@ -111,9 +111,10 @@ def _rates(groups: list[Mapping[str, Any]]) -> list[Rates]:
             for tool, t in sorted(tools.items())]
 
 
-def read(service: Interlock, views: ReadModels, f: DecisionFilter) -> Oversight | None:
-    """The figures once the views show every write before the request; None when the
-    read models keep no SQL views (nothing to read them from)."""
+def read(service: Interlock, views: ReadModels, f: DecisionFilter
+         ) -> tuple[DecisionStats, Oversight] | None:
+    """The statistics and the figures, from one read of the summary, once the views show
+    every write before the request; None when the read models keep no SQL views."""
     view = getattr(views, "view", None)
     if view is None:
         return None
@@ -122,4 +123,6 @@ def read(service: Interlock, views: ReadModels, f: DecisionFilter) -> Oversight 
     except TimeoutError:
         raise ViewsBehindError() from None
     pending = view(InboxView).ages(f.tenant, datetime.now(UTC), PENDING_AGES)
-    return figures(view(DecisionsView).groups(f), pending)
+    decisions: DecisionsView = view(DecisionsView)
+    groups = decisions.groups(f)
+    return decisions.stats(f, groups), figures(groups, pending)

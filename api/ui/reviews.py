@@ -127,8 +127,9 @@ async def assess(request: Request, service: ServiceDep, who: Reviewer, review_id
                                 verdict=verdict, severity=severity, note=note,
                                 tenant=who.tenant)
     except (ForbiddenError, ReviewStateError, InvalidRequestError) as exc:
-        return _page(request, service, who, review_id, exc.status, refused=n,
-                     error=forms.refusal(exc), code=exc.code, data=data)
+        return await run_in_threadpool(_page, request, service, who, review_id, exc.status,
+                                       refused=n, error=forms.refusal(exc), code=exc.code,
+                                       data=data)
     return redirect(request, f"/reviews/{review_id}#item-{n}")
 
 
@@ -140,8 +141,9 @@ async def sign_off(request: Request, service: ServiceDep, who: Reviewer,
         await run_in_threadpool(Reviews(service).sign_off, review_id, actor=who.id,
                                 note=data.get("note", "").strip(), tenant=who.tenant)
     except (ReviewStateError, InvalidRequestError) as exc:
-        return _page(request, service, who, review_id, exc.status, refused="sign-off",
-                     error=forms.refusal(exc), code=exc.code, data=data)
+        return await run_in_threadpool(_page, request, service, who, review_id, exc.status,
+                                       refused="sign-off", error=forms.refusal(exc),
+                                       code=exc.code, data=data)
     return redirect(request, f"/reviews/{review_id}")
 
 

@@ -191,8 +191,9 @@ def decision_stats(request: Request, service: ServiceDep, views: CurrentViews,
                    raw_views: ReadModelsDep, who: Visitor, f: DecisionQuery) -> Response:
     """Counts and percentiles, and the oversight charts (drawn here, as SVG)."""
     raw = dict(request.query_params)
-    figures = oversight.read(service, raw_views, f)
-    return render(request, "stats.html", who=who, stats=views.decision_stats(f), raw=raw,
+    read = oversight.read(service, raw_views, f)  # one read of the summary for both
+    stats, figures = read if read is not None else (views.decision_stats(f), None)
+    return render(request, "stats.html", who=who, stats=stats, raw=raw,
                   figures=figures, charts=oversight_charts(figures) if figures else None,
                   duration=duration, pending_label=pending_label)
 

@@ -253,13 +253,14 @@ class DecisionsView(SqlView):
         return DecisionRow(**{**r, **loaded, "requested_at": self._load_ts(r["requested_at"]),
                               "decided_at": self._load_ts(r["decided_at"])})
 
-    def stats(self, f: DecisionFilter) -> DecisionStats:
-        """Counts and time-to-decision percentiles of the decisions `f` selects.
+    def stats(self, f: DecisionFilter, groups: list[Row] | None = None) -> DecisionStats:
+        """Counts and time-to-decision percentiles of the decisions `f` selects (from its
+        `groups`, when the caller read them already).
 
         Whole days come from the summary the projection keeps (see `decision_stats`), so a
         request reads at most its two partial edge days of rows, never the whole log.
         """
-        h = Histogram.of(self._groups(f))
+        h = Histogram.of(self._groups(f) if groups is None else groups)
         if h.total <= self.exact_up_to:
             conds, params = self._where(f)
             p50, p95 = self._percentiles(where(conds), params)
