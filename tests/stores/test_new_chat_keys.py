@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from eventsourcing.persistence import IntegrityError, StoredEvent
+from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
 from interlock.bootstrap import build_service
 from interlock.domain import Interlock
@@ -87,3 +87,23 @@ def test_a_refused_chats_cached_key_is_dropped(app: Interlock) -> None:
     with pytest.raises(IntegrityError):
         recorder.insert_events([first(chat)])
     assert keys._row(chat)[0] is None  # what the store holds: no key
+
+
+def test_a_failed_append_leaves_no_key_and_its_retry_writes_the_same_one(app: Interlock) -> None:
+    """The append fails in the store (here a statement it refuses): neither the events nor
+    the key are written, and the chat's key waits for the retry, which writes that key."""
+    recorder = recorder_of(app)
+    assert recorder.new_keys is not None
+    chat = uuid.uuid4()
+    recorder.new_keys.put(chat, b"r" * 32)
+    keyed = recorder.keyed_statement
+    recorder.keyed_statement = keyed.replace(b"SELECT * FROM", b"SELECT * FROM nowhere,")
+    try:
+        with pytest.raises(PersistenceError):
+            recorder.insert_events([first(chat)])
+    finally:
+        recorder.keyed_statement = keyed
+    assert stored_key(app, chat) is None and not recorder.select_events(chat)
+    recorder.new_keys.put(chat, b"x" * 32)  # a retry seals again: the first key is kept
+    recorder.insert_events([first(chat)])
+    assert stored_key(app, chat) == b"r" * 32 and len(recorder.select_events(chat)) == 1
