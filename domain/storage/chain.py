@@ -81,8 +81,39 @@ def record_hash(prev_link: str, chat_id: UUID | str, version: int, topic: str, b
 
 def seal_hash(secret: bytes, digest: str) -> str:
     """The keyed seal over a record hash."""
-    message = b"interlock-seal-v2\n" + digest.encode()
-    return hmac.digest(secret, message, "sha256").hex()
+    return hmac_sha256(secret).digest(b"interlock-seal-v2\n" + digest.encode()).hex()
+
+
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
+
+
+class HmacSha256:
+    """HMAC-SHA256 under one key with its padded keys hashed once (RFC 2104), as Python's
+    own pure-Python HMAC does: the one-shot `hmac.digest` makes OpenSSL fetch the algorithm
+    and set the key up on every call, about twice the instructions of a seal this way."""
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) > 64:  # SHA-256's block: a longer key is hashed first
+            key = hashlib.sha256(key).digest()
+        key = key.ljust(64, b"\0")
+        self._inner = hashlib.sha256(key.translate(_IPAD))
+        self._outer = hashlib.sha256(key.translate(_OPAD))
+
+    def digest(self, message: bytes) -> bytes:
+        inner = self._inner.copy()
+        inner.update(message)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
+
+
+@lru_cache(maxsize=64)
+def hmac_sha256(key: bytes) -> HmacSha256:
+    """The HMAC of a chain key (a keyring holds a handful), set up once."""
+    return HmacSha256(key)
 
 
 def chain_v2(keys: Keyring, prev_link: str, record: Record) -> str:

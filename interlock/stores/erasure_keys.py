@@ -11,7 +11,6 @@ none, and stays in plaintext (it cannot be erased by key, and `erase` says so).
 from __future__ import annotations
 
 import base64
-import hmac
 import os
 import threading
 import time
@@ -27,6 +26,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 
 from interlock.domain import Interlock
 from interlock.domain.errors import InvalidRequestError
+from interlock.domain.storage.chain import HmacSha256
 from interlock.domain.storage.mapper import TamperedEventError
 from interlock.stores.postgres import InterlockPostgresRecorder
 from interlock.stores.tables import Table, table_of
@@ -43,7 +43,7 @@ class KeyStore:
         self.backend = backend
         self._cache: OrderedDict[UUID, tuple[float, Row]] = OrderedDict()
         self._lock = threading.Lock()  # turns encrypt and decrypt from several I/O threads
-        self._ciphers: dict[bytes, AESGCM] = {}
+        self._ciphers: dict[bytes, tuple[AESGCM, HmacSha256]] = {}
 
     @classmethod
     def open(cls, app: Interlock) -> KeyStore:
@@ -74,8 +74,9 @@ class KeyStore:
         if key is None:
             return None
         place = _place(chat_id, version, field)
-        nonce = hmac.digest(key, place, "sha256")[:12]  # one per (chat, version, field)
-        return nonce + self._aead(key).encrypt(nonce, plaintext, place)
+        aead, mac = self._aead(key)
+        nonce = mac.digest(place)[:12]  # HMAC-SHA256: one per (chat, version, field)
+        return nonce + aead.encrypt(nonce, plaintext, place)
 
     def decrypt_raw(self, chat_id: UUID, version: int, field: str,
                     raw: bytes | memoryview) -> bytes | None:
@@ -85,7 +86,7 @@ class KeyStore:
     def _open(self, key: bytes, chat_id: UUID, version: int, field: str,
               raw: bytes | memoryview) -> bytes:
         try:
-            return self._aead(key).decrypt(raw[:12], raw[12:], _place(chat_id, version, field))
+            return self._aead(key)[0].decrypt(raw[:12], raw[12:], _place(chat_id, version, field))
         except InvalidTag:
             raise TamperedEventError(chat_id, version, f"{field} was not encrypted here") from None
 
@@ -137,12 +138,13 @@ class KeyStore:
         with self._lock:
             self._cache.pop(chat_id if isinstance(chat_id, UUID) else UUID(chat_id), None)
 
-    def _aead(self, key: bytes) -> AESGCM:
+    def _aead(self, key: bytes) -> tuple[AESGCM, HmacSha256]:
+        """The chat's cipher, and the HMAC its nonces derive from, each set up once."""
         aead = self._ciphers.get(key)
         if aead is None:
             if len(self._ciphers) > CACHED:
                 self._ciphers.clear()
-            aead = self._ciphers[key] = AESGCM(key)
+            aead = self._ciphers[key] = (AESGCM(key), HmacSha256(key))
         return aead
 
     def _keep(self, chat_id: UUID, row: Row, *, read_at: float | None = None) -> Row:
