@@ -10,10 +10,13 @@ from typing import Any
 
 from fastapi import FastAPI, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware.exceptions import ExceptionMiddleware
+from starlette.types import ASGIApp
 
 from interlock.api import errors
 from interlock.api.agent_protocol import router as agent_protocol
 from interlock.api.auth import AuthConfig
+from interlock.api.hot import HotRoutes
 from interlock.api.limits import BodyLimit
 from interlock.api.observability.metrics import CONTENT_TYPE as METRICS_TYPE
 from interlock.api.observability.metrics import Metrics
@@ -84,6 +87,22 @@ def webhooks_view(read_models: ReadModels) -> WebhooksView | None:
     return found
 
 
+class _App(FastAPI):
+    """FastAPI with the chat cycle's hot routes (`interlock.api.hot`) served just inside its
+    exception middleware: their errors meet the same handlers, and every middleware
+    outside (request ids, access log, metrics, tracing, body limit) sees them as before."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        stack = super().build_middleware_stack()
+        layer: Any = stack
+        while not isinstance(layer, ExceptionMiddleware):
+            layer = getattr(layer, "app", None)
+            if layer is None:
+                raise RuntimeError("FastAPI's middleware stack has no ExceptionMiddleware")
+        layer.app = HotRoutes(layer.app)
+        return stack
+
+
 def make_app(
     service: Interlock,
     read_models: ReadModels,
@@ -125,7 +144,7 @@ def make_app(
         if on_shutdown is not None:
             on_shutdown()
 
-    app = FastAPI(title="Interlock", version=package_version(), description=DESCRIPTION,
+    app = _App(title="Interlock", version=package_version(), description=DESCRIPTION,
                   lifespan=lifespan, generate_unique_id_function=operation_id)
     app.state.service, app.state.read_models = service, read_models
     app.state.auth, app.state.streams, app.state.signer = auth, streams, signer

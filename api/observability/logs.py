@@ -81,6 +81,10 @@ def configure_logging(fmt: LogFormat, level: int = logging.INFO) -> None:
     # is written per request).
     logging._srcfile = None
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+    for name in ("uvicorn", "uvicorn.error"):
         logging.getLogger(name).handlers.clear()
         logging.getLogger(name).propagate = True
+    # uvicorn's access line repeats `interlock.access` (the access log, one line a request):
+    # its lines go through our handler only if uvicorn's settings left them on (`serve`
+    # turns them off, and this runs again in the app factory, after uvicorn's config did).
+    logging.getLogger("uvicorn.access").handlers.clear()

@@ -8,6 +8,7 @@ from uuid import UUID
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
+from interlock.api.auth import Principal
 from interlock.api.deps import (
     CurrentViews,
     Reader,
@@ -31,6 +32,8 @@ from interlock.api.schemas import (
     TurnPublic,
     WithdrawRequest,
 )
+from interlock.api.streaming import Turn
+from interlock.domain import Interlock
 from interlock.projections.engine.interface import ChatFilter, ChatSummary, Page
 
 router = APIRouter(prefix="/v1/chats", tags=["chats"])
@@ -42,7 +45,11 @@ IdempotencyKey = Annotated[
 
 @router.post("", status_code=201, response_model=ChatPublic, responses=errors())
 async def create_chat(body: ChatCreate, request: Request, who: Requester) -> ChatPublic:
-    service = service_of(request)
+    return await start_chat(service_of(request), body, who)
+
+
+async def start_chat(service: Interlock, body: ChatCreate, who: Principal) -> ChatPublic:
+    """What `POST /v1/chats` does (`interlock.api.hot` serves it too)."""
     chat = await service.off_loop(
         service.start_chat, body.agent, actor=who.id, tenant=who.tenant, metadata=body.metadata
     )
@@ -102,10 +109,15 @@ async def send_message(
     chat_id: ChatId, body: MessageCreate, request: Request, who: Requester,
 ) -> TurnPublic | StreamingResponse:
     """Send a user message and run the turn until it stops or interrupts."""
-    service, streams = service_of(request), streams_of(request)
-    return await answer_turn(request, lambda emit: service.send(
+    return await answer_turn(request, send_turn(service_of(request), chat_id, body, who),
+                             streams_of(request), who.tenant)
+
+
+def send_turn(service: Interlock, chat_id: UUID, body: MessageCreate, who: Principal) -> Turn:
+    """The turn `POST /v1/chats/{chat_id}/messages` runs (`interlock.api.hot` runs it too)."""
+    return lambda emit: service.send(
         chat_id, body.text, actor=who.id, tenant=who.tenant, emit=emit,
-        max_turns=body.max_turns), streams, who.tenant)
+        max_turns=body.max_turns)
 
 
 @router.post("/{chat_id}/resume", response_model=TurnPublic,
@@ -119,12 +131,20 @@ async def resume(
     `respond`/`restart` decide a tool's own interrupts (the `approver` role); `approve`,
     `edit` and `reject` vote on calls held by an approval policy (whoever it names).
     """
-    service, streams = service_of(request), streams_of(request)
-    return await answer_turn(request, lambda emit: service.resume(
+    turn = resume_turn(service_of(request), chat_id, body, who, idempotency_key)
+    return await answer_turn(request, turn, streams_of(request), who.tenant)
+
+
+def resume_turn(
+    service: Interlock, chat_id: UUID, body: ResumeRequest, who: Principal,
+    idempotency_key: str | None,
+) -> Turn:
+    """The turn `POST /v1/chats/{chat_id}/resume` runs (`interlock.api.hot` runs it too)."""
+    return lambda emit: service.resume(
         chat_id, respond=body.respond, restart=body.restart, actor=who.id, tenant=who.tenant,
         emit=emit, idempotency_key=idempotency_key, metadata=body.metadata,
         max_turns=body.max_turns, votes=[*body.approve, *body.edit, *body.reject],
-        decider=who.decider()), streams, who.tenant)
+        decider=who.decider())
 
 
 @router.post("/{chat_id}/withdraw", response_model=TurnPublic,

@@ -46,6 +46,11 @@ async def answer_turn(
         service: Interlock = request.app.state.service
         return streams.rejoin(last, (chat_id, tenant)) or await streams.from_log(
             lambda: service.get_chat(UUID(chat_id), tenant=tenant))
+    return await run_turn(turn)
+
+
+async def run_turn(turn: Turn) -> TurnPublic:
+    """Run the turn to its result (a JSON answer); a failed turn is a 502."""
     result = await turn(None)
     if result.finish_reason == "failed":
         raise ModelError(result.error or "the model failed", chat_id=result.chat_id,

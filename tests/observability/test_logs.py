@@ -94,3 +94,34 @@ def test_lines_go_to_the_stderr_of_the_moment(monkeypatch: pytest.MonkeyPatch) -
         assert then.getvalue() == "WARNING interlock.test.swap: two\n"
     finally:
         log.removeHandler(out)
+
+
+def test_a_served_request_has_one_access_line_not_uvicorns_too() -> None:
+    """`serve` turns uvicorn's access line off; the app factory configures logging again
+    after uvicorn's config did, and must not turn it back on (it repeated `interlock.access`,
+    a second line a request)."""
+    import uvicorn
+
+    from interlock.api.observability.logs import configure_logging
+
+    root, uv = logging.getLogger(), logging.getLogger("uvicorn.access")
+    saved = (list(root.handlers), root.level, uv.propagate, list(uv.handlers),
+             logging._srcfile, logging.logThreads, logging.logProcesses,
+             logging.logMultiprocessing)
+    try:
+        configure_logging("text")  # `serve`, before uvicorn starts
+        uvicorn.Config("interlock.bootstrap:create_app", factory=True, access_log=False,
+                       log_config=None)
+        configure_logging("text")  # the factory, in the server (or a worker) process
+        assert not uv.hasHandlers()
+        assert logging.getLogger("uvicorn.error").hasHandlers()  # uvicorn's other lines stay
+        assert logging.getLogger("interlock.access").hasHandlers()
+    finally:
+        for h in list(root.handlers):
+            root.removeHandler(h)
+        for h in saved[0]:
+            root.addHandler(h)
+        root.setLevel(saved[1])
+        uv.propagate, uv.handlers[:] = saved[2], saved[3]
+        (logging._srcfile, logging.logThreads, logging.logProcesses,  # type: ignore[attr-defined]
+         logging.logMultiprocessing) = saved[4:]
