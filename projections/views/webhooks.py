@@ -127,14 +127,25 @@ class WebhooksView(WebhookOutbox):
 
     _subscribed: bool | None = None  # read at a batch's first notification
     _high = 0  # the last position this batch notified
+    # Whether any subscription exists at a position, as the last batch this view wrote
+    # left it. The subscriptions are a function of the log up to the position (only this
+    # projection writes them), so the next batch that starts there reuses it instead of
+    # reading it again; a batch that starts elsewhere (another runner, a rebuild, a retry)
+    # reads it, and one refused or rolled back commits nothing under the position it names.
+    _known: tuple[int, bool] | None = None
+    _unsure = False  # an unsubscription in this batch: whether any remain is not known
 
     def _begin_batch(self) -> None:
-        self._subscribed, self._high = None, 0
+        known = self._known
+        self._subscribed = known[1] if known is not None and known[0] == self._start else None
+        self._high, self._unsure = 0, False
 
     def _before_commit(self) -> None:
         if self._high:  # the outbox has seen every notification up to here, for good
             self._run("UPDATE {webhook_marks} SET position = %(p)s WHERE name = 'outbox'"
                       " AND position < %(p)s", {"p": self._high})
+        subscribed = None if self._unsure else self._subscribed
+        self._known = None if subscribed is None else (self._upto, subscribed)
 
     def subscribed(self, sub_id: str, tenant: str, url: str, events: list[str],
                    at: datetime) -> None:
@@ -147,6 +158,7 @@ class WebhooksView(WebhookOutbox):
     def unsubscribed(self, sub_id: str) -> None:
         """The subscription, its undelivered rows and its secret go."""
         params = {"i": sub_id}
+        self._unsure = True
         self._run("DELETE FROM {webhook_subscriptions} WHERE id = %(i)s", params)
         self._run("DELETE FROM {webhook_outbox} WHERE sub_id = %(i)s AND status <> "
                   "'delivered'", params)
