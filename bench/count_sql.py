@@ -13,8 +13,8 @@ from typing import Any
 import psycopg
 
 sys.path.insert(0, os.getcwd())
-from bench.bench_http import free_port, run_wire, wait_ready, wire_cycle  # noqa: E402
-from bench.common import scratch_schema  # noqa: E402
+from bench.bench_http import free_port, run_wire, wait_ready, wire_cycle
+from bench.common import scratch_schema
 
 CYCLES = int(os.environ.get("CYCLES", "50"))
 counts: collections.Counter[str] = collections.Counter()
