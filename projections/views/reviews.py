@@ -53,8 +53,8 @@ from interlock.domain.review.sampling import (
     seed_word,
 )
 from interlock.projections.engine import cursors
-from interlock.projections.engine.pages import Page, paginate
 from interlock.projections.engine.fold import Buffers, Held
+from interlock.projections.engine.pages import Page, paginate
 from interlock.projections.engine.sql import ReadModel, Row, SqlView, ViewStore
 from interlock.projections.views.decisions import SWEEPER
 from interlock.projections.views.review_sql import compile_filter
