@@ -151,12 +151,15 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             return None
         return _joint(self.datastore, stores)  # type: ignore[arg-type]
 
-    def advance_later(self, curs: Cursor[DictRow], start: int, upto: int) -> Cursor[DictRow]:
-        """Queue the compare-and-set of the position; its cursor has a row if it moved."""
-        params = {"app": self.application_name, "start": start, "upto": upto}
-        advance = curs.connection.cursor()
-        advance.execute(self._q(_ADVANCE_FROM if start else _ADVANCE), params)
-        return advance
+    def advance_part(self, i: int, start: int, upto: int,
+                     params: dict[str, Any]) -> bytes:
+        """The compare-and-set of the position as the `i`th part (`a{i}`) of the joint
+        batch's one statement (see `_Joint.advance`); its parameters go into `params`."""
+        params.update({f"app{i}": self.application_name, f"start{i}": start,
+                       f"upto{i}": upto})
+        template = (_ADVANCE_FROM if start else _ADVANCE).replace("%(app)s", f"%(app{i})s") \
+            .replace("%(start)s", f"%(start{i})s").replace("%(upto)s", f"%(upto{i})s")
+        return b"a%d AS (%s)" % (i, self._q(template))
 
     def drop(self) -> None:
         with self.datastore.transaction(commit=True) as curs:
@@ -225,22 +228,39 @@ class _Joint:
 
     def __init__(self, curs: Cursor[DictRow]) -> None:
         self.curs = curs
-        self.advances: list[tuple[str, int, Cursor[DictRow]]] = []
+        self.moves: list[tuple[PostgresViewStore, int, int]] = []
+        self.result: Cursor[DictRow] | None = None
 
     @contextmanager
     def batch(self, store: PostgresViewStore, start: int, upto: int) -> Iterator[None]:
         store._local.cursor = self.curs
         try:
             yield
-            self.advances.append((store.view_name, start, store.advance_later(self.curs, start,
-                                                                                upto)))
+            self.moves.append((store, start, upto))
         finally:
             store._local.cursor = None
 
+    def advance(self) -> None:
+        """Queue every view's compare-and-set, and the transaction's commit setting, as one
+        statement (one statement per view cost a tenth of a pass): each part is a
+        data-modifying WITH query, run once whatever the outer SELECT reads of it, and the
+        outer SELECT counts the rows each one moved."""
+        params: dict[str, Any] = {}
+        parts = [store.advance_part(i, start, upto, params)
+                 for i, (store, start, upto) in enumerate(self.moves)]
+        counts = b"".join(b", (SELECT count(*) FROM a%d) AS n%d" % (i, i)
+                          for i in range(len(parts)))
+        query = (b"WITH " + b", ".join(parts) + b" " if parts else b"") + \
+            b"SELECT set_config('synchronous_commit', 'off', true) AS sc" + counts
+        self.result = self.curs.connection.cursor()
+        self.result.execute(query, params)
+
     def check(self) -> None:
-        for view, start, advance in self.advances:
-            if advance.fetchone() is None:
-                raise PositionConflictError(view, start, None)
+        assert self.result is not None, "advance first"
+        row = self.result.fetchone()
+        for i, (store, start, _) in enumerate(self.moves):
+            if row is None or row[f"n{i}"] != 1:
+                raise PositionConflictError(store.view_name, start, None)
 
 
 @contextmanager
@@ -248,12 +268,12 @@ def _joint(datastore: PostgresDatastore, stores: list[PostgresViewStore]) -> Ite
     try:
         with datastore.transaction(commit=True) as curs:
             joint = _Joint(curs)
-            curs.execute("SELECT set_config('synchronous_commit', 'off', true)")
             for store in stores:
                 store._local.joint = joint
             try:
                 with curs.connection.pipeline():
                     yield
+                    joint.advance()
             finally:
                 for store in stores:
                     store._local.joint = None

@@ -96,7 +96,11 @@ class SqlReadModels:
         return self.view(DecisionsView).stats(f)
 
     def export_decisions(self, f: DecisionFilter, fmt: Literal["csv", "jsonl"]) -> Iterator[str]:
-        rows = export.rows_of(lambda cursor: self.decisions(f, 1000, cursor))
+        # The first page is read now: a filter the store refuses (a NUL character) is
+        # answered before the response starts streaming, not by a broken stream.
+        first = self.decisions(f, 1000, None)
+        rows = export.rows_of(
+            lambda cursor: first if cursor is None else self.decisions(f, 1000, cursor))
         return export.export(rows, fmt)
 
     # -- freshness ---------------------------------------------------------------------------

@@ -127,6 +127,7 @@ class SqlView(TrackingRecorder):
     """A tracked read model whose SQL is written once and run by its store's backend."""
 
     view_name: ClassVar[str]
+    _start = _upto = 0  # the batch being written: (start, upto]
     tables: ClassVar[tuple[str, ...]]  # short names; the backend prefixes them
     ddl: ClassVar[tuple[str, ...]]
     dump_sql: ClassVar[str]
@@ -148,6 +149,7 @@ class SqlView(TrackingRecorder):
     def batch(self, start: int, upto: int) -> Iterator[None]:
         """One transaction applying the events in (start, upto]; conflicts if moved."""
         with self.store.batch(start, upto):
+            self._start, self._upto = start, upto
             self._begin_batch()
             yield
             self._before_commit()

@@ -26,6 +26,7 @@ from interlock.domain.chat.events import (
     ToolRequested,
 )
 from interlock.projections.engine import cursors
+from interlock.projections.engine.fold import Buffers, Held
 from interlock.projections.engine.pages import Page, paginate
 from interlock.projections.engine.sql import (
     Key,
@@ -33,6 +34,7 @@ from interlock.projections.engine.sql import (
     ReadModel,
     Row,
     SqlView,
+    ViewStore,
     equal_filters,
     where,
 )
@@ -173,28 +175,56 @@ class DecisionsView(SqlView):
     )
     dump_sql = f"SELECT {_COLUMNS} FROM {{decisions}} ORDER BY chat_id, version"
 
+    def __init__(self, store: ViewStore, read_model: ReadModel) -> None:
+        super().__init__(store, read_model)
+        # Chats and calls started in this batch, held until a statement reads them (a
+        # decision) or the batch ends: their fingerprint and interruption fold in.
+        self._chats = Held("INSERT INTO {decision_chats} VALUES (%(c)s, %(t)s, %(a)s, %(f)s)")
+        self._calls = Held("INSERT INTO {decision_calls} VALUES (%(c)s, %(r)s, %(n)s, %(i)s,"
+                           " %(at)s)")
+        self._held = Buffers(self._run_many, self._chats, self._calls)
+
+    def _begin_batch(self) -> None:
+        self._held.clear()
+
+    def _before_commit(self) -> None:
+        self._held.flush()
+
     def chat_started(self, chat_id: str, tenant: str, agent: str) -> None:
-        self._run("INSERT INTO {decision_chats} VALUES (%(c)s, %(t)s, %(a)s, NULL)",
-                  {"c": chat_id, "t": tenant, "a": agent})
+        self._held.insert(self._chats, (chat_id,),
+                          {"c": chat_id, "t": tenant, "a": agent, "f": None})
 
     def tool_requested(self, chat_id: str, ref: str, name: str, input: Any) -> None:
-        self._run("INSERT INTO {decision_calls} VALUES (%(c)s, %(r)s, %(n)s, %(i)s, NULL)",
-                  {"c": chat_id, "r": ref, "n": name, "i": self._json(input)})
+        self._held.insert(self._calls, (chat_id, ref),
+                          {"c": chat_id, "r": ref, "n": name, "i": self._json(input), "at": None})
 
     def interrupted(self, chat_id: str, ref: str, at: datetime) -> None:
+        held = self._calls.rows.get((chat_id, ref))
+        if held is not None:
+            held["at"] = self._ts(at)
+            return
         self._run("UPDATE {decision_calls} SET interrupted_at = %(at)s"
                   " WHERE chat_id = %(c)s AND ref = %(r)s",
                   {"c": chat_id, "r": ref, "at": self._ts(at)})
 
     def input_replaced(self, chat_id: str, ref: str, input: Any) -> None:
+        held = self._calls.rows.get((chat_id, ref))
+        if held is not None:
+            held["i"] = self._json(input)
+            return
         self._run("UPDATE {decision_calls} SET input = %(i)s WHERE chat_id = %(c)s"
                   " AND ref = %(r)s", {"c": chat_id, "r": ref, "i": self._json(input)})
 
     def fingerprinted(self, chat_id: str, fingerprint: str) -> None:
+        held = self._chats.rows.get((chat_id,))
+        if held is not None:
+            held["f"] = fingerprint
+            return
         self._run("UPDATE {decision_chats} SET fingerprint = %(f)s WHERE chat_id = %(c)s",
                   {"c": chat_id, "f": fingerprint})
 
     def decided(self, d: Decided) -> None:
+        self._held.flush()  # the decision is joined from its call and chat
         original = "%(oi)s" if d.kind == "restart" else "c.input"
         self._run(
             "INSERT INTO {decisions} SELECT c.chat_id, %(v)s, c.ref, h.tenant, h.agent, c.name,"

@@ -39,6 +39,7 @@ from interlock.domain.chat.events import (
     TurnFinished,
 )
 from interlock.domain.webhooks import WebhookSubscribed, WebhookUnsubscribed, public_id
+from interlock.projections.engine.fold import Buffers, Held
 from interlock.projections.engine.sql import ReadModel, ViewStore
 from interlock.projections.views.webhook_outbox import (
     Delivery,
@@ -122,19 +123,38 @@ class WebhooksView(WebhookOutbox):
         # A rebuild (reset) drops only what the log rebuilds: delivery state, secrets and
         # the high-water mark outlive it, and the legacy table waits for its migration.
         store.tables = REBUILT  # type: ignore[attr-defined]  # both backends drop these
+        # Chats and calls started in this batch, held until a notification is joined from
+        # them or the batch ends (engine/fold.py): with no subscription, one executemany each.
+        self._chats = Held("INSERT INTO {webhook_chats} VALUES (%(c)s, %(t)s, %(a)s)")
+        self._calls = Held("INSERT INTO {webhook_calls} VALUES (%(c)s, %(r)s, %(n)s)"
+                           " ON CONFLICT (chat_id, ref) DO NOTHING")
+        self._held = Buffers(self._run_many, self._chats, self._calls)
 
     # -- written by the projection, inside its batches --------------------------------------
 
     _subscribed: bool | None = None  # read at a batch's first notification
     _high = 0  # the last position this batch notified
+    # Whether any subscription exists at a position, as the last batch this view wrote
+    # left it. The subscriptions are a function of the log up to the position (only this
+    # projection writes them), so the next batch that starts there reuses it instead of
+    # reading it again; a batch that starts elsewhere (another runner, a rebuild, a retry)
+    # reads it, and one refused or rolled back commits nothing under the position it names.
+    _known: tuple[int, bool] | None = None
+    _unsure = False  # an unsubscription in this batch: whether any remain is not known
 
     def _begin_batch(self) -> None:
-        self._subscribed, self._high = None, 0
+        self._held.clear()
+        known = self._known
+        self._subscribed = known[1] if known is not None and known[0] == self._start else None
+        self._high, self._unsure = 0, False
 
     def _before_commit(self) -> None:
+        self._held.flush()
         if self._high:  # the outbox has seen every notification up to here, for good
             self._run("UPDATE {webhook_marks} SET position = %(p)s WHERE name = 'outbox'"
                       " AND position < %(p)s", {"p": self._high})
+        subscribed = None if self._unsure else self._subscribed
+        self._known = None if subscribed is None else (self._upto, subscribed)
 
     def subscribed(self, sub_id: str, tenant: str, url: str, events: list[str],
                    at: datetime) -> None:
@@ -147,18 +167,18 @@ class WebhooksView(WebhookOutbox):
     def unsubscribed(self, sub_id: str) -> None:
         """The subscription, its undelivered rows and its secret go."""
         params = {"i": sub_id}
+        self._unsure = True
         self._run("DELETE FROM {webhook_subscriptions} WHERE id = %(i)s", params)
         self._run("DELETE FROM {webhook_outbox} WHERE sub_id = %(i)s AND status <> "
                   "'delivered'", params)
         self._run("DELETE FROM {webhook_secrets} WHERE id = %(i)s", params)
 
     def chat_started(self, chat_id: str, tenant: str, agent: str) -> None:
-        self._run("INSERT INTO {webhook_chats} VALUES (%(c)s, %(t)s, %(a)s)",
-                  {"c": chat_id, "t": tenant, "a": agent})
+        self._held.insert(self._chats, (chat_id,), {"c": chat_id, "t": tenant, "a": agent})
 
     def tool_requested(self, chat_id: str, ref: str, name: str) -> None:
-        self._run("INSERT INTO {webhook_calls} VALUES (%(c)s, %(r)s, %(n)s)"
-                  " ON CONFLICT (chat_id, ref) DO NOTHING", {"c": chat_id, "r": ref, "n": name})
+        if (chat_id, ref) not in self._calls.rows:  # the first is kept, as ON CONFLICT does
+            self._calls.rows[chat_id, ref] = {"c": chat_id, "r": ref, "n": name}
 
     def notify(self, position: int, kind: str, chat_id: str, ref: str | None,
                data: dict[str, Any], at: datetime) -> None:
@@ -171,6 +191,7 @@ class WebhooksView(WebhookOutbox):
                 "SELECT 1 FROM {webhook_subscriptions} LIMIT 1", {}))
         if not self._subscribed:
             return
+        self._held.flush()  # the row is joined from the chat and the call
         self._high = position
         # Tenant, agent and tool are joined in the same transaction (a chat may start and
         # interrupt within one batch); the body is composed from the row when sent.

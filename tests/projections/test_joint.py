@@ -8,6 +8,7 @@ import pytest
 
 from interlock.domain import Interlock
 from interlock.projections import SqlReadModels
+from interlock.projections.engine.sql import JointBatchError
 from interlock.projections.views.inbox import InboxView
 from interlock.projections.views.webhooks import WebhooksView
 from tests.projections.conftest import dumps
@@ -71,3 +72,35 @@ async def test_a_write_from_another_thread_during_a_pass_is_a_transaction_of_its
     assert len(outcome) == 1
     assert {r["id"] for r in hooks.dump() if r["kind"] == "chat"} >= {"chat-in-the-pass"}
     assert hooks.position() == start
+
+
+@pytest.mark.parametrize("store", ["postgres"], indirect=True)  # SQLite has no joint batch
+@pytest.mark.parametrize("moved", [0, 1])
+async def test_a_joint_batch_whose_position_moved_under_one_view_writes_nothing(
+    app: Interlock, views: SqlReadModels, moved: int
+) -> None:
+    """The views' compare-and-sets are one statement: one that fails (first or second
+    part) rolls back every view's rows and positions, and the others' moves with them."""
+    await banking_flows(app)
+    views.catch_up()
+    hooks, inbox = views.view(WebhooksView), views.view(InboxView)
+    start = {v: v.position() for v in (hooks, inbox)}
+    before = [hooks.dump(), inbox.dump()]
+    wrong = (hooks, inbox)[moved]
+    joint = hooks.store.joint([inbox.store])
+    assert joint is not None
+    with pytest.raises(JointBatchError), joint:
+        for view in (hooks, inbox):
+            expected = start[view] + (1 if view is wrong else 0)  # not where it is
+            with view.batch(expected, start[view] + 5):
+                if view is hooks:
+                    view.chat_started("chat-rolled-back", "acme", "bankingAgent")
+    assert [hooks.dump(), inbox.dump()] == before
+    assert {v: v.position() for v in (hooks, inbox)} == start
+    joint = hooks.store.joint([inbox.store])
+    assert joint is not None
+    with joint:  # and the same batches from where the views are commit together
+        for view in (hooks, inbox):
+            with view.batch(start[view], start[view] + 5):
+                pass
+    assert {v: v.position() for v in (hooks, inbox)} == {v: p + 5 for v, p in start.items()}
