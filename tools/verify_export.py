@@ -214,11 +214,24 @@ class Chat:
         self.link = str(chain)
         return None, str(chain)
 
+    def _requested(self, reply: dict[str, Any]) -> None:
+        """The inputs of the calls a reply requests (`requests`: refs in the clear, inputs
+        in its message, which may be encrypted)."""
+        message = reply.get("message")
+        parts = message.get("content", []) if isinstance(message, dict) else []
+        inputs = {p["tool_request"].get("ref"): p["tool_request"].get("input") for p in parts
+                  if isinstance(p, dict) and isinstance(p.get("tool_request"), dict)}
+        for request in reply.get("requests") or []:
+            ref = str(request.get("ref"))
+            self.inputs[ref] = ENCRYPTED if "$personal" in reply else inputs.get(ref)
+
     def _inputs(self, event: dict[str, Any], topic: str) -> str | None:
         """input_sha256 of a decision is the hash of the call's input at that moment."""
         digest = sha256_v2 if self.format == 2 else sha256_v1
         ref = str(event.get("ref"))
-        if "$personal" in event:  # encrypted personal data: its hashes need the plaintext
+        if topic == "interlock:ModelResponded":  # a reply carrying its tool requests
+            self._requested(event)
+        elif "$personal" in event:  # encrypted personal data: its hashes need the plaintext
             self.inputs[ref] = ENCRYPTED
         elif topic == "interlock:ToolRequested":
             self.inputs[ref] = event.get("input")

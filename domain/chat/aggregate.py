@@ -171,12 +171,11 @@ class Chat:
         self._trigger(ev.TurnHeartbeat)
 
     def record_model_reply(self, message: Message, usage: dict[str, int] | None = None) -> None:
-        """Record the model's reply with unique refs, and one ToolRequested per request."""
+        """Record the model's reply with unique refs; its tool requests are calls from
+        then on (one event: the reply carries them, `ModelResponded.requests`)."""
         message = self._with_unique_refs(message)
-        self._trigger(ev.ModelResponded, message=message, usage=usage)
-        for request in message.tool_requests:
-            assert request.ref is not None
-            self._trigger(ev.ToolRequested, ref=request.ref, name=request.name, input=request.input)
+        requests = [ev.Requested(ref=r.ref or "", name=r.name) for r in message.tool_requests]
+        self._trigger(ev.ModelResponded, message=message, usage=usage, requests=requests or None)
 
     def record_completed(self, ref: str, output: Any) -> None:
         self._trigger(ev.ToolCompleted, ref=ref, output=output)

@@ -8,7 +8,7 @@ and adds an `upcast_vN_vN+1(state)` static method.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 from uuid import UUID
@@ -118,17 +118,48 @@ class TurnHeartbeat(ChatEvent):
     """The process running the turn is alive: renews the turn's lease (its updated_at)."""
 
 
+class Requested(BaseModel):
+    """A tool request a model reply makes: its ref and tool, in the clear (its input is in
+    the reply's message, personal data, so that an erased chat still knows its calls)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ref: str
+    name: str
+
+
 class ModelResponded(ChatEvent):
+    """The model's reply. `requests` names the tool requests it makes, each a call from
+    now on: the reply records them itself. None in replies recorded before that (each
+    request then followed as its own ToolRequested event) and in replies without any."""
+
     message: Message
     usage: dict[str, int] | None = None
+    requests: list[Requested] | None = None
 
     def apply(self, state: ChatState) -> None:
         state.messages.append(self.message)
         state.batch = []
         state.batch_closed = False
+        for call in self.calls():
+            call.apply(state)
+
+    def calls(self) -> list[ToolRequested]:
+        """The requests as the ToolRequested events that recorded them before: each with
+        its input from the message (None once the chat is erased), at this reply's version."""
+        if not self.requests:
+            return []
+        inputs = {r.ref: r.input for r in self.message.tool_requests}
+        return [ToolRequested.model_construct(
+            originator_id=self.originator_id, originator_version=self.originator_version,
+            timestamp=self.timestamp, chain=None, ref=r.ref, name=r.name,
+            input=inputs.get(r.ref)) for r in self.requests]
 
 
 class ToolRequested(ChatEvent):
+    """A tool request of the reply before it (replies now carry their requests: see
+    ModelResponded.requests; read sides see those as these, `requested_calls`)."""
+
     ref: str
     name: str
     input: Any = None
@@ -143,6 +174,15 @@ class ToolRequested(ChatEvent):
             requested_by=state.turn_by,
         )
         state.batch.append(self.ref)
+
+
+def requested_calls(events: Iterable[ChatEvent]) -> Iterator[ChatEvent]:
+    """`events`, each reply followed by the ToolRequested events it stands for: the form
+    every chat had before replies carried their requests, for readers written for it."""
+    for event in events:
+        yield event
+        if isinstance(event, ModelResponded) and event.requests:
+            yield from event.calls()
 
 
 class ToolCompleted(ChatEvent):

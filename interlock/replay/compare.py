@@ -19,11 +19,13 @@ from interlock.replay.recording import UNCOMPARED
 
 # The run's, not the agent's: ids, versions, times, the chain, a provider's token counts.
 _RUN_FIELDS = {"originator_id", "originator_version", "timestamp", "chain", "usage"}
+# A reply's requests compare as the ToolRequested events that follow it (`compared`).
+_CARRIED = {"requests"}
 
 
 def shown(event: ev.ChatEvent, masked: bool = False) -> dict[str, Any]:
     """The event as compared (and as the report shows it)."""
-    data = event.model_dump(mode="json", exclude=_RUN_FIELDS)
+    data = event.model_dump(mode="json", exclude=_RUN_FIELDS | _CARRIED)
     data = {"type": type(event).__name__, **data}
     if isinstance(event, ae.ApprovalRequested):
         _relative(data["terms"], event)
@@ -53,7 +55,10 @@ def _mask(data: dict[str, Any]) -> None:
 
 
 def compared(events: Sequence[ev.ChatEvent]) -> list[ev.ChatEvent]:
-    return [e for e in events if not isinstance(e, (*UNCOMPARED, ev.ChatStarted))]
+    """The events that compare, a reply's requests as the ToolRequested events they were
+    recorded as before (so a recording made before replies carried them compares alike)."""
+    return [e for e in ev.requested_calls(events)
+            if not isinstance(e, (*UNCOMPARED, ev.ChatStarted))]
 
 
 def first_difference(expected: Sequence[ev.ChatEvent], actual: Sequence[ev.ChatEvent],

@@ -9,7 +9,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from interlock.domain.chat.events import ToolRequested
+from interlock.domain.chat.events import ToolRequested, requested_calls
 from interlock.domain.chat.messages import Message
 from interlock.domain.errors import ModelError
 from interlock.domain.runtime.agent import Agent
@@ -146,13 +146,14 @@ async def recorded_tool(call: ToolInvocation, next: ToolNext) -> Any:
 
 def _requested_at(recording: ChatRecording, ref: str) -> int:
     """The version of the recorded request of this ref (0: none; the step's is reported)."""
-    return next((e.originator_version for s in recording.steps for e in s.events
-                 if isinstance(e, ToolRequested) and e.ref == ref), 0)
+    return next((e.originator_version for s in recording.steps
+                 for e in requested_calls(s.events) if isinstance(e, ToolRequested)
+                 and e.ref == ref), 0)
 
 
 def _recorded_inputs(recording: ChatRecording, name: str) -> list[Any]:
     """The inputs this tool was recorded running with in the chat (what was expected)."""
-    return [e.input for s in recording.steps for e in s.events
+    return [e.input for s in recording.steps for e in requested_calls(s.events)
             if isinstance(e, ToolRequested) and e.name == name]
 
 

@@ -98,7 +98,7 @@ class _Tally:
             self.missing.add(started.agent)
             return
         held = {e.ref: e.terms for e in events if isinstance(e, ae.ApprovalRequested)}
-        for e in events:
+        for e in ev.requested_calls(events):
             if isinstance(e, ev.ToolRequested):
                 self._call(agent, started, e, held.get(e.ref))
 

@@ -18,6 +18,7 @@ from interlock.projections.engine.runner import (
     Noted,
     Progress,
     ViewStuckError,
+    with_calls,
 )
 from interlock.projections.engine.sql import JointBatchError, PositionConflictError, SqlView
 from interlock.projections.engine.stuck import StuckView, StuckViews
@@ -53,7 +54,7 @@ class SqlReadModels:
         self.app = app
         self._leader = leader
         self.runners = [BatchRunner(app, v.read_model.projection(v), batch_size) for v in views]
-        wanted = [r.projection.topics for r in self.runners]
+        wanted = [r.topics for r in self.runners]
         self._topics = () if not all(wanted) else sorted({t for ts in wanted for t in ts})
         self._on_close = on_close
         self._live: LiveRunner | None = None
@@ -186,8 +187,9 @@ class SqlReadModels:
                 del self._fresh[nid]
         mapper = self.app.mapper
         reads_as = getattr(mapper, "reads_as_committed", None)
-        return [(n.id, n.topic, e if e is not None and reads_as is not None and reads_as(e)
-                 else mapper.to_domain_event(n)) for n, e in zip(notes, kept, strict=True)]
+        return with_calls([(n.id, n.topic, e if e is not None and reads_as is not None
+                             and reads_as(e) else mapper.to_domain_event(n))
+                            for n, e in zip(notes, kept, strict=True)])
 
     def _joint_step(self, active: list[BatchRunner], positions: dict[str, int],
                     events: list[Noted], upto: int) -> bool:

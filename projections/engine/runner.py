@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,10 +12,33 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
+from interlock.domain.chat.events import ModelResponded, ToolRequested
 from interlock.projections.engine.sql import PositionConflictError, SqlView
 
 Progress = Callable[[str, int, int], None]  # view name, position, head
 Noted = tuple[int, str, Any]  # notification id, topic, decoded event
+_REPLY, _REQUESTED = ModelResponded.TOPIC, ToolRequested.TOPIC
+
+
+def reading(topics: Sequence[str]) -> tuple[str, ...]:
+    """The topics to read from the log for a projection of `topics`: replies too, when it
+    takes ToolRequested (replies carry their requests now: `with_calls`)."""
+    if _REQUESTED in topics and _REPLY not in topics:
+        return (*topics, _REPLY)
+    return tuple(topics)
+
+
+def with_calls(events: Sequence[Noted]) -> list[Noted]:
+    """The events, each reply that carries tool requests followed by the ToolRequested
+    events it stands for (same notification id): the views read every chat as one whose
+    requests were recorded one by one, as they were before."""
+    out: list[Noted] = []
+    for note in events:
+        out.append(note)
+        event = note[2]
+        if type(event) is ModelResponded and event.requests:
+            out.extend((note[0], _REQUESTED, call) for call in event.calls())
+    return out
 
 
 class ViewStuckError(Exception):
@@ -53,6 +77,7 @@ class BatchRunner:
         self.projection = projection
         self.view: SqlView = projection.view
         self.batch_size = batch_size
+        self.topics = reading(projection.topics)  # what it reads of the log
         self._process = _dispatcher(projection)
 
     @property
@@ -101,14 +126,17 @@ class BatchRunner:
 
     def _one_by_one(self, events: Sequence[Noted], start: int, upto: int) -> int:
         position = start
-        for note in events:
+        # One notification at a time: a reply and the requests it stands for go together.
+        for note_id, same in itertools.groupby(events, key=lambda note: note[0]):
+            notes = list(same)
             try:
-                self._write([note], position, note[0])
+                self._write(notes, position, note_id)
             except PositionConflictError:
                 return self.view.position()
             except BatchFailedError as failed:
-                raise ViewStuckError(self.name, note[0], note[1], failed.cause) from failed.cause
-            position = note[0]
+                raise ViewStuckError(self.name, note_id, notes[0][1],
+                                     failed.cause) from failed.cause
+            position = note_id
         if position < upto:
             self._write([], position, upto)
         return upto
@@ -122,12 +150,11 @@ class BatchRunner:
         if head <= start:
             return start
         notes = self.app.recorder.select_notifications(
-            start, self.batch_size, stop=head, topics=self.projection.topics,
-            inclusive_of_start=False,
+            start, self.batch_size, stop=head, topics=self.topics, inclusive_of_start=False,
         )
         upto = notes[-1].id if len(notes) == self.batch_size else head
         events = [(n.id, n.topic, self.app.mapper.to_domain_event(n)) for n in notes]
-        return self.apply(events, start, upto)
+        return self.apply(with_calls(events), start, upto)
 
     def catch_up(self, progress: Progress | None = None, head: int | None = None) -> int:
         """Apply batches until the view has seen the head read at the start; the position."""

@@ -166,7 +166,8 @@ async def test_a_chat_begun_in_plaintext_stays_so_once_protection_is_on(
 _NOT_PERSONAL = {"agent", "tenant", "actor", "ref", "name", "usage", "reason", "terms", "vote",
                  "outcome", "expires_at", "fingerprint", "input_sha256", "replaced_input_sha256",
                  "edited_input_sha256", "request_key", "request_sha256", "source_id",
-                 "source_version", "fork_id", "version"}
+                 "source_version", "fork_id", "version",
+                 "requests"}  # a reply's requests: refs and tool names, as ToolRequested's
 
 
 def test_every_event_field_that_can_hold_personal_data_is_erasable() -> None:

@@ -11,7 +11,7 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
 from interlock.domain import Interlock
-from interlock.domain.chat.events import ToolRequested
+from interlock.domain.chat.events import ModelResponded, ToolRequested, requested_calls
 from interlock.projections import READ_MODELS, open_views
 from interlock.projections.engine.sql import ReadModel, SqlView
 from tests.projections.flows import seed
@@ -51,8 +51,10 @@ TALLY = ReadModel(ToolTallyView, ToolTallyProjection)
 
 def requests_in_log(app: Interlock) -> list[dict[str, object]]:
     """The tally read straight from the notification log, without any projection."""
-    notes = app.recorder.select_notifications(0, 10_000, topics=[ToolRequested.TOPIC])
-    counts = Counter(app.mapper.to_domain_event(n).name for n in notes)
+    notes = app.recorder.select_notifications(
+        0, 10_000, topics=[ToolRequested.TOPIC, ModelResponded.TOPIC])
+    events = requested_calls(app.mapper.to_domain_event(n) for n in notes)
+    counts = Counter(e.name for e in events if isinstance(e, ToolRequested))
     return [{"tool": tool, "requests": n} for tool, n in sorted(counts.items())]
 
 

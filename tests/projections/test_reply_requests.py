@@ -1,0 +1,119 @@
+"""A model reply records its tool requests itself (`ModelResponded.requests`); chats recorded
+before, with one ToolRequested event per request, read the same everywhere."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from interlock.bootstrap import build_service
+from interlock.domain import Interlock
+from interlock.domain.chat import events as ev
+from interlock.domain.chat.aggregate import Chat
+from interlock.domain.chat.messages import Message
+from interlock.domain.chat.state import ToolCall
+from interlock.examples.banking import AGENTS
+from interlock.projections import SqlReadModels
+from interlock.projections.engine.interface import DecisionFilter, InboxFilter
+from interlock.stores.erasure_keys import KeyStore
+from tests.projections.conftest import dumps, rebuilt
+from tests.projections.flows import banking_flows, expected_decisions, expected_inbox
+
+pytestmark = pytest.mark.anyio
+
+
+def _as_before(self: Chat, message: Message, usage: dict[str, int] | None = None) -> None:
+    """How a reply was recorded before it carried its requests: one event per request."""
+    message = self._with_unique_refs(message)
+    self._trigger(ev.ModelResponded, message=message, usage=usage)
+    for request in message.tool_requests:
+        self._trigger(ev.ToolRequested, ref=request.ref, name=request.name, input=request.input)
+
+
+@pytest.fixture
+def recorded_before(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    with monkeypatch.context() as patched:
+        patched.setattr(Chat, "record_model_reply", _as_before)
+        yield
+
+
+def _calls(app: Interlock, chat_id: UUID) -> list[dict[str, Any]]:
+    calls: list[ToolCall] = list(app.get_chat(chat_id).state.calls.values())
+    return [c.model_dump(mode="json", include={"ref", "name", "input", "status", "output",
+                                               "turn", "requested_by"}) for c in calls]
+
+
+async def test_both_forms_of_a_reply_give_the_same_calls_and_views(
+    app: Interlock, models: SqlReadModels, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as patched:
+        patched.setattr(Chat, "record_model_reply", _as_before)
+        old, _ = await banking_flows(app)
+    new, position = await banking_flows(app)
+    old_topics = {type(e).__name__ for c in old for e in app.chat_events(c)}
+    new_events = [e for c in new for e in app.chat_events(c)]
+    assert "ToolRequested" in old_topics  # the test holds both forms of a reply
+    assert not any(isinstance(e, ev.ToolRequested) for e in new_events)
+    assert any(isinstance(e, ev.ModelResponded) and e.requests for e in new_events)
+    for before, now in zip(old, new, strict=True):
+        assert _calls(app, before) == _calls(app, now)
+    models.wait(position)
+    chats = [*old, *new]
+    assert models.inbox(InboxFilter(), limit=100).items == expected_inbox(app, chats)
+    assert models.decisions(DecisionFilter(), limit=100).items == expected_decisions(app, chats)
+    assert {(r.tool, r.ref) for r in models.inbox(InboxFilter(), limit=100).items} == {
+        ("userApproval", c.ref) for chat in chats
+        for c in app.get_chat(chat).state.calls.values() if c.status == "interrupted"}
+    assert dumps(models) == rebuilt(app)  # applied live (kept events) and read back alike
+
+
+async def test_a_reply_records_its_calls_in_one_event_at_its_version(app: Interlock) -> None:
+    [chat_id, *_], _ = await banking_flows(app)
+    events = app.chat_events(chat_id)
+    replies = [e for e in events if isinstance(e, ev.ModelResponded) and e.requests]
+    state = app.get_chat(chat_id).state
+    for reply in replies:
+        for request in reply.requests or []:
+            call = state.calls[request.ref]
+            assert call.name == request.name and call.requested_at == reply.timestamp
+    expanded = list(ev.requested_calls(events))
+    assert len(expanded) == len(events) + sum(len(r.requests or []) for r in replies)
+    assert [(e.ref, e.originator_version) for e in expanded if isinstance(e, ev.ToolRequested)
+            ] == [(r.ref, reply.originator_version) for reply in replies
+                  for r in reply.requests or []]
+
+
+async def test_an_erased_chat_keeps_its_calls_without_their_inputs(store: str) -> None:
+    app = build_service(store, AGENTS)
+    keys = KeyStore.open(app)
+    app.protect_personal_data(keys)
+    try:
+        [chat_id, *_], _ = await banking_flows(app)
+        before = _calls(app, chat_id)
+        assert any(c["input"] for c in before)
+        keys.erase(chat_id)
+        app.chats.take(chat_id)  # the cached chat holds the plaintext: load it from the log
+        after = _calls(app, chat_id)
+        assert [(c["ref"], c["name"], c["status"]) for c in after] == [
+            (c["ref"], c["name"], c["status"]) for c in before]  # the refs stay in the clear
+        assert all(c["input"] is None for c in after)
+        tools = {row["tool"] for row in rebuilt_decisions(app) if row["chat_id"] == str(chat_id)}
+        assert tools == {"userApproval"}  # a rebuilt view still names the decided tool
+    finally:
+        app.close()
+
+
+def rebuilt_decisions(app: Interlock) -> list[dict[str, Any]]:
+    from interlock.projections import open_views
+    from interlock.projections.views.decisions import DecisionsView
+
+    fresh = open_views(app)
+    try:
+        runner = next(r for r in fresh.runners if isinstance(r.view, DecisionsView))
+        runner.rebuild()
+        return runner.view.dump()
+    finally:
+        fresh.close()
