@@ -112,7 +112,8 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         desc: bool = False, limit: int | None = None,
     ) -> Sequence[StoredEvent]:
         """The library's query, whose text it composes and psycopg renders on every call
-        (each load of a chat): here rendered once per shape."""
+        (each load of a chat): here rendered once per shape. Rows come in binary, so the
+        stored bytes are not unescaped from bytea's text form (what reading them cost most)."""
         shape = (gt is not None, lte is not None, desc, limit is not None)
         statement = self._select_events_sql.get(shape)
         if statement is None:
@@ -128,7 +129,7 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
             statement = self._select_events_sql[shape] = composed.as_bytes(None)
         params = [originator_id, *(v for v in (gt, lte, limit) if v is not None)]
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(statement, params, prepare=True)
+            curs.execute(statement, params, prepare=True, binary=True)
             return [StoredEvent(originator_id=row["originator_id"],
                                 originator_version=row["originator_version"],
                                 topic=row["topic"], state=bytes(row["state"]))
@@ -160,7 +161,7 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
             params.append(list(topics))
         params.append(limit)
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(statement, params, prepare=True)
+            curs.execute(statement, params, prepare=True, binary=True)
             return [Notification(id=row["notification_id"],
                                  originator_id=row["originator_id"],
                                  originator_version=row["originator_version"],
