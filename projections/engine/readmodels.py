@@ -141,10 +141,12 @@ class SqlReadModels:
         """One read of the log applied to the active views; those still active, and whether
         they committed together (one joint transaction)."""
         start, size = min(positions[r.name] for r in active), self.runners[0].batch_size
-        notes = self.app.recorder.select_notifications(
-            start, size, stop=head, topics=self._topics, inclusive_of_start=False)
-        upto = notes[-1].id if len(notes) == size else head
-        events = self._decoded(notes, upto)
+        events, upto = self._committed_here(start, head), head
+        if events is None:
+            notes = self.app.recorder.select_notifications(
+                start, size, stop=head, topics=self._topics, inclusive_of_start=False)
+            upto = notes[-1].id if len(notes) == size else head
+            events = self._decoded(notes, upto)
         if self._joint_step(active, positions, events, upto):
             if progress is not None:
                 for runner in active:
@@ -174,6 +176,25 @@ class SqlReadModels:
                 self._fresh.clear()
             for recording in recordings:
                 self._fresh[recording.notification.id] = recording.domain_event
+
+    def _committed_here(self, start: int, head: int) -> list[Noted] | None:
+        """The events in (start, head] when this process's commits handed over every one of
+        them (each notification id there kept, each still reading as committed); None: read
+        the log. A gap (another process's append, a lost id) or an erased chat reads it."""
+        if not 0 < head - start <= self.runners[0].batch_size:
+            return None
+        ids = range(start + 1, head + 1)
+        reads_as = getattr(self.app.mapper, "reads_as_committed", None)
+        with self._fresh_lock:
+            found = [self._fresh.get(nid) for nid in ids]
+            kept = [e for e in found if e is not None and reads_as is not None and reads_as(e)]
+            if len(kept) < len(found):
+                return None
+            for nid in [nid for nid in self._fresh if nid <= head]:
+                del self._fresh[nid]
+        topics = self._topics
+        return with_calls([(nid, e.TOPIC, e) for nid, e in zip(ids, kept, strict=True)
+                           if not topics or e.TOPIC in topics])
 
     def _decoded(self, notes: Sequence[Notification], upto: int) -> list[Noted]:
         """The notes' events: those a commit handed over as they are, the others decoded.

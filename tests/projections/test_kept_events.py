@@ -1,0 +1,86 @@
+"""A pass applies the events this process's commits handed over without reading the log, only
+when they are every event since the views' position: a gap (another process's append) or
+an erased chat sends it to the log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from interlock.domain import Interlock
+from interlock.projections import SqlReadModels, open_views
+from interlock.projections.views.chats import ChatFilter
+from tests.projections.conftest import dumps, rebuilt
+from tests.projections.flows import app_for, banking_flows
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def kept(app: Interlock) -> Iterator[SqlReadModels]:
+    """Views caught up by hand, handed each commit of `app` as the live runner hands them."""
+    views = open_views(app)
+    app.commit_listeners.append(views.committed)
+    yield views
+    app.commit_listeners.remove(views.committed)
+    views.close()
+
+
+def count_log_reads(app: Interlock, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    reads: list[int] = []
+    select = app.recorder.select_notifications
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        reads.append(1)
+        return select(*args, **kwargs)
+
+    monkeypatch.setattr(app.recorder, "select_notifications", counting)
+    return reads
+
+
+async def test_a_pass_over_this_process_s_commits_does_not_read_the_log(
+    app: Interlock, kept: SqlReadModels, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept.catch_up()
+    reads = count_log_reads(app, monkeypatch)
+    chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
+    await app.send(chat.id, "transfer $50 to savings", actor="alice")
+    kept.catch_up()
+    assert reads == []
+    assert [c.chat_id for c in kept.chats(ChatFilter(), 10).items] == [str(chat.id)]
+    assert dumps(kept) == rebuilt(app)
+
+
+async def test_another_process_s_append_between_ours_is_read_from_the_log(
+    app: Interlock, kept: SqlReadModels, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = app_for(store)  # a second process on the store: its commits are not handed over
+    try:
+        kept.catch_up()
+        reads = count_log_reads(app, monkeypatch)
+        mine = app.start_chat("bankingAgent", actor="alice", tenant="bank")
+        theirs = other.start_chat("bankingAgent", actor="bob", tenant="bank")
+        await app.send(mine.id, "transfer $50 to savings", actor="alice")
+        kept.catch_up()
+        assert reads  # the gap sent the pass to the log
+        listed = {c.chat_id for c in kept.chats(ChatFilter(), 10).items}
+        assert listed == {str(mine.id), str(theirs.id)}
+        assert dumps(kept) == rebuilt(app)
+    finally:
+        other.close()
+
+
+async def test_a_kept_event_of_a_chat_erased_before_the_pass_is_read_from_the_log(
+    app: Interlock, kept: SqlReadModels, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readable = {"yes": True}
+    monkeypatch.setattr(app.mapper, "reads_as_committed", lambda event: readable["yes"])
+    kept.catch_up()
+    reads = count_log_reads(app, monkeypatch)
+    await banking_flows(app)
+    readable["yes"] = False  # as once a chat's key is destroyed: the log reads otherwise now
+    kept.catch_up()
+    assert reads
+    assert dumps(kept) == rebuilt(app)
