@@ -15,6 +15,7 @@ import psycopg
 sys.path.insert(0, os.getcwd())
 from bench.bench_http import free_port, run_wire, wait_ready, wire_cycle
 from bench.common import scratch_schema
+from interlock.cli.main import main as cli
 
 CYCLES = int(os.environ.get("CYCLES", "50"))
 counts: collections.Counter[str] = collections.Counter()
@@ -69,7 +70,6 @@ def main() -> None:
             os._exit(0)
 
         threading.Thread(target=load, daemon=True).start()
-        from interlock.cli.main import main as cli
         sys.argv = ["interlock", "serve", "--port", str(port), "--store", store,
                     "--agents", "interlock.examples.banking:AGENTS"]
         cli()

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+
+from interlock.api.observability.logs import handler
 
 PG_URL = os.environ.get(
     "INTERLOCK_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/interlock_test"
@@ -68,3 +74,31 @@ def any_store(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+class Lines:
+    """JSON log lines written while the fixture is active."""
+
+    def __init__(self, stream: io.StringIO) -> None:
+        self.stream = stream
+
+    def all(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.stream.getvalue().splitlines()]
+
+    def of(self, logger: str) -> list[dict[str, Any]]:
+        return [line for line in self.all() if line["logger"] == logger]
+
+
+@pytest.fixture
+def json_logs() -> Iterator[Lines]:
+    stream = io.StringIO()
+    out = handler("json", stream)
+    logger = logging.getLogger("interlock")
+    level = logger.level
+    logger.addHandler(out)
+    logger.setLevel(logging.INFO)
+    try:
+        yield Lines(stream)
+    finally:
+        logger.removeHandler(out)
+        logger.setLevel(level)

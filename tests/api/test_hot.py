@@ -4,9 +4,7 @@ plain, each answer byte for byte what FastAPI's route gives, anything unusual le
 from __future__ import annotations
 
 import asyncio
-import io
 import json
-import logging
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -20,12 +18,12 @@ from starlette.types import Receive, Scope, Send
 from interlock.api import hot
 from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig
-from interlock.api.observability.logs import handler
 from interlock.api.routers import chats
 from interlock.bootstrap import build_service
 from interlock.projections import open_read_models
 from tests.api.agents import AGENTS
 from tests.api.conftest import KEYS
+from tests.conftest import Lines
 
 DANA = {"Authorization": "Bearer key-dana"}
 TRANSFER = "Transfer $500 to savings."
@@ -195,22 +193,13 @@ def test_refusals_on_the_hot_path_name_the_problem(http: TestClient, passed: Pas
     assert "requester" in bob.json()["error"]["message"]
 
 
-def test_hot_answers_are_logged_and_counted_under_their_route(http: TestClient) -> None:
-    stream = io.StringIO()
-    out = handler("json", stream)
-    logger = logging.getLogger("interlock")
-    level = logger.level
-    logger.addHandler(out)
-    logger.setLevel(logging.INFO)
-    try:
-        chat = http.post("/v1/chats", json={"agent": "bankingAgent"},
-                         headers={**DANA, "X-Request-ID": "req-1"}).json()["id"]
-        http.post(f"/v1/chats/{chat}/messages", json={"text": TRANSFER}, headers=DANA)
-    finally:
-        logger.removeHandler(out)
-        logger.setLevel(level)
-    lines = [json.loads(x) for x in stream.getvalue().splitlines()]
-    access = [x for x in lines if x["logger"] == "interlock.access"]
+def test_hot_answers_are_logged_and_counted_under_their_route(
+    http: TestClient, json_logs: Lines
+) -> None:
+    chat = http.post("/v1/chats", json={"agent": "bankingAgent"},
+                     headers={**DANA, "X-Request-ID": "req-1"}).json()["id"]
+    http.post(f"/v1/chats/{chat}/messages", json={"text": TRANSFER}, headers=DANA)
+    access = json_logs.of("interlock.access")
     assert [(x["route"], x["status"], x["principal"]) for x in access] == [
         ("/v1/chats", 201, "dana"), ("/v1/chats/{chat_id}/messages", 200, "dana")]
     assert access[0]["request_id"] == "req-1" and access[1]["chat_id"] == chat

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import json
-import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +10,6 @@ from fastapi.testclient import TestClient
 
 from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig
-from interlock.api.observability.logs import handler
 from interlock.bootstrap import build_service
 from interlock.domain import Interlock
 from interlock.projections import open_read_models
@@ -45,34 +41,6 @@ def http(service: Interlock, views: ReadModels) -> Iterator[TestClient]:
     app = make_app(service, views, AuthConfig.from_mapping(KEYS))
     with TestClient(app) as client:
         yield client
-
-
-class Lines:
-    """JSON log lines written while the fixture is active."""
-
-    def __init__(self, stream: io.StringIO) -> None:
-        self.stream = stream
-
-    def all(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.stream.getvalue().splitlines()]
-
-    def of(self, logger: str) -> list[dict[str, Any]]:
-        return [line for line in self.all() if line["logger"] == logger]
-
-
-@pytest.fixture
-def json_logs() -> Iterator[Lines]:
-    stream = io.StringIO()
-    out = handler("json", stream)
-    logger = logging.getLogger("interlock")
-    level = logger.level
-    logger.addHandler(out)
-    logger.setLevel(logging.INFO)
-    try:
-        yield Lines(stream)
-    finally:
-        logger.removeHandler(out)
-        logger.setLevel(level)
 
 
 def hold_payment(http: TestClient, agent: str) -> tuple[str, dict[str, Any]]:

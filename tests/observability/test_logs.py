@@ -5,13 +5,16 @@ from __future__ import annotations
 import logging
 
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 
 from interlock.api.observability.context import current
+from interlock.api.observability.logs import configure_logging
 from interlock.cli.main import build_parser
 from interlock.domain.errors import ConfigurationError
 from interlock.settings import load_settings
-from tests.observability.conftest import Lines, auth
+from tests.conftest import Lines
+from tests.observability.conftest import auth
 
 
 def test_a_sane_request_id_is_kept_and_logged_with_the_caller(
@@ -100,10 +103,6 @@ def test_a_served_request_has_one_access_line_not_uvicorns_too() -> None:
     """`serve` turns uvicorn's access line off; the app factory configures logging again
     after uvicorn's config did, and must not turn it back on (it repeated `interlock.access`,
     a second line a request)."""
-    import uvicorn
-
-    from interlock.api.observability.logs import configure_logging
-
     root, uv = logging.getLogger(), logging.getLogger("uvicorn.access")
     saved = (list(root.handlers), root.level, uv.propagate, list(uv.handlers),
              logging._srcfile, logging.logThreads, logging.logProcesses,

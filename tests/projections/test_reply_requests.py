@@ -16,8 +16,9 @@ from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.messages import Message
 from interlock.domain.chat.state import ToolCall
 from interlock.examples.banking import AGENTS
-from interlock.projections import SqlReadModels
+from interlock.projections import SqlReadModels, open_views
 from interlock.projections.engine.interface import DecisionFilter, InboxFilter
+from interlock.projections.views.decisions import DecisionsView
 from interlock.stores.erasure_keys import KeyStore
 from tests.projections.conftest import dumps, rebuilt
 from tests.projections.flows import banking_flows, expected_decisions, expected_inbox
@@ -107,9 +108,6 @@ async def test_an_erased_chat_keeps_its_calls_without_their_inputs(store: str) -
 
 
 def rebuilt_decisions(app: Interlock) -> list[dict[str, Any]]:
-    from interlock.projections import open_views
-    from interlock.projections.views.decisions import DecisionsView
-
     fresh = open_views(app)
     try:
         runner = next(r for r in fresh.runners if isinstance(r.view, DecisionsView))
