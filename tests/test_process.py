@@ -30,12 +30,15 @@ def test_tuning_freezes_what_is_loaded_and_collects_less_often() -> None:
     assert gc.get_freeze_count() > 1000  # modules, classes, validators: out of the collector's way
 
 
-def test_a_second_tuning_freezes_nothing_more() -> None:
+def test_a_second_tuning_freezes_nothing_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Counted by calls, not by gc.get_freeze_count(): that count also falls whenever another
+    # thread (a server left by an earlier test) frees an object that was frozen.
+    freezes: list[None] = []
+    real_freeze = gc.freeze
+    monkeypatch.setattr(gc, "freeze", lambda: (freezes.append(None), real_freeze())[1])
     tune_gc(5000)
-    frozen = gc.get_freeze_count()
-    pinned = [object() for _ in range(10)]  # what a later app would build
     tune_gc(6000)
-    assert gc.get_freeze_count() == frozen and gc.get_threshold()[0] == 6000 and pinned
+    assert len(freezes) == 1 and gc.get_threshold()[0] == 6000
 
 
 def test_zero_leaves_pythons_defaults() -> None:
