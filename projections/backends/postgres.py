@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import math
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import PersistenceError
@@ -78,6 +81,7 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         }
         self._names["tracking"] = sql.Identifier(schema, self.tracking_table_name)
         self._composed: dict[str, bytes] = {}
+        self._texts: dict[str, str] = {}
         self._local = _InBatch()
         self.sql_create_statements.extend(
             sql.SQL(t).format(**self._names, **_TYPES) for t in self.ddl)
@@ -89,6 +93,13 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             query = sql.SQL(template).format(**self._names, **_TYPES).as_bytes(None)
             self._composed[template] = query
         return query
+
+    def _text(self, template: str) -> str:
+        """The statement as text, its `%(name)s` placeholders left for `_literals`."""
+        text = self._texts.get(template)
+        if text is None:
+            text = self._texts[template] = self._q(template).decode()
+        return text
 
     def setup(self) -> None:
         with schema_lock(self.datastore):
@@ -126,14 +137,14 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             found = self._locked_position(curs)
             if found != start:
                 raise PositionConflictError(self.view_name, start, found)
-            self._local.cursor = curs
+            self._local.cursor, self._local.script = curs, []
             try:
-                with curs.connection.pipeline():
-                    yield
-                # Outside the pipeline: its result must be read, not the last queued one's.
+                yield
+                if self._local.script:
+                    curs.execute(";\n".join(self._local.script).encode())
                 self._advance(curs, start, upto)
             finally:
-                self._local.cursor = None
+                self._local.cursor, self._local.script = None, None
 
     def _locked_position(self, curs: Cursor[DictRow]) -> int:
         row = curs.execute(self._q(_LOCK), {"app": self.application_name}).fetchone()
@@ -151,15 +162,12 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             return None
         return _joint(self.datastore, stores)  # type: ignore[arg-type]
 
-    def advance_part(self, i: int, start: int, upto: int,
-                     params: dict[str, Any]) -> bytes:
+    def advance_part(self, i: int, start: int, upto: int) -> str:
         """The compare-and-set of the position as the `i`th part (`a{i}`) of the joint
-        batch's one statement (see `_Joint.advance`); its parameters go into `params`."""
-        params.update({f"app{i}": self.application_name, f"start{i}": start,
-                       f"upto{i}": upto})
-        template = (_ADVANCE_FROM if start else _ADVANCE).replace("%(app)s", f"%(app{i})s") \
-            .replace("%(start)s", f"%(start{i})s").replace("%(upto)s", f"%(upto{i})s")
-        return b"a%d AS (%s)" % (i, self._q(template))
+        batch's one statement (see `_Joint.advance`)."""
+        text = self._text(_ADVANCE_FROM if start else _ADVANCE) % _literals(
+            {"app": self.application_name, "start": start, "upto": upto})
+        return f"a{i} AS ({text})"
 
     def drop(self) -> None:
         with self.datastore.transaction(commit=True) as curs:
@@ -179,15 +187,15 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
                 curs.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._names[name]))
 
     def run(self, template: str, params: Mapping[str, Any]) -> None:
-        curs = self._local.cursor
-        assert curs is not None, "writes happen inside batch()"
-        curs.execute(self._q(template), _storable(params))
+        script = self._local.script
+        assert script is not None, "writes happen inside batch()"
+        script.append(self._text(template) % _literals(params))
 
     def run_many(self, template: str, params: Sequence[Mapping[str, Any]]) -> None:
-        curs = self._local.cursor
-        assert curs is not None, "writes happen inside batch()"
-        if params:
-            curs.executemany(self._q(template), [_storable(p) for p in params])
+        script = self._local.script
+        assert script is not None, "writes happen inside batch()"
+        text = self._text(template)
+        script.extend(text % _literals(p) for p in params)
 
     def fetch(self, template: str, params: Mapping[str, Any]) -> list[Row]:
         for name, value in params.items():
@@ -213,51 +221,56 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
 class _InBatch(threading.local):
     """The batch this thread is writing in: the views' thread and a request or the webhook
     deliverer may each be inside a batch of the same view at once, in transactions of their
-    own; sharing one cursor slot, one would write into (or close) the other's."""
+    own; sharing one slot, one would write into (or send) the other's rows."""
 
     cursor: Cursor[DictRow] | None = None
+    script: list[str] | None = None  # the batch's statements, sent as one when it ends
     joint: _Joint | None = None
 
 
 class _Joint:
-    """The views' batches of one pass in one pipelined transaction: one commit for all.
+    """The views' batches of one pass in one transaction and one round trip.
 
-    Each view's rows and position compare-and-set are queued; the positions are checked
-    once the pipeline has synced, and any that moved rolls the whole transaction back.
+    Each view's rows are rendered into one script, sent when the pass ends after the
+    positions' compare-and-set; any position that moved rolls the whole transaction back.
     """
 
     def __init__(self, curs: Cursor[DictRow]) -> None:
         self.curs = curs
         self.moves: list[tuple[PostgresViewStore, int, int]] = []
-        self.result: Cursor[DictRow] | None = None
+        self.script: list[str] = []
+        self.row: DictRow | None = None
 
     @contextmanager
     def batch(self, store: PostgresViewStore, start: int, upto: int) -> Iterator[None]:
-        store._local.cursor = self.curs
+        store._local.cursor, store._local.script = self.curs, self.script
+        mark = len(self.script)
         try:
             yield
             self.moves.append((store, start, upto))
+        except BaseException:
+            del self.script[mark:]  # the runner goes on without this view's rows
+            raise
         finally:
-            store._local.cursor = None
+            store._local.cursor, store._local.script = None, None
 
     def advance(self) -> None:
-        """Queue every view's compare-and-set, and the transaction's commit setting, as one
-        statement (one statement per view cost a tenth of a pass): each part is a
-        data-modifying WITH query, run once whatever the outer SELECT reads of it, and the
-        outer SELECT counts the rows each one moved."""
-        params: dict[str, Any] = {}
-        parts = [store.advance_part(i, start, upto, params)
+        """Send every view's compare-and-set, the transaction's commit setting and then
+        every row as one script (one statement per row cost most of a pass in psycopg's
+        per-statement work and the pipeline's round trips; one statement per view a tenth).
+        The first statement's parts are data-modifying WITH queries, run once whatever the
+        outer SELECT reads of them, and the outer SELECT counts the rows each one moved."""
+        parts = [store.advance_part(i, start, upto)
                  for i, (store, start, upto) in enumerate(self.moves)]
-        counts = b"".join(b", (SELECT count(*) FROM a%d) AS n%d" % (i, i)
-                          for i in range(len(parts)))
-        query = (b"WITH " + b", ".join(parts) + b" " if parts else b"") + \
-            b"SELECT set_config('synchronous_commit', 'off', true) AS sc" + counts
-        self.result = self.curs.connection.cursor()
-        self.result.execute(query, params)
+        counts = "".join(f", (SELECT count(*) FROM a{i}) AS n{i}" for i in range(len(parts)))
+        query = ("WITH " + ", ".join(parts) + " " if parts else "") + \
+            "SELECT set_config('synchronous_commit', 'off', true) AS sc" + counts
+        # the first result is the compare-and-set's: psycopg leaves the cursor on it
+        self.curs.execute(";\n".join([query, *self.script]).encode())
+        self.row = self.curs.fetchone()
 
     def check(self) -> None:
-        assert self.result is not None, "advance first"
-        row = self.result.fetchone()
+        row = self.row
         for i, (store, start, _) in enumerate(self.moves):
             if row is None or row[f"n{i}"] != 1:
                 raise PositionConflictError(store.view_name, start, None)
@@ -271,9 +284,8 @@ def _joint(datastore: PostgresDatastore, stores: list[PostgresViewStore]) -> Ite
             for store in stores:
                 store._local.joint = joint
             try:
-                with curs.connection.pipeline():
-                    yield
-                    joint.advance()
+                yield
+                joint.advance()
             finally:
                 for store in stores:
                     store._local.joint = None
@@ -282,14 +294,43 @@ def _joint(datastore: PostgresDatastore, stores: list[PostgresViewStore]) -> Ite
         raise JointBatchError(str(exc)) from exc
 
 
-def _storable(params: Mapping[str, Any]) -> Mapping[str, Any]:
-    """PostgreSQL text cannot hold NUL; a model may still send one (shown as U+FFFD)."""
-    for value in params.values():  # a loop, not any(genexpr): this runs for every row
-        if isinstance(value, str) and "\x00" in value:
-            break
-    else:
-        return params
-    return {k: v.replace("\x00", "\ufffd") if isinstance(v, str) else v for k, v in params.items()}
+def _literals(params: Mapping[str, Any]) -> dict[str, str]:
+    """Each value as an SQL literal, for a statement of a batch's script."""
+    return {name: _literal(value) for name, value in params.items()}
+
+
+def _literal(value: Any) -> str:
+    """`value` as an SQL literal, typed as psycopg would bind it. The common types are
+    rendered here (psycopg's adapters cost more than the statement); others by psycopg."""
+    kind = type(value)
+    if kind is str:
+        return _quoted(value)
+    if value is None:
+        return "NULL"
+    if kind is int:
+        return f" {value:d}"  # the space: never `--` after a minus sign in the template
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is UUID:
+        return f"'{value}'::uuid"
+    if kind is datetime and value.tzinfo is not None:
+        return f"'{value.isoformat()}'::timestamptz"
+    if kind is Json:
+        return _quoted((value.dumps or json.dumps)(value.obj)) + "::json"
+    if kind is float and math.isfinite(value):
+        return f"{value!r}::float8"
+    return sql.Literal(value).as_string(None)
+
+
+def _quoted(text: str) -> str:
+    """A string literal, whatever `standard_conforming_strings` says: quotes doubled, and
+    backslashes doubled in an escape string. PostgreSQL text cannot hold NUL; a model may
+    still send one (shown as U+FFFD)."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    if "\\" in text:
+        return " E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
+    return "'" + text.replace("'", "''") + "'"
 
 
 def postgres_views(
