@@ -86,11 +86,12 @@ class Chat:
     def seal(self, sign: Signer) -> None:
         """Chain each pending event to the one before it (tamper evidence)."""
         tip = self.state.chain_tip
-        sealed = []
         for event in self.pending_events:
             tip = sign(tip, event)
-            sealed.append(event.model_copy(update={"chain": tip}))
-        self.pending_events = sealed
+            # In place, as model_copy(update=) would set it: a pending event is this
+            # aggregate's own until committed (a copy per event cost a tenth of sealing).
+            event.__dict__["chain"] = tip
+            event.__pydantic_fields_set__.add("chain")
         self.state.chain_tip = tip
 
     # -- commands -------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from datetime import datetime
 from typing import Any
@@ -296,29 +296,14 @@ def _joint(datastore: PostgresDatastore, stores: list[PostgresViewStore]) -> Ite
 
 def _literals(params: Mapping[str, Any]) -> dict[str, str]:
     """Each value as an SQL literal, for a statement of a batch's script."""
-    return {name: _literal(value) for name, value in params.items()}
+    return {name: _RENDER.get(type(value), _literal)(value) for name, value in params.items()}
 
 
 def _literal(value: Any) -> str:
-    """`value` as an SQL literal, typed as psycopg would bind it. The common types are
-    rendered here (psycopg's adapters cost more than the statement); others by psycopg."""
-    kind = type(value)
-    if kind is str:
-        return _quoted(value)
+    """`value` as an SQL literal, typed as psycopg would bind it: what `_RENDER` has no
+    renderer for (a naive or non-finite value, a subclass) psycopg renders."""
     if value is None:
         return "NULL"
-    if kind is int:
-        return f" {value:d}"  # the space: never `--` after a minus sign in the template
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is UUID:
-        return f"'{value}'::uuid"
-    if kind is datetime and value.tzinfo is not None:
-        return f"'{value.isoformat()}'::timestamptz"
-    if kind is Json:
-        return _quoted((value.dumps or json.dumps)(value.obj)) + "::json"
-    if kind is float and math.isfinite(value):
-        return f"{value!r}::float8"
     return sql.Literal(value).as_string(None)
 
 
@@ -331,6 +316,26 @@ def _quoted(text: str) -> str:
     if "\\" in text:
         return " E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
     return "'" + text.replace("'", "''") + "'"
+
+
+def _timestamp(value: datetime) -> str:
+    return f"'{value.isoformat()}'::timestamptz" if value.tzinfo is not None else _literal(value)
+
+
+def _float(value: float) -> str:
+    return f"{value!r}::float8" if math.isfinite(value) else _literal(value)
+
+
+# The common types, rendered here (psycopg's adapters cost more than the statement).
+_RENDER: dict[type, Callable[[Any], str]] = {
+    str: _quoted,
+    int: lambda value: f" {value:d}",  # the space: never `--` after a minus sign
+    bool: lambda value: "true" if value else "false",
+    UUID: lambda value: f"'{value}'::uuid",
+    datetime: _timestamp,
+    Json: lambda value: _quoted((value.dumps or json.dumps)(value.obj)) + "::json",
+    float: _float,
+}
 
 
 def postgres_views(
