@@ -14,12 +14,22 @@ from interlock.domain import Interlock, RespondEntry
 from interlock.domain.errors import InvalidRequestError
 from interlock.projections import open_read_models, open_views
 from interlock.projections.engine.interface import DecisionFilter, InboxFilter
+from interlock.projections.backends import postgres as postgres_backend
 from interlock.projections.backends.postgres import _literals
 from tests.conftest import PG_URL
 from tests.kit import call, make_app, run, say
 
 
-def test_nul_characters_from_a_model_do_not_stop_the_views(store: str) -> None:
+@pytest.fixture(params=["script", "pipeline"])
+def sent_as(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """On PostgreSQL a small batch goes as one script of statements with literals, a large
+    one prepared in a pipeline: each way is tried (a limit of 0 sends every batch the second)."""
+    if request.param == "pipeline":
+        monkeypatch.setattr(postgres_backend, "SCRIPT_ROWS", 0)
+    return str(request.param)
+
+
+def test_nul_characters_from_a_model_do_not_stop_the_views(store: str, sent_as: str) -> None:
     app: Interlock
     app, _, _ = make_app(store, [call(("approve", {"action": "a\x00b"}, "r\x00f")), say("ok")])
     read = open_read_models(app)
@@ -81,7 +91,7 @@ def test_lag_counts_what_the_views_have_not_seen(store: str) -> None:
 HOSTILE = "it's \\ \"x\" '); DROP TABLE interlock_inbox; -- \\' ü 😀"
 
 
-def test_quotes_and_backslashes_reach_the_views_as_written(store: str) -> None:
+def test_quotes_and_backslashes_reach_the_views_as_written(store: str, sent_as: str) -> None:
     """The PostgreSQL views send their rows as statements with literals: whatever a model
     or an approver writes arrives as written, never as SQL."""
     app, _, _ = make_app(store, [call(("approve", {"action": HOSTILE}, None)), say(HOSTILE)])
