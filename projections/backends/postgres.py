@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
+import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from datetime import datetime
 from typing import Any
@@ -19,7 +20,10 @@ from eventsourcing.postgres import (
     PostgresDatastore,
     PostgresTrackingRecorder,
 )
-from psycopg import Cursor, sql
+from psycopg import Cursor, pq, sql
+from psycopg.adapt import PyFormat, Transformer
+from psycopg.generators import pipeline_communicate
+from psycopg.postgres import types as postgres_types
 from psycopg.rows import DictRow
 from psycopg.types.json import Json
 
@@ -82,7 +86,7 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         }
         self._names["tracking"] = sql.Identifier(schema, self.tracking_table_name)
         self._composed: dict[str, bytes] = {}
-        self._texts: dict[str, str] = {}
+        self._bounds: dict[str, tuple[bytes, list[str]]] = {}
         self._local = _InBatch()
         self.sql_create_statements.extend(
             sql.SQL(t).format(**self._names, **_TYPES) for t in self.ddl)
@@ -95,12 +99,23 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             self._composed[template] = query
         return query
 
-    def _text(self, template: str) -> str:
-        """The statement as text, its `%(name)s` placeholders left for `_literals`."""
-        text = self._texts.get(template)
-        if text is None:
-            text = self._texts[template] = self._q(template).decode()
-        return text
+    def _bound(self, template: str) -> tuple[bytes, list[str]]:
+        """The statement with `$n` placeholders, and the parameter each stands for."""
+        bound = self._bounds.get(template)
+        if bound is None:
+            names: list[str] = []
+
+            def number(match: re.Match[bytes]) -> bytes:
+                if match[1] is None:
+                    return b"%"
+                name = match[1].decode()
+                if name not in names:
+                    names.append(name)
+                return b"$%d" % (names.index(name) + 1)
+
+            bound = self._bounds[template] = (_PLACEHOLDER.sub(number, self._q(template)),
+                                              names)
+        return bound
 
     def setup(self) -> None:
         with schema_lock(self.datastore):
@@ -141,7 +156,7 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             self._local.cursor, self._local.rows = curs, []
             try:
                 yield
-                _send(curs, None, self._local.rows)
+                _send(curs, None, {}, self._local.rows)
                 self._advance(curs, start, upto)
             finally:
                 self._local.cursor, self._local.rows = None, None
@@ -162,12 +177,15 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             return None
         return _joint(self.datastore, stores)  # type: ignore[arg-type]
 
-    def advance_part(self, i: int, start: int, upto: int) -> str:
+    def advance_part(self, i: int, start: int, upto: int,
+                     params: dict[str, Any]) -> bytes:
         """The compare-and-set of the position as the `i`th part (`a{i}`) of the joint
-        batch's one statement (see `_Joint.advance`)."""
-        text = self._text(_ADVANCE_FROM if start else _ADVANCE) % _literals(
-            {"app": self.application_name, "start": start, "upto": upto})
-        return f"a{i} AS ({text})"
+        batch's one statement (see `_Joint.advance`); its parameters go into `params`."""
+        params.update({f"app{i}": self.application_name, f"start{i}": start,
+                       f"upto{i}": upto})
+        template = (_ADVANCE_FROM if start else _ADVANCE).replace("%(app)s", f"%(app{i})s") \
+            .replace("%(start)s", f"%(start{i})s").replace("%(upto)s", f"%(upto{i})s")
+        return b"a%d AS (%s)" % (i, self._q(template))
 
     def drop(self) -> None:
         with self.datastore.transaction(commit=True) as curs:
@@ -228,10 +246,10 @@ class _InBatch(threading.local):
 
 
 class _Joint:
-    """The views' batches of one pass in one transaction and one round trip.
+    """The views' batches of one pass in one transaction: one commit for all.
 
-    Each view's rows are queued, and sent when the pass ends after the
-    positions' compare-and-set; any position that moved rolls the whole transaction back.
+    Each view's rows are queued, and sent when the pass ends after the positions'
+    compare-and-set (`_send`); any position that moved rolls the whole transaction back.
     """
 
     def __init__(self, curs: Cursor[DictRow]) -> None:
@@ -258,12 +276,14 @@ class _Joint:
         statement (one statement per view cost a tenth of a pass), then every row (`_send`).
         Its parts are data-modifying WITH queries, run once whatever the outer SELECT
         reads of them, and the outer SELECT counts the rows each one moved."""
-        parts = [store.advance_part(i, start, upto)
+        params: dict[str, Any] = {}
+        parts = [store.advance_part(i, start, upto, params)
                  for i, (store, start, upto) in enumerate(self.moves)]
-        counts = "".join(f", (SELECT count(*) FROM a{i}) AS n{i}" for i in range(len(parts)))
-        query = ("WITH " + ", ".join(parts) + " " if parts else "") + \
-            "SELECT set_config('synchronous_commit', 'off', true) AS sc" + counts
-        self.row = _send(self.curs, query, self.rows)
+        counts = b"".join(b", (SELECT count(*) FROM a%d) AS n%d" % (i, i)
+                          for i in range(len(parts)))
+        query = (b"WITH " + b", ".join(parts) + b" " if parts else b"") + \
+            b"SELECT set_config('synchronous_commit', 'off', true) AS sc" + counts
+        self.row = _send(self.curs, query, params, self.rows)
 
     def check(self) -> None:
         row = self.row
@@ -291,30 +311,107 @@ def _joint(datastore: PostgresDatastore, stores: list[PostgresViewStore]) -> Ite
 
 
 _Row = tuple[PostgresViewStore, str, Mapping[str, Any]]
-# A batch of up to this many rows goes as one script of statements with literals: one
-# round trip, and a quarter of psycopg's work per statement (25 rows: client CPU 0.28 ms
-# against 0.70 prepared in a pipeline, PostgreSQL's 0.30 against 0.43). A larger one (a
-# catch-up, a rebuild) goes prepared in a pipeline: planning each of thousands of
-# statements again cost PostgreSQL more than psycopg saves (the reviews view's catch-up
-# 9,500 events/s against 18,100).
-SCRIPT_ROWS = 200
+# A batch of up to this many rows is sent straight through libpq's pipeline, its values
+# encoded here: psycopg's executemany in a pipeline waits on the socket and adapts each
+# value in Python for every row, most of what a served pass cost (2.1 M instructions of a
+# cycle's 4.75 M). A larger one (a catch-up, a rebuild) goes prepared through psycopg:
+# planning thousands of statements again would cost PostgreSQL more than that saves.
+# The values are parameters either way, never statement text: a failing statement is
+# logged by PostgreSQL without them (no personal data in the server's log).
+DIRECT_ROWS = 200
+_PLACEHOLDER = re.compile(rb"%\((\w+)\)s|%%")
 
 
-def _send(curs: Cursor[DictRow], first: str | None, rows: list[_Row]) -> DictRow | None:
-    """`first` (a statement with its literals in it, or None), then the rows, in order, in
-    the cursor's transaction; `first`'s row."""
-    if len(rows) <= SCRIPT_ROWS:
-        script = [store._text(template) % _literals(params) for store, template, params in rows]
-        if first is None and not script:
-            return None
-        # the first result is the first statement's: psycopg leaves the cursor on it
-        curs.execute(";\n".join(script if first is None else [first, *script]).encode())
-        return curs.fetchone() if first is not None else None
-    found = curs.execute(first.encode()).fetchone() if first is not None else None
+def _send(curs: Cursor[DictRow], first: bytes | None, params: Mapping[str, Any],
+          rows: list[_Row]) -> DictRow | None:
+    """The statement `first` (with `params`; None: none), then the rows in order, in the
+    cursor's transaction; `first`'s row."""
+    found = curs.execute(first, params).fetchone() if first is not None else None
+    if not rows:
+        return found
+    if len(rows) <= DIRECT_ROWS:
+        _pipelined(curs.connection, rows)
+        return found
     with curs.connection.pipeline():
         for (store, template), same in itertools.groupby(rows, key=lambda r: r[:2]):
             curs.executemany(store._q(template), [_storable(params) for _, _, params in same])
     return found
+
+
+def _pipelined(conn: psycopg.Connection[Any], rows: list[_Row]) -> None:
+    """Every row as a statement with text parameters, queued in libpq's pipeline at once
+    and synced once; the first failure raises (the transaction is then aborted)."""
+    pg, encoding = conn.pgconn, conn.info.encoding
+    pg.enter_pipeline_mode()
+    try:
+        for store, template, params in rows:
+            query, names = store._bound(template)
+            values, types = _encoded([params[name] for name in names], encoding, conn)
+            pg.send_query_params(query, values, param_types=types)
+        results = conn.wait(_synced(pg))
+    finally:
+        if pg.pipeline_status:
+            pg.exit_pipeline_mode()
+    for result in results:
+        if result.status == pq.ExecStatus.FATAL_ERROR:
+            raise psycopg.errors.error_from_result(result, encoding=encoding)
+
+
+def _synced(pg: Any) -> Generator[Any, Any, list[Any]]:
+    """Flush what is queued and read every result up to the pipeline's sync."""
+    commands: deque[Callable[[], None]] = deque([pg.pipeline_sync])
+    results: list[Any] = []
+    while True:
+        for group in (yield from pipeline_communicate(pg, commands)):
+            if group[0].status == pq.ExecStatus.PIPELINE_SYNC:
+                return results
+            results.extend(group)
+
+
+def _encoded(values: list[Any], encoding: str,
+             conn: psycopg.Connection[Any]) -> tuple[list[bytes | None], list[int]]:
+    """Each value in PostgreSQL's text format, typed as psycopg binds it."""
+    out: list[bytes | None] = []
+    types: list[int] = []
+    for value in values:
+        kind = type(value)
+        if kind is str:
+            if "\x00" in value:  # PostgreSQL text cannot hold NUL (shown as U+FFFD)
+                value = value.replace("\x00", "\ufffd")
+            out.append(value.encode(encoding))
+            types.append(0)  # unknown, as psycopg sends a str: the statement types it
+        elif value is None:
+            out.append(None)
+            types.append(0)
+        elif kind is int:
+            out.append(b"%d" % value)
+            types.append(_INT2 if -32768 <= value <= 32767 else _INT4
+                         if -2**31 <= value < 2**31 else _INT8
+                         if -2**63 <= value < 2**63 else _NUMERIC)
+        elif kind is UUID:
+            out.append(str(value).encode())
+            types.append(_UUID)
+        elif kind is datetime and value.tzinfo is not None:
+            out.append(value.isoformat().encode())
+            types.append(_TIMESTAMPTZ)
+        elif kind is Json:
+            out.append((value.dumps or json.dumps)(value.obj).encode(encoding))
+            types.append(_JSON)
+        elif kind is bool:
+            out.append(b"t" if value else b"f")
+            types.append(_BOOL)
+        else:  # what psycopg's own text dumper gives
+            dumper = Transformer(conn).get_dumper(value, PyFormat.TEXT)
+            dumped = dumper.dump(_storable({"v": value})["v"])
+            out.append(None if dumped is None else bytes(dumped))
+            types.append(dumper.oid)
+    return out, types
+
+
+_INT2, _INT4, _INT8, _NUMERIC = (postgres_types.get_oid(n)
+                                 for n in ("int2", "int4", "int8", "numeric"))
+_UUID, _TIMESTAMPTZ, _JSON, _BOOL = (postgres_types.get_oid(n)
+                                     for n in ("uuid", "timestamptz", "json", "bool"))
 
 
 def _storable(params: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -325,50 +422,6 @@ def _storable(params: Mapping[str, Any]) -> Mapping[str, Any]:
     else:
         return params
     return {k: v.replace("\x00", "\ufffd") if isinstance(v, str) else v for k, v in params.items()}
-
-
-def _literals(params: Mapping[str, Any]) -> dict[str, str]:
-    """Each value as an SQL literal, for a statement of a batch's script."""
-    return {name: _RENDER.get(type(value), _literal)(value) for name, value in params.items()}
-
-
-def _literal(value: Any) -> str:
-    """`value` as an SQL literal, typed as psycopg would bind it: what `_RENDER` has no
-    renderer for (a naive or non-finite value, a subclass) psycopg renders."""
-    if value is None:
-        return "NULL"
-    return sql.Literal(value).as_string(None)
-
-
-def _quoted(text: str) -> str:
-    """A string literal, whatever `standard_conforming_strings` says: quotes doubled, and
-    backslashes doubled in an escape string. PostgreSQL text cannot hold NUL; a model may
-    still send one (shown as U+FFFD)."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\ufffd")
-    if "\\" in text:
-        return " E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _timestamp(value: datetime) -> str:
-    return f"'{value.isoformat()}'::timestamptz" if value.tzinfo is not None else _literal(value)
-
-
-def _float(value: float) -> str:
-    return f"{value!r}::float8" if math.isfinite(value) else _literal(value)
-
-
-# The common types, rendered here (psycopg's adapters cost more than the statement).
-_RENDER: dict[type, Callable[[Any], str]] = {
-    str: _quoted,
-    int: lambda value: f" {value:d}",  # the space: never `--` after a minus sign
-    bool: lambda value: "true" if value else "false",
-    UUID: lambda value: f"'{value}'::uuid",
-    datetime: _timestamp,
-    Json: lambda value: _quoted((value.dumps or json.dumps)(value.obj)) + "::json",
-    float: _float,
-}
 
 
 def postgres_views(

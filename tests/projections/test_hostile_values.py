@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from decimal import Decimal
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -13,19 +14,19 @@ from psycopg.types.json import Json
 from interlock.domain import Interlock, RespondEntry
 from interlock.domain.errors import InvalidRequestError
 from interlock.projections import open_read_models, open_views
-from interlock.projections.engine.interface import DecisionFilter, InboxFilter
 from interlock.projections.backends import postgres as postgres_backend
-from interlock.projections.backends.postgres import _literals
+from interlock.projections.engine.interface import DecisionFilter, InboxFilter
 from tests.conftest import PG_URL
 from tests.kit import call, make_app, run, say
 
 
-@pytest.fixture(params=["script", "pipeline"])
+@pytest.fixture(params=["direct", "psycopg"])
 def sent_as(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """On PostgreSQL a small batch goes as one script of statements with literals, a large
-    one prepared in a pipeline: each way is tried (a limit of 0 sends every batch the second)."""
-    if request.param == "pipeline":
-        monkeypatch.setattr(postgres_backend, "SCRIPT_ROWS", 0)
+    """On PostgreSQL a small batch goes straight through libpq's pipeline, its values
+    encoded by the backend, a large one prepared through psycopg: each way is tried (a
+    limit of 0 sends every batch the second way)."""
+    if request.param == "psycopg":
+        monkeypatch.setattr(postgres_backend, "DIRECT_ROWS", 0)
     return str(request.param)
 
 
@@ -94,7 +95,7 @@ HOSTILE = "it's \\ \"x\" '); DROP TABLE interlock_inbox; -- \\' ü 😀"
 def test_quotes_and_backslashes_reach_the_views_as_written(store: str, sent_as: str) -> None:
     """The PostgreSQL views send their rows as statements with literals: whatever a model
     or an approver writes arrives as written, never as SQL."""
-    app, _, _ = make_app(store, [call(("approve", {"action": HOSTILE}, None)), say(HOSTILE)])
+    app, _, _ = make_app(store, [call(("approve", {"action": HOSTILE})), say(HOSTILE)])
     read = open_read_models(app)
     try:
         chat = app.start_chat("ops", actor="alice", metadata={"note": HOSTILE})
@@ -103,32 +104,59 @@ def test_quotes_and_backslashes_reach_the_views_as_written(store: str, sent_as: 
         read.wait(sent.position)
         [row] = read.inbox(InboxFilter(chat_id=str(chat.id))).items
         assert row.input == {"action": HOSTILE}
+        output = {"approved": True, "note": HOSTILE}
         done = run(app.resume(chat.id, actor="bob", respond=[
-            RespondEntry(ref=interrupt.ref, name="approve", output={"approved": True, "note": HOSTILE})]))
+            RespondEntry(ref=interrupt.ref, name="approve", output=output)]))
         read.wait(done.position)
         [decision] = read.decisions(DecisionFilter(chat_id=str(chat.id))).items
-        assert decision.output == {"approved": True, "note": HOSTILE} and read.is_current()
+        assert decision.output == output and read.is_current()
     finally:
         read.close()
         app.close()
 
 
-@pytest.mark.parametrize("conforming", ["on", "off"])
-def test_literals_read_back_as_the_values_whatever_the_string_setting(conforming: str) -> None:
-    values: list[Any] = [
-        HOSTILE, "\\", "'", "nul \x00", -7, 2**70, True, None, uuid.uuid4(), 1.5,
-        float("nan"), datetime.now(UTC), datetime(2026, 1, 2, 3, 4, 5), Json({"k": HOSTILE}),
+class _Values:
+    """A stand-in for a view's store: one statement into a table of every common type."""
+
+    def _bound(self, template: str) -> tuple[bytes, list[str]]:
+        return (b"INSERT INTO pg_temp.vals VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                ["t", "i", "b", "u", "ts", "naive", "j", "f", "n"])
+
+
+_VALUES = cast(postgres_backend.PostgresViewStore, _Values())
+
+
+def test_the_direct_pipeline_stores_each_value_as_psycopg_would() -> None:
+    rows: list[dict[str, Any]] = [
+        {"t": HOSTILE, "i": -7, "b": True, "u": uuid.uuid4(), "ts": datetime.now(UTC),
+         "naive": datetime(2026, 1, 2, 3, 4, 5), "j": Json({"k": HOSTILE}), "f": 1.5,
+         "n": 2**70},
+        {"t": "nul \x00", "i": 2**40, "b": False, "u": None, "ts": None, "naive": None,
+         "j": Json([1, "%(t)s %%"]), "f": float("nan"), "n": Decimal("-0.5")},
+        {"t": "%(i)s $1 %%", "i": 40000, "b": None, "u": None, "ts": None, "naive": None,
+         "j": None, "f": float("-inf"), "n": None},
     ]
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"SET standard_conforming_strings = {conforming}")
-        for value in values:
-            literal = _literals({"v": value})["v"]
-            row = conn.execute(f"SELECT {literal}".encode()).fetchone()
-            got = row[0] if row else "no row"
-            if type(value) is int:  # after a minus sign, not the start of a comment
-                row = conn.execute(f"SELECT 1 -{literal}".encode()).fetchone()
-                assert row is not None and row[0] == 1 - value
-            want = value.obj if isinstance(value, Json) else value
-            if isinstance(value, str):
-                want = value.replace("\x00", "\ufffd")
-            assert got == want or (value != value and got != got), (value, literal, got)
+    with psycopg.connect(PG_URL) as conn:
+        conn.execute("CREATE TEMP TABLE vals (t text, i bigint, b bool, u uuid, ts timestamptz,"
+                     " naive timestamp, j json, f float8, n numeric)")
+        postgres_backend._pipelined(conn, [(_VALUES, "", row) for row in rows])
+        got = conn.execute("SELECT * FROM vals").fetchall()
+    assert len(got) == len(rows)
+    for row, back in zip(rows, got, strict=True):
+        want = [row["t"].replace("\x00", "\ufffd"),
+                *(row[k] for k in ("i", "b", "u", "ts", "naive")),
+                row["j"].obj if row["j"] is not None else None, row["f"], row["n"]]
+        for w, g in zip(want, back, strict=True):
+            assert g == w or (w != w and g != g), (w, g)
+
+
+def test_a_failing_row_fails_the_direct_pipeline_and_names_the_error() -> None:
+    with psycopg.connect(PG_URL) as conn:
+        conn.execute("CREATE TEMP TABLE vals (t text, i bigint, b bool, u uuid, ts timestamptz,"
+                     " naive timestamp, j json, f float8, n numeric)")
+        bad = {"t": "x", "i": "not a number", "b": None, "u": None, "ts": None, "naive": None,
+               "j": None, "f": None, "n": None}
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+            postgres_backend._pipelined(conn, [(_VALUES, "", bad)])
+        conn.rollback()
+        assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection is usable again
