@@ -103,18 +103,7 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         """The statement with `$n` placeholders, and the parameter each stands for."""
         bound = self._bounds.get(template)
         if bound is None:
-            names: list[str] = []
-
-            def number(match: re.Match[bytes]) -> bytes:
-                if match[1] is None:
-                    return b"%"
-                name = match[1].decode()
-                if name not in names:
-                    names.append(name)
-                return b"$%d" % (names.index(name) + 1)
-
-            bound = self._bounds[template] = (_PLACEHOLDER.sub(number, self._q(template)),
-                                              names)
+            bound = self._bounds[template] = _numbered(self._q(template))
         return bound
 
     def setup(self) -> None:
@@ -256,7 +245,7 @@ class _Joint:
         self.curs = curs
         self.moves: list[tuple[PostgresViewStore, int, int]] = []
         self.rows: list[_Row] = []
-        self.row: DictRow | None = None
+        self.row: Mapping[str, Any] | None = None
 
     @contextmanager
     def batch(self, store: PostgresViewStore, start: int, upto: int) -> Iterator[None]:
@@ -288,7 +277,7 @@ class _Joint:
     def check(self) -> None:
         row = self.row
         for i, (store, start, _) in enumerate(self.moves):
-            if row is None or row[f"n{i}"] != 1:
+            if row is None or int(row[f"n{i}"]) != 1:  # text from the direct pipeline
                 raise PositionConflictError(store.view_name, start, None)
 
 
@@ -314,23 +303,42 @@ _Row = tuple[PostgresViewStore, str, Mapping[str, Any]]
 # A batch of up to this many rows is sent straight through libpq's pipeline, its values
 # encoded here: psycopg's executemany in a pipeline waits on the socket and adapts each
 # value in Python for every row, most of what a served pass cost (2.1 M instructions of a
-# cycle's 4.75 M). A larger one (a catch-up, a rebuild) goes prepared through psycopg:
-# planning thousands of statements again would cost PostgreSQL more than that saves.
-# The values are parameters either way, never statement text: a failing statement is
-# logged by PostgreSQL without them (no personal data in the server's log).
-DIRECT_ROWS = 200
+# cycle's 4.75 M). A larger one goes prepared through psycopg: planning each of many
+# statements again cost PostgreSQL more than that saves (one view's catch-up or rebuild,
+# 1000 events at a time, at half the speed for the reviews view), while a busy server's
+# joint pass (64 clients: about 250 rows) gained nothing over the session's start when it
+# went through psycopg. The values are parameters either way, never statement text: a
+# failing statement is logged by PostgreSQL without them.
+DIRECT_ROWS = 1000  # the views' joint pass
+DIRECT_ROWS_ALONE = 200  # one view's batch (a catch-up, a rebuild, a view retried alone)
 _PLACEHOLDER = re.compile(rb"%\((\w+)\)s|%%")
 
 
+def _numbered(query: bytes) -> tuple[bytes, list[str]]:
+    """`query` with `$n` for its `%(name)s` placeholders (and `%` for `%%`), and the name
+    each number stands for."""
+    names: list[str] = []
+
+    def number(match: re.Match[bytes]) -> bytes:
+        if match[1] is None:
+            return b"%"
+        name = match[1].decode()
+        if name not in names:
+            names.append(name)
+        return b"$%d" % (names.index(name) + 1)
+
+    return _PLACEHOLDER.sub(number, query), names
+
+
 def _send(curs: Cursor[DictRow], first: bytes | None, params: Mapping[str, Any],
-          rows: list[_Row]) -> DictRow | None:
+          rows: list[_Row]) -> Mapping[str, Any] | None:
     """The statement `first` (with `params`; None: none), then the rows in order, in the
     cursor's transaction; `first`'s row."""
+    limit = DIRECT_ROWS if first is not None else DIRECT_ROWS_ALONE
+    if len(rows) <= limit and (rows or first is not None):
+        return _pipelined(curs.connection, rows, None if first is None else (first, params))
     found = curs.execute(first, params).fetchone() if first is not None else None
     if not rows:
-        return found
-    if len(rows) <= DIRECT_ROWS:
-        _pipelined(curs.connection, rows)
         return found
     with curs.connection.pipeline():
         for (store, template), same in itertools.groupby(rows, key=lambda r: r[:2]):
@@ -338,14 +346,20 @@ def _send(curs: Cursor[DictRow], first: bytes | None, params: Mapping[str, Any],
     return found
 
 
-def _pipelined(conn: psycopg.Connection[Any], rows: list[_Row]) -> None:
-    """Every row as a statement with text parameters, queued in libpq's pipeline at once
-    and synced once; the first failure raises (the transaction is then aborted)."""
+def _pipelined(conn: psycopg.Connection[Any], rows: list[_Row],
+               first: tuple[bytes, Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
+    """`first` (a statement and its parameters) and every row, each a statement with text
+    parameters, queued in libpq's pipeline at once and synced once, in the transaction the
+    connection is in; the first failure raises (the transaction is then aborted). `first`'s
+    row, its values as text."""
     pg, encoding = conn.pgconn, conn.info.encoding
+    if pg.transaction_status != pq.TransactionStatus.INTRANS:
+        raise psycopg.ProgrammingError("a view's rows are written inside a transaction")
+    statements = [(*_numbered(first[0]), first[1])] if first is not None else []
+    statements += [(*store._bound(template), params) for store, template, params in rows]
     pg.enter_pipeline_mode()
     try:
-        for store, template, params in rows:
-            query, names = store._bound(template)
+        for query, names, params in statements:
             values, types = _encoded([params[name] for name in names], encoding, conn)
             pg.send_query_params(query, values, param_types=types)
         results = conn.wait(_synced(pg))
@@ -355,6 +369,11 @@ def _pipelined(conn: psycopg.Connection[Any], rows: list[_Row]) -> None:
     for result in results:
         if result.status == pq.ExecStatus.FATAL_ERROR:
             raise psycopg.errors.error_from_result(result, encoding=encoding)
+    if first is None or not results or not results[0].ntuples:
+        return None
+    head = results[0]
+    return {(head.fname(i) or b"").decode(): None if (v := head.get_value(0, i)) is None
+            else bytes(v).decode(encoding) for i in range(head.nfields)}
 
 
 def _synced(pg: Any) -> Generator[Any, Any, list[Any]]:

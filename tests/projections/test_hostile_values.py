@@ -27,6 +27,7 @@ def sent_as(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     limit of 0 sends every batch the second way)."""
     if request.param == "psycopg":
         monkeypatch.setattr(postgres_backend, "DIRECT_ROWS", 0)
+        monkeypatch.setattr(postgres_backend, "DIRECT_ROWS_ALONE", 0)
     return str(request.param)
 
 
