@@ -142,13 +142,13 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             found = self._locked_position(curs)
             if found != start:
                 raise PositionConflictError(self.view_name, start, found)
-            self._local.cursor, self._local.rows = curs, []
+            self._local.rows = []
             try:
                 yield
                 _send(curs, None, {}, self._local.rows)
                 self._advance(curs, start, upto)
             finally:
-                self._local.cursor, self._local.rows = None, None
+                self._local.rows = None
 
     def _locked_position(self, curs: Cursor[DictRow]) -> int:
         row = curs.execute(self._q(_LOCK), {"app": self.application_name}).fetchone()
@@ -229,7 +229,6 @@ class _InBatch(threading.local):
     deliverer may each be inside a batch of the same view at once, in transactions of their
     own; sharing one slot, one would write into (or send) the other's rows."""
 
-    cursor: Cursor[DictRow] | None = None
     rows: list[_Row] | None = None  # the batch's statements, sent when it ends
     joint: _Joint | None = None
 
@@ -249,16 +248,12 @@ class _Joint:
 
     @contextmanager
     def batch(self, store: PostgresViewStore, start: int, upto: int) -> Iterator[None]:
-        store._local.cursor, store._local.rows = self.curs, self.rows
-        mark = len(self.rows)
+        store._local.rows = self.rows
         try:
             yield
             self.moves.append((store, start, upto))
-        except BaseException:
-            del self.rows[mark:]  # the runner goes on without this view's rows
-            raise
         finally:
-            store._local.cursor, store._local.rows = None, None
+            store._local.rows = None
 
     def advance(self) -> None:
         """Send every view's compare-and-set and the transaction's commit setting as one
@@ -395,9 +390,7 @@ def _encoded(values: list[Any], encoding: str,
     for value in values:
         kind = type(value)
         if kind is str:
-            if "\x00" in value:  # PostgreSQL text cannot hold NUL (shown as U+FFFD)
-                value = value.replace("\x00", "\ufffd")
-            out.append(value.encode(encoding))
+            out.append(_nul_free(value).encode(encoding))
             types.append(0)  # unknown, as psycopg sends a str: the statement types it
         elif value is None:
             out.append(None)
@@ -421,7 +414,7 @@ def _encoded(values: list[Any], encoding: str,
             types.append(_BOOL)
         else:  # what psycopg's own text dumper gives
             dumper = Transformer(conn).get_dumper(value, PyFormat.TEXT)
-            dumped = dumper.dump(_storable({"v": value})["v"])
+            dumped = dumper.dump(_nul_free(value) if isinstance(value, str) else value)
             out.append(None if dumped is None else bytes(dumped))
             types.append(dumper.oid)
     return out, types
@@ -434,13 +427,18 @@ _UUID, _TIMESTAMPTZ, _JSON, _BOOL = (postgres_types.get_oid(n)
 
 
 def _storable(params: Mapping[str, Any]) -> Mapping[str, Any]:
-    """PostgreSQL text cannot hold NUL; a model may still send one (shown as U+FFFD)."""
+    """`params` with every text `_nul_free`."""
     for value in params.values():  # a loop, not any(genexpr): this runs for every row
         if isinstance(value, str) and "\x00" in value:
             break
     else:
         return params
-    return {k: v.replace("\x00", "\ufffd") if isinstance(v, str) else v for k, v in params.items()}
+    return {k: _nul_free(v) if isinstance(v, str) else v for k, v in params.items()}
+
+
+def _nul_free(text: str) -> str:
+    """PostgreSQL text cannot hold NUL; a model may still send one (shown as U+FFFD)."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 def postgres_views(

@@ -127,6 +127,11 @@ class _Values:
 _VALUES = cast(postgres_backend.PostgresViewStore, _Values())
 
 
+def _create_vals(conn: psycopg.Connection[Any]) -> None:
+    conn.execute("CREATE TEMP TABLE vals (t text, i bigint, b bool, u uuid, ts timestamptz,"
+                 " naive timestamp, j json, f float8, n numeric)")
+
+
 def test_the_direct_pipeline_stores_each_value_as_psycopg_would() -> None:
     rows: list[dict[str, Any]] = [
         {"t": HOSTILE, "i": -7, "b": True, "u": uuid.uuid4(), "ts": datetime.now(UTC),
@@ -138,8 +143,7 @@ def test_the_direct_pipeline_stores_each_value_as_psycopg_would() -> None:
          "j": None, "f": float("-inf"), "n": None},
     ]
     with psycopg.connect(PG_URL) as conn:
-        conn.execute("CREATE TEMP TABLE vals (t text, i bigint, b bool, u uuid, ts timestamptz,"
-                     " naive timestamp, j json, f float8, n numeric)")
+        _create_vals(conn)
         postgres_backend._pipelined(conn, [(_VALUES, "", row) for row in rows])
         got = conn.execute("SELECT * FROM vals").fetchall()
     assert len(got) == len(rows)
@@ -153,11 +157,21 @@ def test_the_direct_pipeline_stores_each_value_as_psycopg_would() -> None:
 
 def test_a_failing_row_fails_the_direct_pipeline_and_names_the_error() -> None:
     with psycopg.connect(PG_URL) as conn:
-        conn.execute("CREATE TEMP TABLE vals (t text, i bigint, b bool, u uuid, ts timestamptz,"
-                     " naive timestamp, j json, f float8, n numeric)")
+        _create_vals(conn)
         bad = {"t": "x", "i": "not a number", "b": None, "u": None, "ts": None, "naive": None,
                "j": None, "f": None, "n": None}
         with pytest.raises(psycopg.errors.InvalidTextRepresentation):
             postgres_backend._pipelined(conn, [(_VALUES, "", bad)])
         conn.rollback()
         assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection is usable again
+
+
+def test_the_direct_pipeline_writes_nothing_outside_a_transaction() -> None:
+    """Each statement would commit on its own: a batch's rows must be all or nothing."""
+    row = {"t": "x", "i": 1, "b": None, "u": None, "ts": None, "naive": None, "j": None,
+           "f": None, "n": None}
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        _create_vals(conn)
+        with pytest.raises(psycopg.ProgrammingError, match="inside a transaction"):
+            postgres_backend._pipelined(conn, [(_VALUES, "", row)])
+        assert conn.execute("SELECT count(*) FROM vals").fetchone() == (0,)
