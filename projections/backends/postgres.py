@@ -6,8 +6,7 @@ import itertools
 import json
 import re
 import threading
-from collections import deque
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from datetime import datetime
 from typing import Any
@@ -22,7 +21,7 @@ from eventsourcing.postgres import (
 )
 from psycopg import Cursor, pq, sql
 from psycopg.adapt import PyFormat, Transformer
-from psycopg.generators import pipeline_communicate
+from psycopg.generators import fetch_many, send
 from psycopg.postgres import types as postgres_types
 from psycopg.rows import DictRow
 from psycopg.types.json import Json
@@ -372,14 +371,22 @@ def _pipelined(conn: psycopg.Connection[Any], rows: list[_Row],
 
 
 def _synced(pg: Any) -> Generator[Any, Any, list[Any]]:
-    """Flush what is queued and read every result up to the pipeline's sync."""
-    commands: deque[Callable[[], None]] = deque([pg.pipeline_sync])
+    """Sync the pipeline, flush it, and read every result up to the sync.
+
+    Once all is sent it waits for the socket to be readable only: waiting for readable or
+    writable (as `pipeline_communicate` does, to interleave sending) returns at once on a
+    writable socket, so the thread spun until PostgreSQL answered (hundreds of wake-ups a
+    pass)."""
+    pg.pipeline_sync()
+    yield from send(pg)
     results: list[Any] = []
     while True:
-        for group in (yield from pipeline_communicate(pg, commands)):
-            if group[0].status == pq.ExecStatus.PIPELINE_SYNC:
-                return results
-            results.extend(group)
+        group = yield from fetch_many(pg)
+        if not group:
+            raise psycopg.OperationalError("the pipeline ended before its sync")
+        if group[0].status == pq.ExecStatus.PIPELINE_SYNC:
+            return results
+        results.extend(group)
 
 
 def _encoded(values: list[Any], encoding: str,

@@ -175,3 +175,32 @@ def test_the_direct_pipeline_writes_nothing_outside_a_transaction() -> None:
         with pytest.raises(psycopg.ProgrammingError, match="inside a transaction"):
             postgres_backend._pipelined(conn, [(_VALUES, "", row)])
         assert conn.execute("SELECT count(*) FROM vals").fetchone() == (0,)
+
+
+def test_the_direct_pipeline_sleeps_while_postgresql_works() -> None:
+    """Once sent, the pass waits for an answer: it does not wake for a writable socket
+    (that spun the views thread, hundreds of wake-ups a pass, beside the server's work)."""
+    row = {"t": "x", "i": 1, "b": None, "u": None, "ts": None, "naive": None, "j": None,
+           "f": None, "n": None}
+    with psycopg.connect(PG_URL) as conn:
+        _create_vals(conn)
+        waits: list[Any] = []
+        real = conn.wait
+
+        def counted(gen: Any, *args: Any, **kwargs: Any) -> Any:
+            def watched() -> Any:
+                try:
+                    wait = gen.send(None)
+                    while True:
+                        waits.append(wait)
+                        wait = gen.send((yield wait))
+                except StopIteration as stop:
+                    return stop.value
+            return real(watched(), *args, **kwargs)
+
+        conn.wait = counted  # type: ignore[method-assign]
+        slept = postgres_backend._pipelined(
+            conn, [(_VALUES, "", row)], (b"SELECT pg_sleep(0.3)::text AS slept", {}))
+        assert slept == {"slept": ""}
+        assert 0 < len(waits) < 20, len(waits)
+        assert conn.execute("SELECT count(*) FROM vals").fetchone() == (1,)
