@@ -3,7 +3,8 @@
 psycopg's generic list dumper looks into every list it sends (nesting, element type,
 nulls) on each call: a quarter of what an append costs in Python. The append's arrays are
 always flat, typed and without nulls, so wrapping them in these lists packs them directly:
-a header, then each element's length and bytes.
+a header, then each element's length and bytes. `packed` gives those bytes to the
+statements sent through libpq directly (`interlock.stores.libpq`).
 """
 
 from __future__ import annotations
@@ -92,6 +93,16 @@ class _Int4sDumper(_Flat):
         return struct.pack("!" + "ii" * len(obj), *(x for n in obj for x in (4, n)))
 
 
+_PACKERS: dict[type, _Flat] = {}
+
+
+def packed(value: list[Any]) -> tuple[int, bytes]:
+    """The array type's oid and `value` (one of the lists above) in the binary format."""
+    packer = _PACKERS[type(value)]
+    return packer.oid, packer.dump(value)
+
+
 for _cls, _dumper in ((Uuids, _UuidsDumper), (Texts, _TextsDumper), (Blobs, _BlobsDumper),
                       (Int8s, _Int8sDumper), (Int4s, _Int4sDumper)):
     psycopg.adapters.register_dumper(_cls, _dumper)
+    _PACKERS[_cls] = _dumper(_cls)

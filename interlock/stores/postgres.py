@@ -9,6 +9,8 @@ in autocommit with plain arrays; each chat's version check still holds on its ow
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
 import os
 import socket
@@ -16,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import psycopg
@@ -42,9 +44,10 @@ from psycopg.sql import SQL, Identifier
 from psycopg_pool import PoolTimeout
 
 from interlock.domain.errors import StoreUnavailableError
+from interlock.stores import libpq
 from interlock.stores.groupcommit import Append, GroupCommit, conflict
 from interlock.stores.guard import DEFAULT_DEADLINE, StoreGuard
-from interlock.stores.pgarrays import Blobs, Int4s, Int8s, Texts, Uuids
+from interlock.stores.pgarrays import Blobs, Int4s, Int8s, Texts, Uuids, packed
 
 STORE_DEADLINE = "STORE_DEADLINE"  # the setting (seconds) in the store's environment
 PURGE_EVERY = 0.5  # seconds: a restart breaks every pooled connection at once; purge once
@@ -71,9 +74,9 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
             "id_type": Identifier(self.datastore.originator_id_type),
         }
         self.sql_create_statements.append(SQL(APPEND_GROUPS).format(**names))
-        self.append_statement = SQL("SELECT * FROM {schema}.{fn}(%b, %b, %b, %b, %b)").format(
+        self.append_statement = SQL("SELECT * FROM {schema}.{fn}($1, $2, $3, $4, $5)").format(
             **names
-        ).as_bytes(None)  # rendered once, not per call
+        ).as_bytes(None)  # rendered once, not per call; sent through libpq (stores.libpq)
         self.select_mine_statement = SQL(
             "SELECT originator_id, originator_version, state, notification_id"
             " FROM {schema}.{table} WHERE originator_id = ANY(%b) AND originator_version = ANY(%b)"
@@ -82,6 +85,7 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
             "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
             " WHERE originator_id = ANY(%b) ORDER BY originator_id, originator_version"
         ).format(**names).as_bytes(None)
+        self.max_id_statement = self.max_notification_id_statement.as_bytes(None)
         self.group_commit = GroupCommit(self._flush)
         self._names = names
         self._select_events_sql: dict[tuple[bool, ...], bytes] = {}
@@ -101,7 +105,7 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
             with schema_lock(self.datastore), self.datastore.transaction(commit=True) as curs:
                 curs.execute(SQL(APPEND_KEYED).format(**names))
             self.keyed_statement = SQL(
-                "SELECT * FROM {schema}.{keyed}(%b, %b, %b, %b, %b, %b, %b, %b)"
+                "SELECT * FROM {schema}.{keyed}($1, $2, $3, $4, $5, $6, $7, $8)"
             ).format(**names).as_bytes(None)
             self.new_keys = NewKeys()
         return self.new_keys
@@ -117,23 +121,41 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         shape = (gt is not None, lte is not None, desc, limit is not None)
         statement = self._select_events_sql.get(shape)
         if statement is None:
-            composed = self.select_events_statement
-            for given, text in zip(shape, (" AND originator_version > %s",
-                                           " AND originator_version <= %s"), strict=False):
+            text, n = ("SELECT originator_id, originator_version, topic, state"
+                       " FROM {schema}.{table} WHERE originator_id = $1"), 1
+            for given, condition in zip(shape, (" AND originator_version > $%d",
+                                                " AND originator_version <= $%d"), strict=False):
                 if given:
-                    composed += SQL(text)
-            composed += SQL(" ORDER BY originator_version DESC" if desc
-                            else " ORDER BY originator_version ASC")
+                    n += 1
+                    text += condition % n
+            text += " ORDER BY originator_version DESC" if desc else \
+                " ORDER BY originator_version ASC"
             if limit is not None:
-                composed += SQL(" LIMIT %s")
-            statement = self._select_events_sql[shape] = composed.as_bytes(None)
-        params = [originator_id, *(v for v in (gt, lte, limit) if v is not None)]
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(statement, params, prepare=True, binary=True)
-            return [StoredEvent(originator_id=row["originator_id"],
-                                originator_version=row["originator_version"],
-                                topic=row["topic"], state=bytes(row["state"]))
-                    for row in curs.fetchall()]
+                text += f" LIMIT ${n + 1}"
+            statement = self._select_events_sql[shape] = SQL(text).format(
+                **self._names).as_bytes(None)
+        params = [str(originator_id).encode(),
+                  *(b"%d" % v for v in (gt, lte, limit) if v is not None)]
+        types = [_UUID if self._uuid_ids else _TEXT, *[_INT8] * (len(params) - 1)]
+        with self.datastore.get_connection() as conn:
+            result = libpq.run(conn, _name(statement), statement, params, types,
+                               binary_rows=True)
+        uuid_ids = self._uuid_ids
+        get = cast(Callable[[int, int], bytes], result.get_value)  # no column is NULL
+        return [StoredEvent(
+            originator_id=UUID(bytes=bytes(get(i, 0))) if uuid_ids else bytes(get(i, 0)).decode(),
+            originator_version=int.from_bytes(get(i, 1), "big", signed=True),
+            topic=bytes(get(i, 2)).decode(), state=bytes(get(i, 3)))
+            for i in range(result.ntuples)]
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def max_notification_id(self) -> int | None:
+        """The library's query (every views pass asks it), rendered once, sent through
+        libpq."""
+        statement = self.max_id_statement
+        with self.datastore.get_connection() as conn:
+            value = libpq.run(conn, _name(statement), statement, [], []).get_value(0, 0)
+        return None if value is None else int(value)
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def select_notifications(
@@ -204,22 +226,26 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
             append.sent = True
         events = [(n, e) for n, append in enumerate(batch) for e in append.events]
         chats = [e.originator_id for _, e in events]
-        params: tuple[list[Any], ...] = (
+        arrays: list[list[Any]] = [
             Uuids(chats) if self._uuid_ids else Texts(map(str, chats)),  # type: ignore[arg-type]
             Int8s(e.originator_version for _, e in events),
             Texts(e.topic for _, e in events),
             Blobs(e.state for _, e in events),
             Int4s(n for n, _ in events),
-        )
+        ]
         keys = self.new_keys.of(events) if self.new_keys is not None else []
         statement = self.append_statement
         if keys:  # new chats: their keys go in the same transaction, for accepted groups
             statement = self.keyed_statement
-            params += (Texts(str(c) for c, _, _ in keys), Blobs(k for _, k, _ in keys),
-                       Int4s(n for _, _, n in keys))
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(statement, params, prepare=True)
-            rows = curs.fetchall()
+            arrays += [Texts(str(c) for c, _, _ in keys), Blobs(k for _, k, _ in keys),
+                       Int4s(n for _, _, n in keys)]
+        types, values = zip(*map(packed, arrays), strict=True)
+        with self.datastore.get_connection() as conn:
+            result = libpq.run(conn, _name(statement), statement, values, types, binary=True)
+        get = result.get_value
+        rows = [{"grp": None if (g := get(i, 0)) is None else int(g),
+                 "nid": None if (v := get(i, 1)) is None else int(v)}
+                for i in range(result.ntuples)]
         refused = {row["grp"] for row in rows if row["nid"] is None}
         inserted = iter(row["nid"] for row in rows if row["nid"] is not None)
         for n, append in enumerate(batch):  # ids come in the order the events were given
@@ -248,6 +274,15 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
                                                                         strict=True)):
             return None
         return [int(r["notification_id"]) for r in found if r is not None]
+
+_UUID, _TEXT, _INT8 = 2950, 25, 20  # the parameters' type oids
+
+
+@functools.cache
+def _name(statement: bytes) -> bytes:
+    """A prepared statement's name, one per text (a datastore's schema is in the text)."""
+    return b"interlock_" + hashlib.sha256(statement).hexdigest()[:24].encode()
+
 
 APPEND_GROUPS = """
 CREATE OR REPLACE FUNCTION {schema}.{fn}(
