@@ -394,36 +394,39 @@ def _encoded(values: list[Any], encoding: str,
     """Each value in PostgreSQL's text format, typed as psycopg binds it."""
     out: list[bytes | None] = []
     types: list[int] = []
+    put, typed = out.append, types.append  # this runs for every value of every row
     for value in values:
         kind = type(value)
         if kind is str:
-            out.append(_nul_free(value).encode(encoding))
-            types.append(0)  # unknown, as psycopg sends a str: the statement types it
+            if "\x00" in value:
+                value = _nul_free(value)
+            put(value.encode(encoding))
+            typed(0)  # unknown, as psycopg sends a str: the statement types it
         elif value is None:
-            out.append(None)
-            types.append(0)
+            put(None)
+            typed(0)
         elif kind is int:
-            out.append(b"%d" % value)
-            types.append(_INT2 if -32768 <= value <= 32767 else _INT4
-                         if -2**31 <= value < 2**31 else _INT8
-                         if -2**63 <= value < 2**63 else _NUMERIC)
+            put(b"%d" % value)
+            typed(_INT2 if -32768 <= value <= 32767 else _INT4
+                  if -2**31 <= value < 2**31 else _INT8
+                  if -2**63 <= value < 2**63 else _NUMERIC)
         elif kind is UUID:
-            out.append(str(value).encode())
-            types.append(_UUID)
+            put(str(value).encode())
+            typed(_UUID)
         elif kind is datetime and value.tzinfo is not None:
-            out.append(value.isoformat().encode())
-            types.append(_TIMESTAMPTZ)
+            put(value.isoformat().encode())
+            typed(_TIMESTAMPTZ)
         elif kind is Json:
-            out.append((value.dumps or json.dumps)(value.obj).encode(encoding))
-            types.append(_JSON)
+            put((value.dumps or json.dumps)(value.obj).encode(encoding))
+            typed(_JSON)
         elif kind is bool:
-            out.append(b"t" if value else b"f")
-            types.append(_BOOL)
+            put(b"t" if value else b"f")
+            typed(_BOOL)
         else:  # what psycopg's own text dumper gives
             dumper = Transformer(conn).get_dumper(value, PyFormat.TEXT)
             dumped = dumper.dump(_nul_free(value) if isinstance(value, str) else value)
-            out.append(None if dumped is None else bytes(dumped))
-            types.append(dumper.oid)
+            put(None if dumped is None else bytes(dumped))
+            typed(dumper.oid)
     return out, types
 
 
