@@ -7,7 +7,10 @@ repeats on a machine whose timings vary by a fifth from one run to the next.
 `valgrind --tool=callgrind` with instrumentation off; after a warm-up the counting is
 switched on for `--cycles` cycles from one client, then dumped. About 50 times slower
 than native: one figure takes a minute. `--baseline` counts an older checkout in the same
-run (`git worktree add --detach ../base REV`). Needs valgrind (Debian's package).
+run (`git worktree add --detach ../base REV`). Needs valgrind (Debian's package). The
+figure is split between the main thread (the event loop) and the others (the views first):
+work done on a timer (the sweeper, a views pass's gathering) is counted per cycle of a
+server slowed fifty times, so the other threads' share swings more between runs.
 """
 
 from __future__ import annotations
@@ -35,6 +38,14 @@ def count(root: str, cycles: int, server: Sequence[str] | None = None,
           cycle: Cycle = wire_cycle) -> float:
     """Millions of instructions per cycle of the server served from checkout `root`
     (`interlock serve`, or the `server` command given, whose `{store}` is a scratch store)."""
+    return sum(count_threads(root, cycles, server, cycle))
+
+
+def count_threads(root: str, cycles: int, server: Sequence[str] | None = None,
+                  cycle: Cycle = wire_cycle) -> tuple[float, float]:
+    """`count`, split: the main thread's (the event loop: HTTP, the turn loop, sealing; a
+    lone command's store calls run there too) and every other thread's (the views, the
+    sweeper, the I/O threads when commands overlap)."""
     out = os.path.join(tempfile.mkdtemp(), "callgrind.out")
     env = {**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_API_KEYS_FILE": "",
            "PYTHONPATH": os.path.abspath(root)}
@@ -42,7 +53,7 @@ def count(root: str, cycles: int, server: Sequence[str] | None = None,
         command = server or ["-m", "interlock.cli.main", "serve", "--port", "0",
                              "--store", "{store}", "--agents", AGENTS]
         proc = subprocess.Popen(
-            ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+            ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
              f"--callgrind-out-file={out}", sys.executable,
              *(arg.replace("{store}", store) for arg in command)],
             env=env, cwd=root, stderr=subprocess.PIPE, text=True)
@@ -61,9 +72,15 @@ def count(root: str, cycles: int, server: Sequence[str] | None = None,
         finally:
             proc.terminate()
             proc.wait(120)
-    total = sum(int(line.split()[1]) for path in glob.glob(out + "*")
-                for line in Path(path).read_text().splitlines() if line.startswith("summary:"))
-    return total / len(figures.resume) / 1e6
+    main = other = 0
+    for path in glob.glob(out + "*"):
+        total = sum(int(line.split()[1]) for line in Path(path).read_text().splitlines()
+                    if line.startswith("summary:"))
+        if path.endswith("-01"):  # callgrind numbers the threads as they start: main first
+            main += total
+        else:
+            other += total
+    return main / len(figures.resume) / 1e6, other / len(figures.resume) / 1e6
 
 
 def _control(action: str, pid: int) -> None:
@@ -75,13 +92,14 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=60)
     parser.add_argument("--baseline", metavar="DIR", help="an older checkout, counted too")
     args = parser.parse_args()
-    here = count(".", args.cycles)
-    print(f"{'this checkout':<16} {here:8.2f} M instructions a cycle (1 client, as served)")
+    here = count_threads(".", args.cycles)
+    print(f"{'this checkout':<16} {sum(here):8.2f} M instructions a cycle (1 client, as served)"
+          f"; event loop {here[0]:.2f}, other threads {here[1]:.2f}")
     if args.baseline:
-        before = count(args.baseline, args.cycles)
-        print(f"{'baseline':<16} {before:8.2f} M instructions a cycle; "
-              f"this checkout is {here / before:.3f} of it")
-
+        before = count_threads(args.baseline, args.cycles)
+        print(f"{'baseline':<16} {sum(before):8.2f} M instructions a cycle; event loop "
+              f"{before[0]:.2f}, other threads {before[1]:.2f}; this checkout is "
+              f"{sum(here) / sum(before):.3f} of it")
 
 if __name__ == "__main__":
     main()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import math
 import os
 import socket
@@ -26,9 +27,16 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
+    DatabaseError,
+    DataError,
+    IntegrityError,
     InterfaceError,
+    InternalError,
     Notification,
+    NotSupportedError,
     OperationalError,
+    PersistenceError,
+    ProgrammingError,
     StoredEvent,
 )
 from eventsourcing.postgres import (
@@ -38,9 +46,10 @@ from eventsourcing.postgres import (
     TPostgresTrackingRecorder,
 )
 from eventsourcing.utils import Environment, EnvType, retry
-from psycopg import Connection
+from psycopg import Connection, pq
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
+from psycopg.types.composite import register_composite
 from psycopg_pool import PoolTimeout
 
 from interlock.domain.errors import StoreUnavailableError
@@ -275,6 +284,30 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
             return None
         return [int(r["notification_id"]) for r in found if r is not None]
 
+# psycopg's errors as the library's `get_connection` turns them into its own, first match.
+_LIBRARY_ERRORS: tuple[tuple[type[psycopg.Error], type[PersistenceError]], ...] = (
+    (psycopg.InterfaceError, InterfaceError), (psycopg.OperationalError, OperationalError),
+    (psycopg.DataError, DataError), (psycopg.IntegrityError, IntegrityError),
+    (psycopg.InternalError, InternalError), (psycopg.ProgrammingError, ProgrammingError),
+    (psycopg.NotSupportedError, NotSupportedError), (psycopg.DatabaseError, DatabaseError),
+    (psycopg.Error, PersistenceError))
+
+
+def _roll_back(conn: Connection[Any]) -> None:
+    """Roll back a connection whose user failed; a connection too broken to roll back is
+    left to the pool, which replaces it (psycopg's `Connection.__exit__` likewise)."""
+    if conn.closed:
+        return
+    try:
+        conn.rollback()
+    except psycopg.Error as exc:
+        logging.getLogger(__name__).warning("error ignored in rollback on %s: %s", conn, exc)
+
+
+def _library_error(exc: psycopg.Error) -> PersistenceError:
+    return next(ours(str(exc)) for theirs, ours in _LIBRARY_ERRORS if isinstance(exc, theirs))
+
+
 _UUID, _TEXT, _INT8 = 2950, 25, 20  # the parameters' type oids
 
 
@@ -423,25 +456,41 @@ class GuardedDatastore(PostgresDatastore):
 
     @contextmanager
     def get_connection(self) -> Iterator[Connection[DictRow]]:
+        """A pooled connection, as the library's `get_connection` lends it (its errors turned
+        into the library's), counted in use for the guard, which refuses it while the store
+        is down. One generator doing what the library's, the pool's and the guard's context
+        managers did nested: they cost 100 k instructions a call, and a cycle makes eight."""
         self.guard.admit()
+        pool = self.pool
         try:
-            with super().get_connection() as conn, self._using(conn):
-                yield conn
+            try:
+                if pool.closed:  # not opened yet (a closed pool refuses to open again)
+                    pool.open(self.pool_open_timeout is not None, self.pool_open_timeout or 30.0)
+                conn = pool.getconn()
+                try:
+                    with self._in_use_lock:
+                        self._in_use.add(conn)
+                    for info in self.psycopg_type_adapters.values():
+                        if not conn.adapters.types.get(info.oid):
+                            register_composite(info, conn)
+                    try:
+                        yield conn
+                    except BaseException:
+                        _roll_back(conn)  # as the pool's `with conn:` does
+                        raise
+                    if conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+                        conn.commit()  # what the pool's `with conn:` does (idle: nothing)
+                finally:
+                    with self._in_use_lock:
+                        self._in_use.discard(conn)
+                    pool.putconn(conn)
+            except psycopg.Error as exc:
+                raise _library_error(exc) from exc
         except (OperationalError, InterfaceError) as exc:
             if isinstance(exc.__cause__, PoolTimeout):
                 raise self.guard.refuse(f"no connection within {self.pool.timeout:g}s") from exc
             self._broken()
             raise  # the library's retry tries again: a fresh connection, or a refusal
-
-    @contextmanager
-    def _using(self, conn: Connection[DictRow]) -> Iterator[None]:
-        with self._in_use_lock:
-            self._in_use.add(conn)
-        try:
-            yield
-        finally:
-            with self._in_use_lock:
-                self._in_use.discard(conn)
 
     def _store_changed(self, up: bool) -> None:
         """The guard found the store down: cut the connections in use, whose calls would
