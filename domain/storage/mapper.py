@@ -63,8 +63,8 @@ class PydanticMapper(Mapper[UUID]):
         if self.personal is None or event.TOPIC not in PERSONAL:
             return event_body(event)
         kept = self._sealed.get(_place(event))
-        if kept is not None and _copy_of(event, kept[0]):
-            return kept[1]
+        if kept is not None and (kept[0] is event or _copy_of(event, kept[0])):
+            return kept[1]  # the event sealed (its chain set in place), or a copy of it
         # deterministic (nonces derive from the place): sealer and mapper agree
         body = sealed_body(event, self.personal) or event_body(event)
         if len(self._sealed) > 4096:  # events sealed but never stored (a failed commit)
