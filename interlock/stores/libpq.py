@@ -30,27 +30,35 @@ def run(conn: psycopg.Connection[Any], name: bytes, query: bytes,
     autocommit: the statement commits on its own."""
     pg = conn.pgconn
     with conn.lock:
+        if conn.closed or pg.status == pq.ConnStatus.BAD:
+            raise psycopg.OperationalError("the connection is closed")  # as psycopg says it
         if pg.transaction_status != pq.TransactionStatus.IDLE or pg.pipeline_status:
             raise psycopg.ProgrammingError("a direct statement needs an idle connection")
         prepared = _PREPARED.setdefault(pg, set())
         for attempt in (1, 2):
             if name not in prepared:
                 pg.send_prepare(name, query, param_types=types)
-                _checked(conn, conn.wait(_execute(pg)))
+                made = conn.wait(_execute(pg))
+                if _state(made) != _EXISTS:  # there already (a prepare interrupted after
+                    _checked(conn, made)     # it was sent): a name stands for its text
                 prepared.add(name)
             pg.send_query_prepared(name, params, param_formats=[int(binary)] * len(params),
                                    result_format=int(binary_rows))
             results = conn.wait(_execute(pg))
-            if attempt == 1 and _gone(results):  # DEALLOCATE, DISCARD: prepare it anew
+            if attempt == 1 and _state(results) == _GONE:  # DEALLOCATE, DISCARD: anew
                 prepared.discard(name)
                 continue
             return _checked(conn, results)
     raise AssertionError("unreachable")
 
 
-def _gone(results: list[pq.abc.PGresult]) -> bool:
-    return any(r.status == pq.ExecStatus.FATAL_ERROR
-               and r.error_field(pq.DiagnosticField.SQLSTATE) == b"26000" for r in results)
+_GONE, _EXISTS = b"26000", b"42P05"  # no such prepared statement; one of that name exists
+
+
+def _state(results: list[pq.abc.PGresult]) -> bytes | None:
+    """The SQLSTATE of the first error among `results`, None if none failed."""
+    return next((r.error_field(pq.DiagnosticField.SQLSTATE) for r in results
+                 if r.status == pq.ExecStatus.FATAL_ERROR), None)
 
 
 def _checked(conn: psycopg.Connection[Any], results: list[pq.abc.PGresult]) -> pq.abc.PGresult:

@@ -478,7 +478,8 @@ class GuardedDatastore(PostgresDatastore):
                     except BaseException:
                         _roll_back(conn)  # as the pool's `with conn:` does
                         raise
-                    if conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+                    if not conn.closed and \
+                            conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
                         conn.commit()  # what the pool's `with conn:` does (idle: nothing)
                 finally:
                     with self._in_use_lock:

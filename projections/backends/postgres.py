@@ -358,8 +358,8 @@ def _pipelined(conn: psycopg.Connection[Any], rows: list[_Row],
             pg.send_query_params(query, values, param_types=types)
         results = conn.wait(_synced(pg))
     finally:
-        if pg.pipeline_status:
-            pg.exit_pipeline_mode()
+        if pg.pipeline_status and pg.status != pq.ConnStatus.BAD:  # a broken one raises its
+            pg.exit_pipeline_mode()                                # own error, not this
     for result in results:
         if result.status == pq.ExecStatus.FATAL_ERROR:
             raise psycopg.errors.error_from_result(result, encoding=encoding)

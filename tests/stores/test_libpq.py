@@ -49,3 +49,19 @@ def test_a_direct_statement_is_refused_inside_a_transaction() -> None:
         conn.execute("SELECT 1")  # psycopg opened a transaction
         with pytest.raises(psycopg.ProgrammingError, match="idle connection"):
             _doubled(conn, 1)
+
+
+def test_a_statement_prepared_on_the_server_but_not_known_here_is_used() -> None:
+    """A prepare interrupted after it was sent (Ctrl-C) leaves the name on the server only:
+    preparing it again is refused, and the name (a hash of the text) is used as it is."""
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(b"PREPARE test_doubled AS " + QUERY)
+        assert _doubled(conn, 7) == (14, "é")
+        assert _doubled(conn, 8) == (16, "é")
+
+
+def test_a_closed_connection_is_an_operational_error_as_psycopg_says() -> None:
+    conn = psycopg.connect(PG_URL, autocommit=True)
+    conn.close()
+    with pytest.raises(psycopg.OperationalError, match="closed"):
+        _doubled(conn, 1)
