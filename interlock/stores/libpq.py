@@ -10,6 +10,8 @@ raised inside the datastore's `get_connection`, which turns them into the librar
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -21,14 +23,14 @@ from psycopg.generators import execute as _execute
 _PREPARED: WeakKeyDictionary[Any, set[bytes]] = WeakKeyDictionary()  # names, by PGconn
 
 
-def run(conn: psycopg.Connection[Any], name: bytes, query: bytes,
-        params: Sequence[bytes | None], types: Sequence[int], *, binary: bool = False,
+def run(conn: psycopg.Connection[Any], query: bytes, params: Sequence[bytes | None],
+        types: Sequence[int], *, binary: bool = False,
         binary_rows: bool = False) -> pq.abc.PGresult:
-    """`query` (placeholders `$n`, parameter types `types`) prepared as `name` on this
-    connection if it is not yet, then executed with `params` (binary when `binary`, else
-    text); its result, rows binary when `binary_rows`. The connection must be idle in
-    autocommit: the statement commits on its own."""
-    pg = conn.pgconn
+    """`query` (placeholders `$n`, parameter types `types`) prepared on this connection if
+    it is not yet (as `name_of(query)`), then executed with `params` (binary when
+    `binary`, else text); its result, rows binary when `binary_rows`. The connection must
+    be idle in autocommit: the statement commits on its own."""
+    pg, name = conn.pgconn, name_of(query)
     with conn.lock:
         if conn.closed or pg.status == pq.ConnStatus.BAD:
             raise psycopg.OperationalError("the connection is closed")  # as psycopg says it
@@ -50,6 +52,12 @@ def run(conn: psycopg.Connection[Any], name: bytes, query: bytes,
                 continue
             return _checked(conn, results)
     raise AssertionError("unreachable")
+
+
+@functools.cache
+def name_of(query: bytes) -> bytes:
+    """The prepared statement's name: one per text (a datastore's schema is in the text)."""
+    return b"interlock_" + hashlib.sha256(query).hexdigest()[:24].encode()
 
 
 _GONE, _EXISTS = b"26000", b"42P05"  # no such prepared statement; one of that name exists

@@ -9,8 +9,6 @@ in autocommit with plain arrays; each chat's version check still holds on its ow
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import logging
 import math
 import os
@@ -147,7 +145,7 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
                   *(b"%d" % v for v in (gt, lte, limit) if v is not None)]
         types = [_UUID if self._uuid_ids else _TEXT, *[_INT8] * (len(params) - 1)]
         with self.datastore.get_connection() as conn:
-            result = libpq.run(conn, _name(statement), statement, params, types,
+            result = libpq.run(conn, statement, params, types,
                                binary_rows=True)
         uuid_ids = self._uuid_ids
         get = cast(Callable[[int, int], bytes], result.get_value)  # no column is NULL
@@ -163,7 +161,7 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         libpq."""
         statement = self.max_id_statement
         with self.datastore.get_connection() as conn:
-            value = libpq.run(conn, _name(statement), statement, [], []).get_value(0, 0)
+            value = libpq.run(conn, statement, [], []).get_value(0, 0)
         return None if value is None else int(value)
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
@@ -250,13 +248,11 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
                        Int4s(n for _, _, n in keys)]
         types, values = zip(*map(packed, arrays), strict=True)
         with self.datastore.get_connection() as conn:
-            result = libpq.run(conn, _name(statement), statement, values, types, binary=True)
-        get = result.get_value
-        rows = [{"grp": None if (g := get(i, 0)) is None else int(g),
-                 "nid": None if (v := get(i, 1)) is None else int(v)}
-                for i in range(result.ntuples)]
-        refused = {row["grp"] for row in rows if row["nid"] is None}
-        inserted = iter(row["nid"] for row in rows if row["nid"] is not None)
+            result = libpq.run(conn, statement, values, types, binary=True)
+        get = result.get_value  # rows (grp, nid): a refused group, or an inserted id
+        refused = {int(get(i, 0) or b"") for i in range(result.ntuples) if get(i, 1) is None}
+        inserted = iter(int(nid) for i in range(result.ntuples)
+                        if (nid := get(i, 1)) is not None)
         for n, append in enumerate(batch):  # ids come in the order the events were given
             if n not in refused:
                 append.ids = [next(inserted) for _ in append.events]
@@ -309,12 +305,6 @@ def _library_error(exc: psycopg.Error) -> PersistenceError:
 
 
 _UUID, _TEXT, _INT8 = 2950, 25, 20  # the parameters' type oids
-
-
-@functools.cache
-def _name(statement: bytes) -> bytes:
-    """A prepared statement's name, one per text (a datastore's schema is in the text)."""
-    return b"interlock_" + hashlib.sha256(statement).hexdigest()[:24].encode()
 
 
 APPEND_GROUPS = """
