@@ -22,6 +22,7 @@ from interlock.domain import (
 )
 from interlock.domain.chat.events import ChatEvent
 from interlock.domain.chat.history import history
+from interlock.domain.chat.ids import id_text
 from interlock.domain.receipts import CallViewed
 from interlock.domain.review.aggregate import Review
 from interlock.domain.review.events import (
@@ -178,7 +179,7 @@ class ChatPublic(BaseModel):
     def of(cls, chat: Chat) -> ChatPublic:
         s = chat.state
         return cls(
-            id=str(chat.id), agent=s.agent, tenant=s.tenant, status=s.status,
+            id=id_text(chat.id), agent=s.agent, tenant=s.tenant, status=s.status,
             version=chat.version, metadata=s.metadata, created_at=s.created_at,
             updated_at=s.updated_at, finish_reason=s.finish_reason, error=s.error,
             messages=history(s),

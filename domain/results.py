@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.history import history
+from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.messages import Message
 from interlock.domain.chat.state import FinishReason, ToolCall
 
@@ -30,7 +31,7 @@ class Interrupt(BaseModel):
     @classmethod
     def of(cls, chat: Chat, call: ToolCall) -> Interrupt:
         return cls(
-            chat_id=str(chat.id),
+            chat_id=id_text(chat.id),
             ref=call.ref,
             name=call.name,
             input=call.input,
@@ -60,7 +61,7 @@ class TurnResult(BaseModel):
         models = [m for m in appended if m.role == "model"]
         last = models[-1] if models else None
         return cls(
-            chat_id=str(chat.id),
+            chat_id=id_text(chat.id),
             version=chat.version,
             finish_reason=chat.state.finish_reason or "stop",
             text=last.text if last else "",

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.events import now
 from interlock.domain.chat.history import history
+from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.jsonsafe import UnsafeJsonError, check_json
 from interlock.domain.chat.messages import Message, text_message
 from interlock.domain.chat.state import ToolCall
@@ -250,7 +251,7 @@ def _has_side_effects(agent: Agent, call: ToolCall) -> bool:
 
 def _context(chat: Chat, call: ToolCall, runner: Any) -> ToolContext:
     return ToolContext(
-        chat_id=str(chat.id),
+        chat_id=id_text(chat.id),
         ref=call.ref,
         attempt=call.attempt,
         idempotency_key=f"{chat.id}:{call.ref}:{call.attempt}",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from uuid import UUID
 
+from interlock.domain.chat.ids import id_text
 from interlock.domain.storage.keys import Keyring
 
 CHAIN_V2 = re.compile(r"2:([A-Za-z0-9_-]{1,32}):([0-9a-f]{64}):([0-9a-f]{64})")
@@ -75,7 +76,7 @@ def split_v2(state: bytes) -> tuple[bytes, str] | None:
 
 def record_hash(prev_link: str, chat_id: UUID | str, version: int, topic: str, body: bytes) -> str:
     """The keyless hash of a version 2 record: anyone can recompute it."""
-    head = f"interlock-chain-v2\n{prev_link}\n{chat_id}\n{version}\n{topic}\n".encode()
+    head = f"interlock-chain-v2\n{prev_link}\n{id_text(chat_id)}\n{version}\n{topic}\n".encode()
     return hashlib.sha256(head + body).hexdigest()
 
 

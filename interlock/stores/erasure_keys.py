@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eventsourcing.postgres import PostgresApplicationRecorder
 
 from interlock.domain import Interlock
+from interlock.domain.chat.ids import id_text
 from interlock.domain.errors import InvalidRequestError
 from interlock.domain.storage.chain import HmacSha256
 from interlock.domain.storage.mapper import TamperedEventError
@@ -163,7 +164,7 @@ class KeyStore:
 
 
 def _place(chat_id: UUID, version: int, field: str) -> bytes:
-    return f"interlock-personal-v1\n{chat_id}\n{version}\n{field}".encode()
+    return f"interlock-personal-v1\n{id_text(chat_id)}\n{version}\n{field}".encode()
 
 
 class _Backend:

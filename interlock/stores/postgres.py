@@ -50,6 +50,7 @@ from psycopg.sql import SQL, Identifier
 from psycopg.types.composite import register_composite
 from psycopg_pool import PoolTimeout
 
+from interlock.domain.chat.ids import id_text
 from interlock.domain.errors import StoreUnavailableError
 from interlock.stores import libpq
 from interlock.stores.groupcommit import Append, GroupCommit, conflict
@@ -141,7 +142,7 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
                 text += f" LIMIT ${n + 1}"
             statement = self._select_events_sql[shape] = SQL(text).format(
                 **self._names).as_bytes(None)
-        params = [str(originator_id).encode(),
+        params = [id_text(originator_id).encode(),
                   *(b"%d" % v for v in (gt, lte, limit) if v is not None)]
         types = [_UUID if self._uuid_ids else _TEXT, *[_INT8] * (len(params) - 1)]
         with self.datastore.get_connection() as conn:
@@ -244,7 +245,7 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         statement = self.append_statement
         if keys:  # new chats: their keys go in the same transaction, for accepted groups
             statement = self.keyed_statement
-            arrays += [Texts(str(c) for c, _, _ in keys), Blobs(k for _, k, _ in keys),
+            arrays += [Texts(id_text(c) for c, _, _ in keys), Blobs(k for _, k, _ in keys),
                        Int4s(n for _, _, n in keys)]
         types, values = zip(*map(packed, arrays), strict=True)
         with self.datastore.get_connection() as conn:

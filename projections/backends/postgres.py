@@ -26,6 +26,7 @@ from psycopg.postgres import types as postgres_types
 from psycopg.rows import DictRow
 from psycopg.types.json import Json
 
+from interlock.domain.chat.ids import id_text
 from interlock.domain.errors import InvalidRequestError, UnavailableError
 from interlock.projections.engine.live import LeaderLostError
 from interlock.projections.engine.sql import (
@@ -411,7 +412,7 @@ def _encoded(values: list[Any], encoding: str,
                   if -2**31 <= value < 2**31 else _INT8
                   if -2**63 <= value < 2**63 else _NUMERIC)
         elif kind is UUID:
-            put(str(value).encode())
+            put(id_text(value).encode())
             typed(_UUID)
         elif kind is datetime and value.tzinfo is not None:
             put(value.isoformat().encode())

@@ -22,6 +22,7 @@ from interlock.domain.chat.events import (
     UserMessageSent,
 )
 from interlock.domain.chat.fork_events import ChatForked
+from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.state import ChatStatus
 from interlock.projections.engine import cursors
 from interlock.projections.engine.pages import Page, paginate
@@ -136,15 +137,15 @@ class ChatsProjection(Projection[ChatsView]):
         self._touch(domain_event)
 
     def _touch(self, e: ChatEvent) -> None:
-        self.view.touched(str(e.originator_id), e.originator_version, e.timestamp)
+        self.view.touched(id_text(e.originator_id), e.originator_version, e.timestamp)
 
     def _status(self, e: ChatEvent, status: ChatStatus | None, pending_delta: int = 0) -> None:
-        self.view.status_changed(str(e.originator_id), status, pending_delta)
+        self.view.status_changed(id_text(e.originator_id), status, pending_delta)
         self._touch(e)
 
     @process_event.register
     def _started(self, e: ChatStarted, tracking: Tracking) -> None:
-        self.view.chat_started(str(e.originator_id), e.tenant, e.agent, e.originator_version,
+        self.view.chat_started(id_text(e.originator_id), e.tenant, e.agent, e.originator_version,
                                e.timestamp)
 
     @process_event.register

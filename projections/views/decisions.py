@@ -25,6 +25,7 @@ from interlock.domain.chat.events import (
     Restarted,
     ToolRequested,
 )
+from interlock.domain.chat.ids import id_text
 from interlock.projections.engine import cursors
 from interlock.projections.engine.fold import Buffers, Held
 from interlock.projections.engine.pages import Page, paginate
@@ -353,20 +354,20 @@ class DecisionsProjection(Projection[DecisionsView]):
 
     @process_event.register
     def _started(self, e: ChatStarted, tracking: Tracking) -> None:
-        self.view.chat_started(str(e.originator_id), e.tenant, e.agent)
+        self.view.chat_started(id_text(e.originator_id), e.tenant, e.agent)
 
     @process_event.register
     def _requested(self, e: ToolRequested, tracking: Tracking) -> None:
-        self.view.tool_requested(str(e.originator_id), e.ref, e.name, e.input)
+        self.view.tool_requested(id_text(e.originator_id), e.ref, e.name, e.input)
 
     @process_event.register
     def _interrupted(self, e: Interrupted, tracking: Tracking) -> None:
-        self.view.interrupted(str(e.originator_id), e.ref, e.timestamp)
+        self.view.interrupted(id_text(e.originator_id), e.ref, e.timestamp)
 
     @process_event.register
     def _responded(self, e: Responded, tracking: Tracking) -> None:
         self.view.decided(Decided(
-            chat_id=str(e.originator_id), version=e.originator_version, ref=e.ref,
+            chat_id=id_text(e.originator_id), version=e.originator_version, ref=e.ref,
             kind="respond", actor=e.actor, input_sha256=e.input_sha256, decided_at=e.timestamp,
             output=e.output, resumed_metadata=e.metadata,
         ))
@@ -375,17 +376,17 @@ class DecisionsProjection(Projection[DecisionsView]):
     def _restarted(self, e: Restarted, tracking: Tracking) -> None:
         replaced = e.replaced_input_sha256 is not None
         self.view.decided(Decided(
-            chat_id=str(e.originator_id), version=e.originator_version, ref=e.ref,
+            chat_id=id_text(e.originator_id), version=e.originator_version, ref=e.ref,
             kind="restart", actor=e.actor, input_sha256=e.input_sha256, decided_at=e.timestamp,
             original_input=e.original_input, replaced_input=e.replace_input if replaced else None,
             resumed_metadata=e.resumed_metadata,
         ))
         if replaced:
-            self.view.input_replaced(str(e.originator_id), e.ref, e.replace_input)
+            self.view.input_replaced(id_text(e.originator_id), e.ref, e.replace_input)
 
     @process_event.register
     def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:
-        self.view.interrupted(str(e.originator_id), e.ref, e.timestamp)
+        self.view.interrupted(id_text(e.originator_id), e.ref, e.timestamp)
 
     @process_event.register
     def _voted(self, e: ApprovalVoted, tracking: Tracking) -> None:
@@ -393,30 +394,30 @@ class DecisionsProjection(Projection[DecisionsView]):
         output = {"rejected": True, "by": e.actor, "reason": e.reason} if e.vote == "reject" \
             else {"outcome": e.outcome}
         self.view.decided(Decided(
-            chat_id=str(e.originator_id), version=e.originator_version, ref=e.ref, kind=e.vote,
+            chat_id=id_text(e.originator_id), version=e.originator_version, ref=e.ref, kind=e.vote,
             actor=e.actor, input_sha256=e.input_sha256, decided_at=e.timestamp,
             replaced_input=e.edited_input if edited else None, output=output,
             resumed_metadata=e.resume_metadata))
         if edited:
-            self.view.input_replaced(str(e.originator_id), e.ref, e.edited_input)
+            self.view.input_replaced(id_text(e.originator_id), e.ref, e.edited_input)
 
     @process_event.register
     def _expired(self, e: InterruptExpired, tracking: Tracking) -> None:
         self.view.decided(Decided(
-            chat_id=str(e.originator_id), version=e.originator_version, ref=e.ref,
+            chat_id=id_text(e.originator_id), version=e.originator_version, ref=e.ref,
             kind="expire", actor=SWEEPER, input_sha256=e.input_sha256, decided_at=e.timestamp,
             output={"expired": True, "at": e.expires_at.isoformat()}))
 
     @process_event.register
     def _withdrawn(self, e: InterruptWithdrawn, tracking: Tracking) -> None:
         self.view.decided(Decided(
-            chat_id=str(e.originator_id), version=e.originator_version, ref=e.ref,
+            chat_id=id_text(e.originator_id), version=e.originator_version, ref=e.ref,
             kind="withdraw", actor=e.actor, input_sha256=e.input_sha256, decided_at=e.timestamp,
             output={"withdrawn": True, "by": e.actor, "reason": e.reason}))
 
     @process_event.register
     def _fingerprinted(self, e: AgentFingerprinted, tracking: Tracking) -> None:
-        self.view.fingerprinted(str(e.originator_id), e.fingerprint)
+        self.view.fingerprinted(id_text(e.originator_id), e.fingerprint)
 
 
 READ_MODEL = ReadModel(DecisionsView, DecisionsProjection)

@@ -30,6 +30,7 @@ from interlock.domain.chat.events import (
     UserMessageSent,
 )
 from interlock.domain.chat.fork_events import ChatForked
+from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.policies import ApprovalState, Vote, normalise_id
 from interlock.domain.chat.rules import AWAITS_AGENT, barred_voters
 from interlock.domain.chat.state import ToolCall
@@ -366,20 +367,20 @@ class InboxProjection(Projection[InboxView]):
 
     @process_event.register
     def _started(self, e: ChatStarted, tracking: Tracking) -> None:
-        self.view.chat_started(str(e.originator_id), e.tenant, e.agent)
+        self.view.chat_started(id_text(e.originator_id), e.tenant, e.agent)
 
     @process_event.register
     def _message(self, e: UserMessageSent, tracking: Tracking) -> None:
-        self.view.message_sent(str(e.originator_id), e.actor)
+        self.view.message_sent(id_text(e.originator_id), e.actor)
 
     @process_event.register
     def _finished(self, e: TurnFinished, tracking: Tracking) -> None:
         if e.reason == "failed" and e.error == AWAITS_AGENT:
-            self.view.awaits_agent(str(e.originator_id), e.timestamp)
+            self.view.awaits_agent(id_text(e.originator_id), e.timestamp)
 
     @process_event.register
     def _retried(self, e: TurnRetried, tracking: Tracking) -> None:
-        self.view.turn_moved_on(str(e.originator_id))
+        self.view.turn_moved_on(id_text(e.originator_id))
 
     @process_event.register
     def _forked(self, e: ChatForked, tracking: Tracking) -> None:
@@ -388,33 +389,33 @@ class InboxProjection(Projection[InboxView]):
         for ref in e.history.batch:
             call = e.history.calls[ref]
             if call.status == "interrupted":
-                self.view.call_copied(str(e.originator_id), call, e.timestamp)
+                self.view.call_copied(id_text(e.originator_id), call, e.timestamp)
 
     @process_event.register
     def _requested(self, e: ToolRequested, tracking: Tracking) -> None:
-        self.view.tool_requested(str(e.originator_id), e.ref, e.name, e.input)
+        self.view.tool_requested(id_text(e.originator_id), e.ref, e.name, e.input)
 
     @process_event.register
     def _interrupted(self, e: Interrupted, tracking: Tracking) -> None:
-        self.view.interrupted(str(e.originator_id), e.ref, e.metadata, e.timestamp)
+        self.view.interrupted(id_text(e.originator_id), e.ref, e.metadata, e.timestamp)
 
     @process_event.register
     def _responded(self, e: Responded, tracking: Tracking) -> None:
-        self.view.decided(str(e.originator_id), e.ref)
+        self.view.decided(id_text(e.originator_id), e.ref)
 
     @process_event.register
     def _restarted(self, e: Restarted, tracking: Tracking) -> None:
-        self.view.decided(str(e.originator_id), e.ref)
+        self.view.decided(id_text(e.originator_id), e.ref)
         if e.replaced_input_sha256 is not None:
-            self.view.input_replaced(str(e.originator_id), e.ref, e.replace_input)
+            self.view.input_replaced(id_text(e.originator_id), e.ref, e.replace_input)
 
     @process_event.register
     def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:
-        self.view.held(str(e.originator_id), e.ref, ApprovalState(terms=e.terms), e.timestamp)
+        self.view.held(id_text(e.originator_id), e.ref, ApprovalState(terms=e.terms), e.timestamp)
 
     @process_event.register
     def _voted(self, e: ApprovalVoted, tracking: Tracking) -> None:
-        chat_id = str(e.originator_id)
+        chat_id = id_text(e.originator_id)
         if e.outcome != "pending":
             self.view.decided(chat_id, e.ref)
             return
@@ -431,18 +432,18 @@ class InboxProjection(Projection[InboxView]):
 
     @process_event.register
     def _escalated(self, e: ApprovalEscalated, tracking: Tracking) -> None:
-        state = self.view.approval(str(e.originator_id), e.ref)
+        state = self.view.approval(id_text(e.originator_id), e.ref)
         if state is not None:
             state = state.model_copy(update={"escalated": True})
-            self.view.approval_changed(str(e.originator_id), e.ref, state, None)
+            self.view.approval_changed(id_text(e.originator_id), e.ref, state, None)
 
     @process_event.register
     def _expired(self, e: InterruptExpired, tracking: Tracking) -> None:
-        self.view.decided(str(e.originator_id), e.ref)
+        self.view.decided(id_text(e.originator_id), e.ref)
 
     @process_event.register
     def _withdrawn(self, e: InterruptWithdrawn, tracking: Tracking) -> None:
-        self.view.decided(str(e.originator_id), e.ref)
+        self.view.decided(id_text(e.originator_id), e.ref)
 
 
 READ_MODEL = ReadModel(InboxView, InboxProjection)

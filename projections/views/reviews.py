@@ -32,6 +32,7 @@ from interlock.domain.chat.events import (
     ToolRequested,
     UserMessageSent,
 )
+from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.policies import normalise_id
 from interlock.domain.receipts import CallViewed
 from interlock.domain.review.events import (
@@ -244,16 +245,16 @@ class ReviewsView(SqlView):
     def review_opened(self, e: ReviewOpened) -> None:
         self._run("INSERT INTO {reviews} VALUES (%(id)s, %(t)s, 'open', %(a)s, %(at)s, %(q)s,"
                   " %(qv)s, %(n)s, 0, 0, NULL)",
-                  {"id": str(e.originator_id), "t": e.tenant, "a": e.actor,
+                  {"id": id_text(e.originator_id), "t": e.tenant, "a": e.actor,
                    "at": self._ts(e.timestamp), "q": e.query.name, "qv": e.query.version,
                    "n": len(e.items)})
         self._run_many("INSERT INTO {review_items} VALUES (%(id)s, %(n)s, %(c)s, %(v)s, %(r)s,"
                        " NULL, NULL, NULL, NULL, NULL)",
-                       [{"id": str(e.originator_id), "n": i.n, "c": i.chat_id, "v": i.version,
+                       [{"id": id_text(e.originator_id), "n": i.n, "c": i.chat_id, "v": i.version,
                          "r": i.ref} for i in e.items])
 
     def item_assessed(self, e: ItemAssessed) -> None:
-        params = {"id": str(e.originator_id), "n": e.item, "vd": e.verdict, "s": e.severity,
+        params = {"id": id_text(e.originator_id), "n": e.item, "vd": e.verdict, "s": e.severity,
                   "nt": e.note, "a": e.actor, "at": self._ts(e.timestamp),
                   "f": int(e.verdict == "finding")}
         self._run("UPDATE {review_items} SET verdict = %(vd)s, severity = %(s)s, note = %(nt)s,"
@@ -473,27 +474,27 @@ class ReviewsProjection(Projection[ReviewsView]):
 
     @process_event.register
     def _started(self, e: ChatStarted, tracking: Tracking) -> None:
-        self.view.chat_started(str(e.originator_id), e.tenant, e.agent, e.actor)
+        self.view.chat_started(id_text(e.originator_id), e.tenant, e.agent, e.actor)
 
     @process_event.register
     def _sent(self, e: UserMessageSent, tracking: Tracking) -> None:
-        self.view.turn_sent(str(e.originator_id), e.actor)
+        self.view.turn_sent(id_text(e.originator_id), e.actor)
 
     @process_event.register
     def _fingerprinted(self, e: AgentFingerprinted, tracking: Tracking) -> None:
-        self.view.fingerprinted(str(e.originator_id), e.fingerprint)
+        self.view.fingerprinted(id_text(e.originator_id), e.fingerprint)
 
     @process_event.register
     def _requested(self, e: ToolRequested, tracking: Tracking) -> None:
-        self.view.tool_requested(str(e.originator_id), e.ref, e.name, e.input)
+        self.view.tool_requested(id_text(e.originator_id), e.ref, e.name, e.input)
 
     @process_event.register
     def _interrupted(self, e: Interrupted, tracking: Tracking) -> None:
-        self.view.asked(str(e.originator_id), e.ref, e.timestamp)
+        self.view.asked(id_text(e.originator_id), e.ref, e.timestamp)
 
     @process_event.register
     def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:
-        self.view.asked(str(e.originator_id), e.ref, e.timestamp)
+        self.view.asked(id_text(e.originator_id), e.ref, e.timestamp)
 
     @process_event.register
     def _responded(self, e: Responded, tracking: Tracking) -> None:
@@ -503,13 +504,13 @@ class ReviewsProjection(Projection[ReviewsView]):
     def _restarted(self, e: Restarted, tracking: Tracking) -> None:
         self._decided(e, "restart", e.actor)
         if e.replaced_input_sha256 is not None:
-            self.view.edited(str(e.originator_id), e.ref, e.actor, e.replace_input)
+            self.view.edited(id_text(e.originator_id), e.ref, e.actor, e.replace_input)
 
     @process_event.register
     def _voted(self, e: ApprovalVoted, tracking: Tracking) -> None:
         self._decided(e, e.vote, e.actor, settles=e.outcome != "pending")
         if e.edited_input_sha256 is not None:
-            self.view.edited(str(e.originator_id), e.ref, e.actor, e.edited_input)
+            self.view.edited(id_text(e.originator_id), e.ref, e.actor, e.edited_input)
 
     @process_event.register
     def _expired(self, e: InterruptExpired, tracking: Tracking) -> None:
@@ -533,14 +534,14 @@ class ReviewsProjection(Projection[ReviewsView]):
 
     @process_event.register
     def _signed(self, e: ReviewSignedOff, tracking: Tracking) -> None:
-        self.view.review_status(str(e.originator_id), "signed_off", e.actor)
+        self.view.review_status(id_text(e.originator_id), "signed_off", e.actor)
 
     @process_event.register
     def _closed(self, e: ReviewClosed, tracking: Tracking) -> None:
-        self.view.review_status(str(e.originator_id), "closed", e.actor)
+        self.view.review_status(id_text(e.originator_id), "closed", e.actor)
 
     def _decided(self, e: Any, kind: str, actor: str, settles: bool = True) -> None:
-        self.view.decided(str(e.originator_id), e.originator_version, e.ref, kind, actor,
+        self.view.decided(id_text(e.originator_id), e.originator_version, e.ref, kind, actor,
                           e.timestamp, e.input_sha256, settles)
 
 

@@ -38,6 +38,7 @@ from interlock.domain.chat.events import (
     ToolRequested,
     TurnFinished,
 )
+from interlock.domain.chat.ids import id_text
 from interlock.domain.webhooks import WebhookSubscribed, WebhookUnsubscribed, public_id
 from interlock.projections.engine.fold import Buffers, Held
 from interlock.projections.engine.sql import ReadModel, ViewStore
@@ -219,7 +220,7 @@ class WebhooksProjection(Projection[WebhooksView]):
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         """Subscriptions, chats and calls are remembered; notifying events go to the outbox."""
-        e, origin = domain_event, str(domain_event.originator_id)
+        e, origin = domain_event, id_text(domain_event.originator_id)
         if isinstance(e, WebhookSubscribed):
             self.view.subscribed(public_id(e.originator_id), e.tenant, e.url, e.events,
                                  e.timestamp)
