@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -160,6 +161,7 @@ def _check_distinct_ids(principals: Iterable[Principal]) -> None:
                 " differ only in case or spacing are one person; use one spelling")
 
 
+@functools.lru_cache(maxsize=256)  # per request; parsing an address runs ipaddress' Python
 def is_loopback(host: str | None) -> bool:
     if host == "localhost":
         return True
