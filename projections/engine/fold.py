@@ -32,6 +32,10 @@ class Held:
         self.template = template
         self.rows: dict[Key, dict[str, Any]] = {}
 
+    def holds_chat(self, chat_id: str) -> bool:
+        """Whether a row of `chat_id` is held (keys begin with the chat's id)."""
+        return any(key[0] == chat_id for key in self.rows)
+
     def write(self, run_many: RunMany) -> None:
         if self.rows:
             rows, self.rows = list(self.rows.values()), {}

@@ -129,8 +129,8 @@ class InboxView(SqlView):
 
     def message_sent(self, chat_id: str, actor: str) -> None:
         """The chat's turn is `actor`'s, and it no longer waits for its agent."""
-        if self._calls.rows:  # held calls read the turn they were asked in
-            self._held.flush()
+        if self._calls.holds_chat(chat_id):  # its held calls read the turn they were
+            self._held.flush()                # asked in (other chats' calls read theirs)
         held = self._chats.rows.get((chat_id,))
         if held is not None:
             # A chat held since it started this batch has no row waiting for its agent:

@@ -185,8 +185,8 @@ class ReviewsView(SqlView):
             "f": None, "n": 0})
 
     def turn_sent(self, chat_id: str, actor: str) -> None:
-        if self._calls.rows:  # held calls read the turn they were asked in
-            self._held.flush()
+        if self._calls.holds_chat(chat_id):  # its held calls read the turn they were
+            self._held.flush()                # asked in (other chats' calls read theirs)
         held = self._chats.rows.get((chat_id,))
         if held is not None:
             held.update(u=actor, un=normalise_id(actor))

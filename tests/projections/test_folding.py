@@ -34,10 +34,13 @@ def _everything(models: SqlReadModels) -> dict[str, Any]:
 async def _turns(app: Interlock) -> None:
     """A chat whose calls and turns follow one another: a turn of one actor, its approval,
     the call it runs (no interrupt), then another actor's turn and an approval of it; and
-    a chat started and sent to at once (its first turn folds into its rows)."""
+    chats started and sent to at once (a first turn folds into its chat's rows), one of
+    them between the first chat's turns, its calls held while that chat's turn changes."""
     chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
     for actor, approver in (("alice", "bob"), ("carol", "dave")):
         sent = await app.send(chat.id, "transfer $50 to savings", actor=actor)
+        between = app.start_chat("bankingAgent", actor="gina", tenant="bank")
+        await app.send(between.id, f"transfer $5 to {actor}", actor="hank")
         await app.resume(chat.id, actor=approver, respond=[RespondEntry(
             ref=sent.interrupts[0].ref, name="userApproval", output={"approved": True})])
     other = app.start_chat("bankingAgent", actor="erin", tenant="bank")
@@ -66,6 +69,7 @@ async def test_one_batch_writes_every_table_as_small_batches_do(
         whole.close()
     assert small["inbox"]["inbox_calls"], "the flows ask for calls"
     assert any("carol" in row for row in small["reviews"]["review_calls"])
+    assert any("hank" in row for row in small["inbox"]["inbox_calls"])
 
 
 async def test_a_duplicate_call_in_one_batch_still_stops_the_view_at_its_event(
