@@ -12,6 +12,7 @@ fewer, fuller transactions, for at most that much latency.
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -31,8 +32,8 @@ class Append:
     done: bool = False
     sent: bool = False  # a flush has sent it: a refusal on a retry may be its own commit
 
-    @property
-    def chats(self) -> set[Any]:
+    @functools.cached_property
+    def chats(self) -> set[Any]:  # read twice a batch; a UUID's hash runs Python
         return {e.originator_id for e in self.events}
 
 
