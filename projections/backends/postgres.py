@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
@@ -87,7 +88,7 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         }
         self._names["tracking"] = sql.Identifier(schema, self.tracking_table_name)
         self._composed: dict[str, bytes] = {}
-        self._bounds: dict[str, tuple[bytes, list[str]]] = {}
+        self._bounds: dict[str, tuple[bytes, tuple[str, ...]]] = {}
         self._local = _InBatch()
         self.sql_create_statements.extend(
             sql.SQL(t).format(**self._names, **_TYPES) for t in self.ddl)
@@ -100,7 +101,7 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             self._composed[template] = query
         return query
 
-    def _bound(self, template: str) -> tuple[bytes, list[str]]:
+    def _bound(self, template: str) -> tuple[bytes, tuple[str, ...]]:
         """The statement with `$n` placeholders, and the parameter each stands for."""
         bound = self._bounds.get(template)
         if bound is None:
@@ -310,7 +311,8 @@ DIRECT_ROWS_ALONE = 200  # one view's batch (a catch-up, a rebuild, a view retri
 _PLACEHOLDER = re.compile(rb"%\((\w+)\)s|%%")
 
 
-def _numbered(query: bytes) -> tuple[bytes, list[str]]:
+@functools.lru_cache(maxsize=256)  # the joint pass's statement: the same text every pass
+def _numbered(query: bytes) -> tuple[bytes, tuple[str, ...]]:
     """`query` with `$n` for its `%(name)s` placeholders (and `%` for `%%`), and the name
     each number stands for."""
     names: list[str] = []
@@ -323,7 +325,7 @@ def _numbered(query: bytes) -> tuple[bytes, list[str]]:
             names.append(name)
         return b"$%d" % (names.index(name) + 1)
 
-    return _PLACEHOLDER.sub(number, query), names
+    return _PLACEHOLDER.sub(number, query), tuple(names)
 
 
 def _send(curs: Cursor[DictRow], first: bytes | None, params: Mapping[str, Any],

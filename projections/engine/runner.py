@@ -115,8 +115,9 @@ class BatchRunner:
         try:
             with self.view.batch(start, upto):
                 began = True
+                name = self.app.name
                 for note_id, _, event in events:
-                    self._process(event, Tracking(self.app.name, note_id))
+                    self._process(event, _tracking(name, note_id))
         except PositionConflictError:
             raise
         except Exception as exc:  # broad on purpose: any handler error names its event
@@ -171,6 +172,13 @@ class BatchRunner:
         """Empty the view (one transaction) and replay the whole log into it; the position."""
         self.view.reset()
         return self.catch_up(progress)
+
+
+@functools.lru_cache(maxsize=4096)
+def _tracking(application_name: str, notification_id: int) -> Tracking:
+    """The position of a notification, one (immutable) object for every view that applies
+    it: a frozen dataclass sets each field through `object.__setattr__`, five times an event."""
+    return Tracking(application_name, notification_id)
 
 
 def _dispatcher(projection: Projection[Any]) -> Callable[[Any, Tracking], None]:
