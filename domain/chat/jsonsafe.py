@@ -26,7 +26,8 @@ def _not_json(value: Any) -> Any:
 
 # C's JSON encoder, strict: NaN and infinities raise (keys too); no circular check, so a
 # cycle raises RecursionError. None where the C accelerator is missing: then always walked.
-_ENCODE = None if encoder.c_make_encoder is None else encoder.c_make_encoder(
+_MAKE = getattr(encoder, "c_make_encoder", None)  # untyped: the C accelerator's
+_ENCODE = None if _MAKE is None else _MAKE(
     None, _not_json, encoder.encode_basestring, None, ":", ",", False, False, False)
 
 
