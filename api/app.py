@@ -144,8 +144,12 @@ def make_app(
         if on_shutdown is not None:
             on_shutdown()
 
+    # FastAPI's native telemetry off: Interlock's own middleware names, counts and traces
+    # each request (api/observability); FastAPI's would record it a second time, and it
+    # asks OpenTelemetry for its providers on every request even when none is set up.
     app = _App(title="Interlock", version=package_version(), description=DESCRIPTION,
-                  lifespan=lifespan, generate_unique_id_function=operation_id)
+               lifespan=lifespan, generate_unique_id_function=operation_id,
+               telemetry={"tracing": False, "metrics": False, "logs": False})
     app.state.service, app.state.read_models = service, read_models
     app.state.auth, app.state.streams, app.state.signer = auth, streams, signer
     app.state.webhooks, app.state.subscriptions = hooks, subscriptions

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import re
-import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,7 +51,15 @@ def request_id_from(header: str | None) -> str:
     """The client's `X-Request-ID` when it is sane, else a fresh one."""
     if header is not None and _SANE_ID.fullmatch(header):
         return header
-    return uuid.uuid4().hex
+    return _uuid4_hex()
+
+
+def _uuid4_hex() -> str:
+    """`uuid.uuid4().hex` without building a UUID (its constructor runs Python)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
+    return raw.hex()
 
 
 def begin(request_id: str, scope: Scope) -> RequestInfo:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from uuid import RFC_4122, UUID
 
 import pytest
 import uvicorn
@@ -38,6 +39,7 @@ def test_an_insane_request_id_is_replaced(http: TestClient, given: str) -> None:
     answer = http.get("/healthz", headers={"X-Request-ID": given})
     rid = answer.headers["X-Request-ID"]
     assert rid != given and len(rid) == 32 and int(rid, 16) >= 0
+    assert UUID(rid).version == 4 and UUID(rid).variant == RFC_4122  # as uuid4().hex
 
 
 def test_every_answer_has_its_own_id_even_a_refusal(http: TestClient, json_logs: Lines) -> None:

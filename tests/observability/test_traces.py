@@ -177,3 +177,17 @@ def test_a_span_is_current_in_its_block_and_an_escaping_error_is_recorded() -> N
     assert [e.name for e in tool.events] == ["exception"]
     assert after.parent is None and after.status.description == "openai: 503"
     assert dict(after.attributes or {}) == {"error.type": "ModelError"}
+
+
+def test_fastapi_does_not_trace_requests_a_second_time(
+    service: Interlock, views: ReadModels, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interlock's middleware traces and counts each request; FastAPI's native telemetry,
+    on as soon as OpenTelemetry has a provider, would record it again (and asks for the
+    providers on every request)."""
+    from fastapi import FastAPI
+
+    monkeypatch.setattr(trace, "get_tracer_provider", TracerProvider)
+    assert FastAPI()._native_telemetry.enabled()  # what a plain app would do here
+    app = make_app(service, views, AuthConfig.from_mapping(KEYS))
+    assert not app._native_telemetry.enabled()  # type: ignore[attr-defined]
