@@ -59,6 +59,11 @@ from interlock.stores.pgarrays import Blobs, Int4s, Int8s, Texts, Uuids, packed
 
 STORE_DEADLINE = "STORE_DEADLINE"  # the setting (seconds) in the store's environment
 PURGE_EVERY = 0.5  # seconds: a restart breaks every pooled connection at once; purge once
+# The connection last given back waits in a slot for the next lending (of any thread): a
+# lone command's eight lendings a cycle skip the pool's getconn and putconn. One idle in the
+# slot longer than PARKED_IDLE, or lent from it for longer than PARKED_ROUND since it last
+# left the pool, goes back to the pool, whose checks (lifetime, idleness) then apply.
+PARKED_IDLE, PARKED_ROUND = 5.0, 60.0
 
 
 class InterlockPostgresRecorder(PostgresApplicationRecorder):
@@ -290,6 +295,13 @@ _LIBRARY_ERRORS: tuple[tuple[type[psycopg.Error], type[PersistenceError]], ...] 
     (psycopg.Error, PersistenceError))
 
 
+def _idle(conn: Connection[Any]) -> bool:
+    """Open, healthy and outside any transaction: fit to be lent as the pool would."""
+    pg = conn.pgconn
+    return not conn.closed and pg.status == pq.ConnStatus.OK and \
+        pg.transaction_status == pq.TransactionStatus.IDLE
+
+
 def _roll_back(conn: Connection[Any]) -> None:
     """Roll back a connection whose user failed; a connection too broken to roll back is
     left to the pool, which replaces it (psycopg's `Connection.__exit__` likewise)."""
@@ -417,6 +429,8 @@ class GuardedDatastore(PostgresDatastore):
     _purged: float
     _in_use: set[Connection[DictRow]]
     _in_use_lock: threading.Lock
+    # the parked connection, when it was parked, and when it last left the pool
+    _parked: tuple[Connection[DictRow], float, float] | None
 
     @classmethod
     def adopt(cls, datastore: PostgresDatastore, deadline: float) -> GuardedDatastore:
@@ -434,6 +448,7 @@ class GuardedDatastore(PostgresDatastore):
         datastore.guard.listeners.append(datastore._store_changed)
         datastore._purged = 0.0
         datastore._in_use, datastore._in_use_lock = set(), threading.Lock()
+        datastore._parked = None
         return datastore
 
     def probe_connection(self, timeout: float) -> Connection[Any]:
@@ -455,15 +470,18 @@ class GuardedDatastore(PostgresDatastore):
         pool = self.pool
         try:
             try:
-                if pool.closed:  # not opened yet (a closed pool refuses to open again)
-                    pool.open(self.pool_open_timeout is not None, self.pool_open_timeout or 30.0)
-                conn = pool.getconn()
-                try:
-                    with self._in_use_lock:
-                        self._in_use.add(conn)
+                conn, left_pool = self._unpark()
+                if conn is None:
+                    if pool.closed:  # not opened yet (a closed pool refuses to open again)
+                        pool.open(self.pool_open_timeout is not None,
+                                  self.pool_open_timeout or 30.0)
+                    conn, left_pool = pool.getconn(), time.monotonic()
                     for info in self.psycopg_type_adapters.values():
                         if not conn.adapters.types.get(info.oid):
                             register_composite(info, conn)
+                try:
+                    with self._in_use_lock:
+                        self._in_use.add(conn)
                     try:
                         yield conn
                     except BaseException:
@@ -475,7 +493,8 @@ class GuardedDatastore(PostgresDatastore):
                 finally:
                     with self._in_use_lock:
                         self._in_use.discard(conn)
-                    pool.putconn(conn)
+                    if not self._park(conn, left_pool):
+                        pool.putconn(conn)
             except psycopg.Error as exc:
                 raise _library_error(exc) from exc
         except (OperationalError, InterfaceError) as exc:
@@ -483,6 +502,45 @@ class GuardedDatastore(PostgresDatastore):
                 raise self.guard.refuse(f"no connection within {self.pool.timeout:g}s") from exc
             self._broken()
             raise  # the library's retry tries again: a fresh connection, or a refusal
+
+    def _unpark(self) -> tuple[Connection[DictRow] | None, float]:
+        """The parked connection and when it left the pool, if one waits and is fresh."""
+        if self._parked is None:
+            return None, 0.0
+        with self._in_use_lock:
+            parked, self._parked = self._parked, None
+        if parked is None:
+            return None, 0.0
+        conn, since, left_pool = parked
+        if time.monotonic() - since > PARKED_IDLE or not _idle(conn):
+            self.pool.putconn(conn)  # the pool checks it, keeps or replaces it
+            return None, 0.0
+        return conn, left_pool
+
+    def _park(self, conn: Connection[DictRow], left_pool: float) -> bool:
+        """Keep `conn` for the next lending if it is healthy, idle and the slot is free;
+        False: the pool takes it back."""
+        now = time.monotonic()
+        if (self._parked is not None or now - left_pool > PARKED_ROUND or not _idle(conn)
+                or self.pool.closed or not self.guard.up
+                or getattr(self.pool, "_check", None) is not None):  # pre-ping: the pool's
+            return False
+        with self._in_use_lock:
+            if self._parked is not None:
+                return False
+            self._parked = (conn, now, left_pool)
+        return True
+
+    def _give_back_parked(self) -> None:
+        with self._in_use_lock:
+            parked, self._parked = self._parked, None
+        if parked is not None:
+            self.pool.putconn(parked[0])
+
+    def close(self) -> None:
+        with suppress(psycopg.Error):
+            self._give_back_parked()  # the pool closes it with the others
+        super().close()
 
     def _store_changed(self, up: bool) -> None:
         """The guard found the store down: cut the connections in use, whose calls would
@@ -493,6 +551,8 @@ class GuardedDatastore(PostgresDatastore):
             with suppress(psycopg.Error):
                 self.pool.check()
             return
+        with suppress(psycopg.Error):
+            self._give_back_parked()  # idle: the pool drops it when it is found broken
         with self._in_use_lock:
             using = list(self._in_use)
         for conn in using:

@@ -3,10 +3,15 @@ a connection closed by its user given back quietly, and none left counted in use
 
 from __future__ import annotations
 
+import threading
+import time
+from typing import Any
+
 import pytest
 from eventsourcing.persistence import IntegrityError, ProgrammingError
 
 from interlock.bootstrap import build_service
+from interlock.stores import postgres
 from interlock.stores.postgres import GuardedDatastore
 
 pytestmark = pytest.mark.postgres
@@ -27,3 +32,77 @@ def test_lent_connections_map_errors_and_are_always_given_back(pg_store: str) ->
         assert conn.execute("SELECT 1 AS one").fetchone() == {"one": 1}
     assert not store._in_use
     app.close()
+
+
+def _store(pg_store: str) -> tuple[Any, GuardedDatastore]:
+    app = build_service(pg_store)
+    store = app.recorder.datastore
+    assert isinstance(store, GuardedDatastore)
+    return app, store
+
+
+def test_the_connection_given_back_is_lent_next_without_the_pool(pg_store: str) -> None:
+    """A lone caller's lendings skip the pool's getconn and putconn: the connection waits in
+    the slot; one left in a transaction, or closed, goes back to the pool instead."""
+    app, store = _store(pg_store)
+    with store.get_connection() as first:
+        pass
+    requests = store.pool.get_stats().get("requests_num", 0)
+    for _ in range(3):
+        with store.get_connection() as conn:
+            assert conn is first
+    assert store.pool.get_stats().get("requests_num", 0) == requests  # the pool was not asked
+    with store.get_connection() as conn:
+        conn.autocommit = False
+        conn.execute("SELECT 1")  # left in a transaction: the commit below ends it
+    assert store._parked is not None and store._parked[0] is conn  # committed, so idle again
+    with store.get_connection() as conn:
+        conn.close()
+    assert store._parked is None  # a closed one is the pool's to replace
+    app.close()
+
+
+def test_another_thread_takes_the_parked_connection_so_a_small_pool_never_starves(
+    pg_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app, store = _store(pg_store)
+    store.pool.resize(1, 1)
+    store.pool.timeout = 1.0
+    with store.get_connection() as mine:
+        pass
+    assert store._parked is not None
+    lent: list[Any] = []
+
+    def other() -> None:
+        with store.get_connection() as conn:
+            lent.append(conn)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join(10)
+    assert lent == [mine]  # the only connection, taken from the slot: no wait for the pool
+    app.close()
+
+
+def test_a_stale_parked_connection_goes_back_and_close_closes_it(
+    pg_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app, store = _store(pg_store)
+    with store.get_connection() as first:
+        pass
+    monkeypatch.setattr(postgres, "PARKED_IDLE", 0.0)
+    time.sleep(0.01)
+    requests = store.pool.get_stats().get("requests_num", 0)
+    with store.get_connection():
+        pass
+    assert store.pool.get_stats().get("requests_num", 0) == requests + 1  # asked the pool
+    parked = store._parked
+    assert parked is not None
+    store._store_changed(False)  # the store went down: the idle one goes back to the pool
+    assert store._parked is None
+    with store.get_connection():
+        pass
+    conn = store._parked[0] if store._parked else None
+    assert conn is not None
+    app.close()
+    assert conn.closed and first is not None  # given back, then closed with the pool
