@@ -55,6 +55,8 @@ class ChatFilter(BaseModel):
 
 
 _COLUMNS = "chat_id, tenant, agent, status, version, created_at, last_activity, pending_count"
+_INSERT = ("INSERT INTO {chats} VALUES (%(c)s, %(t)s, %(a)s, %(s)s, %(v)s, %(created)s,"
+           " %(at)s, %(d)s)")
 _TOUCH = ("UPDATE {chats} SET version = %(v)s, last_activity = %(at)s,"
           " status = COALESCE(%(s)s, status), pending_count = pending_count + %(d)s"
           " WHERE chat_id = %(c)s AND version < %(v)s")
@@ -78,16 +80,22 @@ class ChatsView(SqlView):
     dump_sql = f"SELECT {_COLUMNS} FROM {{chats}} ORDER BY chat_id"
 
     _touches: dict[str, dict[str, Any]]
+    _started: dict[str, dict[str, Any]]  # rows of chats started in this batch, not written
 
     def _begin_batch(self) -> None:
-        self._touches = {}
+        self._touches, self._started = {}, {}
 
     def chat_started(
         self, chat_id: str, tenant: str, agent: str, version: int, at: datetime
     ) -> None:
-        self._run("INSERT INTO {chats} VALUES (%(c)s, %(t)s, %(a)s, 'idle', %(v)s, %(at)s,"
-                  " %(at)s, 0)",
-                  {"c": chat_id, "t": tenant, "a": agent, "v": version, "at": self._ts(at)})
+        """Held until the batch commits: the chat's later events of the batch fold into its
+        row instead of an UPDATE (a second start of one id is inserted at once, and fails)."""
+        row = {"c": chat_id, "t": tenant, "a": agent, "s": "idle", "v": version,
+               "created": self._ts(at), "at": self._ts(at), "d": 0}
+        if chat_id in self._started or chat_id in self._touches:
+            self._run(_INSERT, row)
+            return
+        self._started[chat_id] = row
 
     def status_changed(self, chat_id: str, status: ChatStatus | None, pending_delta: int) -> None:
         """Folded into the chat's one UPDATE of the batch: the last status, the deltas' sum."""
@@ -101,11 +109,17 @@ class ChatsView(SqlView):
         self._touch(chat_id).update(v=version, at=self._ts(at))
 
     def _touch(self, chat_id: str) -> dict[str, Any]:
-        """The chat's pending UPDATE of this batch: no status change, no delta yet."""
+        """The chat's held row, or its pending UPDATE of this batch (no status change, no
+        delta yet): either takes the last version and status, and the deltas' sum."""
+        started = self._started.get(chat_id)
+        if started is not None:
+            return started
         return self._touches.setdefault(chat_id, {"c": chat_id, "s": None, "d": 0})
 
     def _before_commit(self) -> None:
+        started, self._started = list(self._started.values()), {}
         touches, self._touches = list(self._touches.values()), {}
+        self._run_many(_INSERT, started)
         self._run_many(_TOUCH, touches)
 
     def page(self, f: ChatFilter, limit: int, cursor: str | None) -> Page[ChatSummary]:
