@@ -171,8 +171,7 @@ class Interlock(Application[UUID]):
         chat = await self.off_loop(self.store.checkout, chat_id, tenant)
         loop = self._loop(chat, max_turns)
         since = len(chat.state.messages)
-        chat.send_message(text, actor=actor)
-        chat.record_fingerprint(loop.agent.fingerprint)
+        chat.send_message(text, actor=actor, fingerprint=loop.agent.fingerprint)
         return self._checkin(chat, await loop.run(chat, since, emit))
 
     @_counted

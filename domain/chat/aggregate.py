@@ -136,12 +136,15 @@ class Chat:
         self._check_not_running()
         self._trigger(ChatForkedTo, fork_id=fork_id, version=version, actor=actor)
 
-    def send_message(self, text: str, *, actor: str) -> None:
+    def send_message(self, text: str, *, actor: str, fingerprint: str | None = None) -> None:
+        """Begin a turn with the user's message; `fingerprint`, the agent's that will run it,
+        is recorded with it when it differs from the one last recorded."""
         if not text.strip():
             raise InvalidRequestError("message text is empty")
         check_json(text, "text")
         self._check_accepts_message()
-        self._trigger(ev.UserMessageSent, text=text, actor=actor)
+        changed = fingerprint if fingerprint != self.state.fingerprint else None
+        self._trigger(ev.UserMessageSent, text=text, actor=actor, fingerprint=changed)
 
     def retry(
         self, *, actor: str, now: datetime, stale_after: timedelta, decider_only: bool = False

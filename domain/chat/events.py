@@ -94,10 +94,21 @@ class ChatStarted(ChatEvent):
 
 
 class UserMessageSent(ChatEvent):
+    """A user's message, which begins a turn; with the agent's fingerprint when the turn
+    runs under a definition other than the one last recorded (a chat's first turn always),
+    which was an `AgentFingerprinted` event of its own before (still read, and still
+    recorded when a resume or a retry finds the definition changed)."""
+
+    # Fields added after the chain's format 1: a format 1 record never holds them.
+    LATER_FIELDS: ClassVar[frozenset[str]] = frozenset({"fingerprint"})
+
     text: str
     actor: str
+    fingerprint: str | None = None
 
     def apply(self, state: ChatState) -> None:
+        if self.fingerprint is not None:
+            state.fingerprint = self.fingerprint
         state.messages.append(text_message("user", self.text))
         state.status = "running"
         state.turn += 1

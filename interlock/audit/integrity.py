@@ -154,7 +154,9 @@ def _fits_topic(topic: str, data: dict[str, Any]) -> bool:
     except (TopicError, ImportError, AttributeError):
         return False
     fields = getattr(cls, "model_fields", None)
-    return fields is not None and set(data) - {"class_version"} == set(fields) - {"chain"}
+    later: frozenset[str] = getattr(cls, "LATER_FIELDS", frozenset())  # never in format 1
+    return fields is not None and \
+        set(data) - {"class_version"} == set(fields) - {"chain"} - later
 
 
 def _hmac(key: bytes, message: bytes) -> str:

@@ -17,8 +17,10 @@ from interlock.domain.chat import events as ev
 from interlock.replay.differences import Difference, Kind
 from interlock.replay.recording import UNCOMPARED
 
-# The run's, not the agent's: ids, versions, times, the chain, a provider's token counts.
-_RUN_FIELDS = {"originator_id", "originator_version", "timestamp", "chain", "usage"}
+# The run's, not the agent's: ids, versions, times, the chain, a provider's token counts,
+# the fingerprint of the agent (AgentFingerprinted events are not compared either).
+_RUN_FIELDS = {"originator_id", "originator_version", "timestamp", "chain", "usage",
+               "fingerprint"}  # a message's record of the agent that ran its turn
 # A reply's requests compare as the ToolRequested events that follow it (`compared`).
 _CARRIED = {"requests"}
 

@@ -220,6 +220,7 @@ def read_recording(events: Iterable[ev.ChatEvent], baselines: Mapping[str, Agent
     if chat is None:
         return None
     prints = [e.fingerprint for s in reader.steps for e in s.events
-              if isinstance(e, ae.AgentFingerprinted)]
+              if isinstance(e, ae.AgentFingerprinted | ev.UserMessageSent)
+              and e.fingerprint is not None]
     return ChatRecording(chat.id, chat.state.agent, chat.state.tenant, reader.steps,
                          reader.calls, reader.tools, prints, reader.unknown)

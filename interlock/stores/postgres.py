@@ -429,8 +429,8 @@ class GuardedDatastore(PostgresDatastore):
     _purged: float
     _in_use: set[Connection[DictRow]]
     _in_use_lock: threading.Lock
-    # the parked connection, when it was parked, and when it last left the pool
-    _parked: tuple[Connection[DictRow], float, float] | None
+    # the parked connection, its pool, when it was parked, and when it last left the pool
+    _parked: tuple[Connection[DictRow], Any, float, float] | None
 
     @classmethod
     def adopt(cls, datastore: PostgresDatastore, deadline: float) -> GuardedDatastore:
@@ -493,7 +493,7 @@ class GuardedDatastore(PostgresDatastore):
                 finally:
                     with self._in_use_lock:
                         self._in_use.discard(conn)
-                    if not self._park(conn, left_pool):
+                    if not self._park(conn, pool, left_pool):
                         pool.putconn(conn)
             except psycopg.Error as exc:
                 raise _library_error(exc) from exc
@@ -511,31 +511,31 @@ class GuardedDatastore(PostgresDatastore):
             parked, self._parked = self._parked, None
         if parked is None:
             return None, 0.0
-        conn, since, left_pool = parked
-        if time.monotonic() - since > PARKED_IDLE or not _idle(conn):
-            self.pool.putconn(conn)  # the pool checks it, keeps or replaces it
+        conn, pool, since, left_pool = parked
+        if pool is not self.pool or time.monotonic() - since > PARKED_IDLE or not _idle(conn):
+            pool.putconn(conn)  # its pool checks it, keeps or replaces it (closed: closes it)
             return None, 0.0
         return conn, left_pool
 
-    def _park(self, conn: Connection[DictRow], left_pool: float) -> bool:
-        """Keep `conn` for the next lending if it is healthy, idle and the slot is free;
-        False: the pool takes it back."""
+    def _park(self, conn: Connection[DictRow], pool: Any, left_pool: float) -> bool:
+        """Keep `conn`, lent from `pool`, for the next lending if it is healthy, idle, its
+        pool is still the datastore's and the slot is free; False: its pool takes it back."""
         now = time.monotonic()
         if (self._parked is not None or now - left_pool > PARKED_ROUND or not _idle(conn)
-                or self.pool.closed or not self.guard.up
+                or pool is not self.pool or pool.closed or not self.guard.up
                 or getattr(self.pool, "_check", None) is not None):  # pre-ping: the pool's
             return False
         with self._in_use_lock:
             if self._parked is not None:
                 return False
-            self._parked = (conn, now, left_pool)
+            self._parked = (conn, pool, now, left_pool)
         return True
 
     def _give_back_parked(self) -> None:
         with self._in_use_lock:
             parked, self._parked = self._parked, None
         if parked is not None:
-            self.pool.putconn(parked[0])
+            parked[1].putconn(parked[0])
 
     def close(self) -> None:
         with suppress(psycopg.Error):

@@ -24,6 +24,7 @@ from interlock.domain.chat.events import (
     Responded,
     Restarted,
     ToolRequested,
+    UserMessageSent,
 )
 from interlock.domain.chat.ids import id_text
 from interlock.projections.engine import cursors
@@ -346,7 +347,8 @@ class DecisionsProjection(Projection[DecisionsView]):
     name = "decisions"
     topics = tuple(c.TOPIC for c in (ChatStarted, ToolRequested, Interrupted, Responded,
                                      Restarted, ApprovalRequested, ApprovalVoted,
-                                     InterruptExpired, InterruptWithdrawn, AgentFingerprinted))
+                                     InterruptExpired, InterruptWithdrawn, AgentFingerprinted,
+                                     UserMessageSent))
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
@@ -418,6 +420,11 @@ class DecisionsProjection(Projection[DecisionsView]):
     @process_event.register
     def _fingerprinted(self, e: AgentFingerprinted, tracking: Tracking) -> None:
         self.view.fingerprinted(id_text(e.originator_id), e.fingerprint)
+
+    @process_event.register
+    def _sent(self, e: UserMessageSent, tracking: Tracking) -> None:
+        if e.fingerprint is not None:  # the turn's agent, as an AgentFingerprinted records it
+            self.view.fingerprinted(id_text(e.originator_id), e.fingerprint)
 
 
 READ_MODEL = ReadModel(DecisionsView, DecisionsProjection)

@@ -479,6 +479,8 @@ class ReviewsProjection(Projection[ReviewsView]):
     @process_event.register
     def _sent(self, e: UserMessageSent, tracking: Tracking) -> None:
         self.view.turn_sent(id_text(e.originator_id), e.actor)
+        if e.fingerprint is not None:  # the turn's agent, as an AgentFingerprinted records it
+            self.view.fingerprinted(id_text(e.originator_id), e.fingerprint)
 
     @process_event.register
     def _fingerprinted(self, e: AgentFingerprinted, tracking: Tracking) -> None:

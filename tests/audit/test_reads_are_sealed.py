@@ -6,6 +6,7 @@ import json
 from uuid import UUID
 
 import pytest
+from eventsourcing.persistence import StoredEvent
 
 from interlock.cli.main import main
 from interlock.domain import Chat, Interlock
@@ -103,3 +104,30 @@ async def test_format_1_events_keep_verifying_and_format_2_follows_them(
     table.write(1, {**table.states()[1], "originator_id": str(UUID(int=7))})
     assert main(["verify", str(chat.id), "--store", store]) == 1
     assert "broken at version 1: the event's JSON names another chat" in capsys.readouterr().out
+
+
+async def test_a_format_1_message_holds_no_fingerprint_and_still_verifies(
+    app: Interlock, store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`UserMessageSent` gained `fingerprint` after chain format 1: a format 1 message,
+    written without it, verifies and reads back; one that holds it cannot be format 1."""
+    chat = Chat.start("bankingAgent", actor="alice", tenant="bank")
+    chat.send_message("hello", actor="alice")
+    chat.finish_turn("stop")
+    prev, records = None, []
+    for event in chat.collect_events():  # sealed and stored as Interlock did then
+        data = event.model_dump(mode="json", exclude={"chain", "fingerprint"})
+        event.__dict__["chain"] = prev = app.sealer.digest(prev, data)
+        old = event.__pydantic_serializer__.to_json(event, exclude={"fingerprint"})
+        records.append(StoredEvent(event.originator_id, event.originator_version,
+                                   event.TOPIC, old))
+    app.recorder.insert_events(records)
+    assert main(["verify", str(chat.id), "--store", store]) == 0
+    assert app.get_chat(chat.id).state.fingerprint is None
+    result = await app.send(chat.id, "transfer $50 to savings", actor="alice")
+    assert result.interrupts and app.get_chat(chat.id).state.fingerprint
+    assert main(["verify", str(chat.id), "--store", store]) == 0
+    table = EventsTable(store, chat.id)
+    table.write(2, {**table.states()[2], "fingerprint": None})
+    assert main(["verify", str(chat.id), "--store", store]) == 1
+    assert "broken at version 2: the topic does not fit" in capsys.readouterr().out

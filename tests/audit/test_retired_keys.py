@@ -35,7 +35,7 @@ def _rotated(retired_at: datetime) -> Keyring:
 
 async def _held(store: str, ring: Keyring) -> tuple[UUID, str]:
     """A transfer held for approval, written by a service keyed with `ring`; its ref (the
-    chat has 7 events: an approval is the 8th)."""
+    chat has 6 events: an approval is the 7th)."""
     app = _app(store, ring)
     try:
         chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
@@ -76,7 +76,7 @@ async def test_an_approval_sealed_with_a_retired_key_is_refused_everywhere(
     app = _app(store, _rotated(rotated_at))
     try:
         [(version, reason)] = _breaks(app)
-        assert version == 7 and reason in (
+        assert version == 6 and reason in (
             f"sealed with key '{key_id(S1)}' after it was retired ({rotated_at.isoformat()})",
             f"goes back to an older key '{key_id(S1)}' after '{key_id(S2)}'")
         with pytest.raises(TamperedEventError, match="after it was retired"):
@@ -98,7 +98,7 @@ async def test_a_chat_that_goes_back_to_an_older_key_is_a_break_however_it_is_da
     _forge_approval(store, chat_id, ref)
     app = _app(store, _rotated(datetime(2100, 1, 1, tzinfo=UTC)))
     try:
-        assert _breaks(app) == [(7, f"goes back to an older key '{key_id(S1)}' after "
+        assert _breaks(app) == [(6, f"goes back to an older key '{key_id(S1)}' after "
                                     f"'{key_id(S2)}'")]
     finally:
         app.close()
@@ -114,7 +114,7 @@ async def test_what_a_key_sealed_before_its_retirement_still_verifies_and_loads(
         approve = RespondEntry(ref=ref, name="userApproval", output={"approved": True})
         await app.resume(chat_id, respond=[approve], actor="bob")
         assert _breaks(app) == []
-        assert app.get_chat(chat_id).version > 7  # S1 up to 6, S2 after
+        assert app.get_chat(chat_id).version > 6  # S1 up to 6, S2 after
     finally:
         app.close()
 
@@ -162,4 +162,4 @@ async def test_verify_exits_1_on_a_late_seal(
     monkeypatch.setenv("INTERLOCK_SECRET", S2.decode())
     monkeypatch.setenv("INTERLOCK_OLD_SECRETS", f"{S1.decode()}@{rotated_at.isoformat()}")
     assert main(["verify", "--all", "--store", store]) == 1
-    assert f"chat {chat_id}: broken at version 7: sealed with key" in capsys.readouterr().out
+    assert f"chat {chat_id}: broken at version 6: sealed with key" in capsys.readouterr().out

@@ -48,7 +48,7 @@ async def test_500s_until_retries_run_out_fail_the_turn_and_a_retry_works(wire: 
     assert f"HTTP 500: {OVERLOADED}" in failed.error and "after 3 attempts" in failed.error
     assert len(wire.fake.requests) == 3
     assert event_types(app, chat.id) == [
-        "ChatStarted", "UserMessageSent", "AgentFingerprinted", "TurnFinished"]
+        "ChatStarted", "UserMessageSent", "TurnFinished"]
     assert app.get_chat(chat.id).status == "failed"
 
     wire.fake.queue(Reply(text="Sorry for the wait. Hello!"))
@@ -131,7 +131,7 @@ async def test_a_stream_cut_after_text_fails_without_repeating_it(wire: Wire) ->
     assert len(wire.fake.requests) == 1
     assert "Hello there, friend!".startswith(seen.text()) and seen.text()
     assert event_types(app, chat.id) == [
-        "ChatStarted", "UserMessageSent", "AgentFingerprinted", "TurnFinished"]
+        "ChatStarted", "UserMessageSent", "TurnFinished"]
 
 
 def _hello() -> ModelRequest:

@@ -36,7 +36,7 @@ def test_a_difference_exits_1_with_the_diff_and_a_junit_failure_per_chat(
     junit = tmp_path / "junit.xml"
     assert _replay(recorded, "--agents", NEW_PROMPT, "--junit", str(junit)) == 1
     out = capsys.readouterr().out
-    assert out.count("prompt_drift at version 4 (ModelResponded) model call 1") == 3
+    assert out.count("prompt_drift at version 3 (ModelResponded) model call 1") == 3
     assert "+     \"text\": \"Before moving money" in out
     failures = ET.fromstring(junit.read_text()).findall("testcase/failure")
     assert [f.get("type") for f in failures] == ["prompt_drift"] * 3

@@ -44,7 +44,7 @@ def test_a_changed_system_prompt_drifts_at_the_first_model_call(recorded: Record
     assert _kinds(report) == ["prompt_drift"] * 3 + [None, None]  # the treasury agent is as was
     drift = report.chats[SMALL].difference
     assert drift is not None and drift.event == "ModelResponded"
-    assert drift.version == 4  # ChatStarted, UserMessageSent, AgentFingerprinted, the reply
+    assert drift.version == 3  # ChatStarted, UserMessageSent (the fingerprint too), the reply
     assert drift.detail.startswith("model call 1")
     assert drift.diff is not None
     removed = [line for line in drift.diff.splitlines() if line.startswith("-  ")]
@@ -72,7 +72,7 @@ def test_a_changed_tool_input_is_a_tool_call_changed(recorded: Recorded) -> None
     assert changed is not None and changed.event == "ToolRequested"
     assert changed.expected == [{"amount": 500.0, "to_account": "savings"}]
     assert changed.actual["input"] == {"amount": 500.0, "to_account": "SAVINGS"}
-    assert changed.version == 8  # the recorded reply that requested that call
+    assert changed.version == 7  # the recorded reply that requested that call
     assert LEDGER.transfers == transfers
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from interlock.bootstrap import build_service
 from interlock.domain import Interlock, RespondEntry, RestartEntry
+from interlock.domain.chat.approval_events import AgentFingerprinted
+from interlock.domain.chat.events import UserMessageSent
 from interlock.examples.banking import AGENTS, LEDGER
 from tests.kit import call, make_app, run, say
 
@@ -41,8 +45,7 @@ def test_respond_flow_banking(store: str) -> None:
     assert [m.role for m in done.messages] == ["tool", "model", "tool", "model"]
     assert event_types(app, chat.id) == [
         "ChatStarted",
-        "UserMessageSent",
-        "AgentFingerprinted",  # the first turn records which agent definition ran it
+        "UserMessageSent",  # with the fingerprint of the agent definition that runs the turn
         "ModelResponded",  # with its tool request: the reply records its calls itself
         "Interrupted",
         "TurnFinished",
@@ -52,8 +55,35 @@ def test_respond_flow_banking(store: str) -> None:
         "ModelResponded",
         "TurnFinished",
     ]
-    responded = app.chat_events(chat.id)[6]
+    responded = app.chat_events(chat.id)[5]
     assert responded.actor == "bob"  # type: ignore[attr-defined]
+    banking = app.agent("bankingAgent")
+    sent_event = app.chat_events(chat.id)[1]
+    assert sent_event.fingerprint == banking.fingerprint  # type: ignore[attr-defined]
+    assert app.get_chat(chat.id).state.fingerprint == banking.fingerprint
+
+
+def test_a_changed_agent_is_recorded_with_the_next_message_only(store: str) -> None:
+    """The first message records the agent's fingerprint, later ones under the same agent
+    record none, a message after the definition changed records the new one; a resume that
+    finds it changed records it as an AgentFingerprinted event of its own."""
+    app = build_service(store, AGENTS)
+    first = app.agent("bankingAgent")
+    chat = app.start_chat("bankingAgent", actor="alice")
+    run(app.send(chat.id, "hello", actor="alice"))
+    run(app.send(chat.id, "hello again", actor="alice"))
+    terse = replace(first, system="Be terse.")
+    app.agents["bankingAgent"] = terse
+    [ask] = run(app.send(chat.id, "Transfer $500 to savings.", actor="alice")).interrupts
+    sent = [e for e in app.chat_events(chat.id) if isinstance(e, UserMessageSent)]
+    assert [e.fingerprint for e in sent] == [first.fingerprint, None, terse.fingerprint]
+    assert "AgentFingerprinted" not in event_types(app, chat.id)
+    app.agents["bankingAgent"] = first
+    run(app.resume(chat.id, actor="bob", respond=[
+        RespondEntry(ref=ask.ref, name="userApproval", output={"approved": False})]))
+    printed = [e for e in app.chat_events(chat.id) if isinstance(e, AgentFingerprinted)]
+    assert [e.fingerprint for e in printed] == [first.fingerprint]
+    assert app.get_chat(chat.id).state.fingerprint == first.fingerprint
 
 
 def test_restart_with_original_input_runs_tool_again_with_resumed(store: str) -> None:
