@@ -295,6 +295,12 @@ _LIBRARY_ERRORS: tuple[tuple[type[psycopg.Error], type[PersistenceError]], ...] 
     (psycopg.Error, PersistenceError))
 
 
+def _waited_for(pool: Any) -> bool:
+    """Whether callers queue for one of `pool`'s connections (unknown: assume so)."""
+    waiting = getattr(pool, "_waiting", None)  # psycopg_pool's queue of waiting clients
+    return waiting is None or len(waiting) > 0
+
+
 def _idle(conn: Connection[Any]) -> bool:
     """Open, healthy and outside any transaction: fit to be lent as the pool would."""
     pg = conn.pgconn
@@ -467,18 +473,18 @@ class GuardedDatastore(PostgresDatastore):
         is down. One generator doing what the library's, the pool's and the guard's context
         managers did nested: they cost 100 k instructions a call, and a cycle makes eight."""
         self.guard.admit()
-        pool = self.pool
         try:
             try:
-                conn, left_pool = self._unpark()
+                conn, pool, left_pool = self._unpark()
                 if conn is None:
+                    pool = self.pool
                     if pool.closed:  # not opened yet (a closed pool refuses to open again)
                         pool.open(self.pool_open_timeout is not None,
                                   self.pool_open_timeout or 30.0)
                     conn, left_pool = pool.getconn(), time.monotonic()
-                    for info in self.psycopg_type_adapters.values():
-                        if not conn.adapters.types.get(info.oid):
-                            register_composite(info, conn)
+                for info in self.psycopg_type_adapters.values():
+                    if not conn.adapters.types.get(info.oid):
+                        register_composite(info, conn)
                 try:
                     with self._in_use_lock:
                         self._in_use.add(conn)
@@ -503,32 +509,37 @@ class GuardedDatastore(PostgresDatastore):
             self._broken()
             raise  # the library's retry tries again: a fresh connection, or a refusal
 
-    def _unpark(self) -> tuple[Connection[DictRow] | None, float]:
-        """The parked connection and when it left the pool, if one waits and is fresh."""
+    def _unpark(self) -> tuple[Connection[DictRow] | None, Any, float]:
+        """The parked connection, its pool and when it left the pool, if one waits and is
+        fresh."""
         if self._parked is None:
-            return None, 0.0
+            return None, None, 0.0
         with self._in_use_lock:
             parked, self._parked = self._parked, None
         if parked is None:
-            return None, 0.0
+            return None, None, 0.0
         conn, pool, since, left_pool = parked
         if pool is not self.pool or time.monotonic() - since > PARKED_IDLE or not _idle(conn):
             pool.putconn(conn)  # its pool checks it, keeps or replaces it (closed: closes it)
-            return None, 0.0
-        return conn, left_pool
+            return None, None, 0.0
+        return conn, pool, left_pool
 
     def _park(self, conn: Connection[DictRow], pool: Any, left_pool: float) -> bool:
         """Keep `conn`, lent from `pool`, for the next lending if it is healthy, idle, its
-        pool is still the datastore's and the slot is free; False: its pool takes it back."""
+        pool is still the datastore's, nobody waits for that pool (the pool hands it to the
+        first in line) and the slot is free; False: its pool takes it back."""
         now = time.monotonic()
         if (self._parked is not None or now - left_pool > PARKED_ROUND or not _idle(conn)
                 or pool is not self.pool or pool.closed or not self.guard.up
-                or getattr(self.pool, "_check", None) is not None):  # pre-ping: the pool's
+                or _waited_for(pool)
+                or getattr(pool, "_check", None) is not None):  # pre-ping: the pool's
             return False
         with self._in_use_lock:
             if self._parked is not None:
                 return False
             self._parked = (conn, pool, now, left_pool)
+        if _waited_for(pool) or pool.closed:  # someone queued (or it closed) meanwhile
+            self._give_back_parked()
         return True
 
     def _give_back_parked(self) -> None:
@@ -549,6 +560,7 @@ class GuardedDatastore(PostgresDatastore):
         not wait for it."""
         if up:
             with suppress(psycopg.Error):
+                self._give_back_parked()  # checked with the others
                 self.pool.check()
             return
         with suppress(psycopg.Error):
@@ -566,6 +578,8 @@ class GuardedDatastore(PostgresDatastore):
         """A connection failed in use: probe the store, and drop the pool's broken ones
         (not while it is down: pinging a frozen server's connections would hang)."""
         self.guard.suspect()
+        with suppress(psycopg.Error):
+            self._give_back_parked()  # the restart that broke this one broke it too
         now = time.monotonic()
         if self.guard.up and now - self._purged >= PURGE_EVERY:
             self._purged = now

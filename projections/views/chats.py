@@ -89,7 +89,8 @@ class ChatsView(SqlView):
         self, chat_id: str, tenant: str, agent: str, version: int, at: datetime
     ) -> None:
         """Held until the batch commits: the chat's later events of the batch fold into its
-        row instead of an UPDATE (a second start of one id is inserted at once, and fails)."""
+        row instead of an UPDATE. A second start of one id is inserted at once; the held
+        first then fails at the commit, and the one-by-one retry names the second."""
         row = {"c": chat_id, "t": tenant, "a": agent, "s": "idle", "v": version,
                "created": self._ts(at), "at": self._ts(at), "d": 0}
         if chat_id in self._started or chat_id in self._touches:

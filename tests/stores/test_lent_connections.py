@@ -106,3 +106,59 @@ def test_a_stale_parked_connection_goes_back_and_close_closes_it(
     assert conn is not None
     app.close()
     assert conn.closed and first is not None  # given back, then closed with the pool
+
+
+def test_a_connection_given_back_while_others_wait_goes_to_them(pg_store: str) -> None:
+    """With every connection of a small pool lent, one given back goes to the caller queued
+    in the pool, not into the slot (where only a later lending would find it)."""
+    app, store = _store(f"{pg_store}&pool_size=2&max_overflow=0")
+    store.pool.timeout = 5.0
+    errors: list[BaseException] = []
+    got = threading.Event()
+    with store.get_connection():  # held for good, as the views' LISTEN connection is
+        holding, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with store.get_connection():
+                holding.set()
+                release.wait(10)
+
+        def wait() -> None:
+            try:
+                with store.get_connection():
+                    got.set()
+            except Exception as exc:  # noqa: BLE001 - reported below, whatever it is
+                errors.append(exc)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        holding.wait(10)
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        deadline = time.monotonic() + 5
+        while not store.pool._waiting and time.monotonic() < deadline:
+            time.sleep(0.01)  # the waiter is queued in the pool
+        started = time.monotonic()
+        release.set()
+        holder.join(10)
+        waiter.join(10)
+        assert got.is_set() and not errors and time.monotonic() - started < 2.0
+    app.close()
+
+
+def test_a_replaced_pool_never_lends_the_old_pools_connection(pg_store: str) -> None:
+    """Replay swaps in a pool of read-only connections: the connection parked from the old
+    pool is never lent again, and is closed with it."""
+    from interlock.replay.source import _read_only
+
+    app, store = _store(pg_store)
+    with store.get_connection() as old:
+        pass
+    assert store._parked is not None
+    _read_only(store)
+    with store.get_connection() as conn:
+        assert conn is not old
+        row = conn.execute("SHOW default_transaction_read_only").fetchone()
+        assert row == {"default_transaction_read_only": "on"}
+    assert old.closed
+    app.close()
