@@ -25,8 +25,9 @@ from interlock.domain.chat.fork_events import ChatForked
 from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.state import ChatStatus
 from interlock.projections.engine import cursors
+from interlock.projections.engine.fold import Buffers, Held
 from interlock.projections.engine.pages import Page, paginate
-from interlock.projections.engine.sql import Key, ReadModel, SqlView, equal_filters
+from interlock.projections.engine.sql import Key, ReadModel, SqlView, ViewStore, equal_filters
 
 
 class ChatSummary(BaseModel):
@@ -80,23 +81,24 @@ class ChatsView(SqlView):
     dump_sql = f"SELECT {_COLUMNS} FROM {{chats}} ORDER BY chat_id"
 
     _touches: dict[str, dict[str, Any]]
-    _started: dict[str, dict[str, Any]]  # rows of chats started in this batch, not written
+
+    def __init__(self, store: ViewStore, read_model: ReadModel) -> None:
+        super().__init__(store, read_model)
+        # Chats started in this batch, held (engine/fold.py): their later events of the
+        # batch fold into the row instead of an UPDATE.
+        self._started = Held(_INSERT)
+        self._held = Buffers(self._run_many, self._started)
 
     def _begin_batch(self) -> None:
-        self._touches, self._started = {}, {}
+        self._touches = {}
+        self._held.clear()
 
     def chat_started(
         self, chat_id: str, tenant: str, agent: str, version: int, at: datetime
     ) -> None:
-        """Held until the batch commits: the chat's later events of the batch fold into its
-        row instead of an UPDATE. A second start of one id is inserted at once; the held
-        first then fails at the commit, and the one-by-one retry names the second."""
-        row = {"c": chat_id, "t": tenant, "a": agent, "s": "idle", "v": version,
-               "created": self._ts(at), "at": self._ts(at), "d": 0}
-        if chat_id in self._started or chat_id in self._touches:
-            self._run(_INSERT, row)
-            return
-        self._started[chat_id] = row
+        self._held.insert(self._started, (chat_id,), {
+            "c": chat_id, "t": tenant, "a": agent, "s": "idle", "v": version,
+            "created": self._ts(at), "at": self._ts(at), "d": 0})
 
     def status_changed(self, chat_id: str, status: ChatStatus | None, pending_delta: int) -> None:
         """Folded into the chat's one UPDATE of the batch: the last status, the deltas' sum."""
@@ -112,15 +114,14 @@ class ChatsView(SqlView):
     def _touch(self, chat_id: str) -> dict[str, Any]:
         """The chat's held row, or its pending UPDATE of this batch (no status change, no
         delta yet): either takes the last version and status, and the deltas' sum."""
-        started = self._started.get(chat_id)
+        started = self._started.rows.get((chat_id,))
         if started is not None:
             return started
         return self._touches.setdefault(chat_id, {"c": chat_id, "s": None, "d": 0})
 
     def _before_commit(self) -> None:
-        started, self._started = list(self._started.values()), {}
+        self._held.flush()
         touches, self._touches = list(self._touches.values()), {}
-        self._run_many(_INSERT, started)
         self._run_many(_TOUCH, touches)
 
     def page(self, f: ChatFilter, limit: int, cursor: str | None) -> Page[ChatSummary]:
