@@ -7,7 +7,9 @@ surrogates (they cannot be encoded, so they could not be hashed or stored).
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
 from json import encoder
 from typing import Any
 
@@ -20,15 +22,25 @@ class UnsafeJsonError(InvalidRequestError):
     code = "invalid_request"
 
 
-def _not_json(value: Any) -> Any:
-    raise TypeError(type(value).__name__)
+def c_json_encoder(
+    *, ensure_ascii: bool, separators: tuple[str, str], allow_nan: bool
+) -> Callable[[Any, int], Any] | None:
+    """C's JSON encoder made once (`json.dumps` builds one in Python on every call), as
+    `json.dumps` with these options writes; call it `(value, 0)` and join the parts.
+    Without a circular check: a cycle raises RecursionError. None without the C
+    accelerator."""
+    make = getattr(encoder, "c_make_encoder", None)  # untyped: the accelerator's
+    if make is None:
+        return None
+    quote = encoder.encode_basestring_ascii if ensure_ascii else encoder.encode_basestring
+    made: Callable[[Any, int], Any] = make(
+        None, json.JSONEncoder().default, quote, None, separators[1], separators[0],
+        False, False, allow_nan)
+    return made
 
 
-# C's JSON encoder, strict: NaN and infinities raise (keys too); no circular check, so a
-# cycle raises RecursionError. None where the C accelerator is missing: then always walked.
-_MAKE = getattr(encoder, "c_make_encoder", None)  # untyped: the C accelerator's
-_ENCODE = None if _MAKE is None else _MAKE(
-    None, _not_json, encoder.encode_basestring, None, ":", ",", False, False, False)
+# Strict: NaN and infinities raise (keys too). None: everything is walked.
+_ENCODE = c_json_encoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def check_json(value: Any, what: str) -> None:
