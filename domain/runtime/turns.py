@@ -254,7 +254,7 @@ def _context(chat: Chat, call: ToolCall, runner: Any) -> ToolContext:
         chat_id=id_text(chat.id),
         ref=call.ref,
         attempt=call.attempt,
-        idempotency_key=f"{chat.id}:{call.ref}:{call.attempt}",
+        idempotency_key=f"{id_text(chat.id)}:{call.ref}:{call.attempt}",
         resumed=None if call.resumed is None else Resumed(call.resumed),
         original_input=call.original_input,
         interrupt_metadata=call.interrupt,
