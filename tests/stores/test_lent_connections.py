@@ -63,7 +63,7 @@ def test_the_connection_given_back_is_lent_next_without_the_pool(pg_store: str) 
 
 
 def test_another_thread_takes_the_parked_connection_so_a_small_pool_never_starves(
-    pg_store: str, monkeypatch: pytest.MonkeyPatch
+    pg_store: str
 ) -> None:
     app, store = _store(pg_store)
     store.pool.resize(1, 1)
@@ -87,8 +87,10 @@ def test_another_thread_takes_the_parked_connection_so_a_small_pool_never_starve
 def test_a_stale_parked_connection_goes_back_and_close_closes_it(
     pg_store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Parked too long, or when the store goes down, comes back, or breaks a connection,
+    the parked connection goes back to the pool; closing the store closes it."""
     app, store = _store(pg_store)
-    with store.get_connection() as first:
+    with store.get_connection():
         pass
     monkeypatch.setattr(postgres, "PARKED_IDLE", 0.0)
     time.sleep(0.01)
@@ -96,16 +98,19 @@ def test_a_stale_parked_connection_goes_back_and_close_closes_it(
     with store.get_connection():
         pass
     assert store.pool.get_stats().get("requests_num", 0) == requests + 1  # asked the pool
-    parked = store._parked
-    assert parked is not None
-    store._store_changed(False)  # the store went down: the idle one goes back to the pool
-    assert store._parked is None
-    with store.get_connection():
+    monkeypatch.setattr(postgres, "PARKED_IDLE", 5.0)
+    for went in (lambda: store._store_changed(False), lambda: store._store_changed(True),
+                 store._broken):
+        with store.get_connection():
+            pass
+        assert store._parked is not None
+        went()
+        assert store._parked is None  # back to the pool, which checks or replaces it
+    with store.get_connection() as conn:
         pass
-    conn = store._parked[0] if store._parked else None
-    assert conn is not None
+    assert store._parked is not None and store._parked[0] is conn
     app.close()
-    assert conn.closed and first is not None  # given back, then closed with the pool
+    assert conn.closed  # given back, then closed with the pool
 
 
 def test_a_connection_given_back_while_others_wait_goes_to_them(pg_store: str) -> None:
