@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -185,8 +186,6 @@ def test_fastapi_does_not_trace_requests_a_second_time(
     """Interlock's middleware traces and counts each request; FastAPI's native telemetry,
     on as soon as OpenTelemetry has a provider, would record it again (and asks for the
     providers on every request)."""
-    from fastapi import FastAPI
-
     monkeypatch.setattr(trace, "get_tracer_provider", TracerProvider)
     assert FastAPI()._native_telemetry.enabled()  # what a plain app would do here
     app = make_app(service, views, AuthConfig.from_mapping(KEYS))

@@ -11,6 +11,7 @@ import pytest
 from eventsourcing.persistence import IntegrityError, ProgrammingError
 
 from interlock.bootstrap import build_service
+from interlock.replay.source import _read_only
 from interlock.stores import postgres
 from interlock.stores.postgres import GuardedDatastore
 
@@ -154,8 +155,6 @@ def test_a_connection_given_back_while_others_wait_goes_to_them(pg_store: str) -
 def test_a_replaced_pool_never_lends_the_old_pools_connection(pg_store: str) -> None:
     """Replay swaps in a pool of read-only connections: the connection parked from the old
     pool is never lent again, and is closed with it."""
-    from interlock.replay.source import _read_only
-
     app, store = _store(pg_store)
     with store.get_connection() as old:
         pass
