@@ -155,7 +155,9 @@ def resume_entries(chat: Chat, resume: Any) -> list[Entry]:
     try:
         return [_entry(chat.state.calls[ref], value) for ref, value in chosen.items()]
     except ValidationError as exc:
-        raise InvalidRequestError(f"resume: {exc.errors()[0]['msg']}", field="command") from None
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise InvalidRequestError(f"resume: {where}: {error['msg']}", field="command") from None
 
 
 def _last_asked(chat: Chat) -> str | None:
@@ -174,7 +176,8 @@ def _entry(call: ToolCall, value: Any) -> Entry:
         return ApproveEntry(ref=call.ref, name=call.name, input_sha256=sha)
     if kind == "edit":
         edited = args.get("args", args) if isinstance(args, dict) else args
-        return EditEntry(ref=call.ref, name=call.name, input=edited, input_sha256=sha)
+        return EditEntry(ref=call.ref, name=call.name, input=edited, input_sha256=sha,
+                         reason=answer.get("reason"))
     if kind in REJECTS:
         reason = args if isinstance(args, str) and args else f"{kind} by an Agent Protocol client"
         return RejectEntry(ref=call.ref, name=call.name, reason=reason, input_sha256=sha)

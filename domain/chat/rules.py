@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from interlock.domain.chat import events as ev
 from interlock.domain.chat.approval_events import ApprovalVoted
@@ -176,6 +176,16 @@ def _check_approver(tool: Tool | None, call: ToolCall, actor: str) -> None:
 # -- votes on held calls, expiry and withdrawal
 
 MAX_REASON = 2000
+
+
+def _said(text: str) -> str:
+    if not text.strip():
+        raise ValueError("a reason must say something: it is blank")
+    return text
+
+
+# Why a person edited or rejected: required on every surface, so the record says it.
+Reason = Annotated[str, Field(min_length=1, max_length=MAX_REASON), AfterValidator(_said)]
 # The error of a turn a service without the chat's agent ended after an expiry or a
 # withdrawal: the process that has the agent continues it (or any client's retry does).
 AWAITS_AGENT = "a pending request ended; retry to continue"
@@ -199,8 +209,8 @@ class EditEntry(BaseModel):
     ref: str
     name: str
     input: Any
+    reason: Reason
     input_sha256: str | None = Field(default=None, pattern=SHA256_HEX)
-    reason: str | None = Field(default=None, min_length=1, max_length=MAX_REASON)  # why
 
 
 class RejectEntry(BaseModel):
@@ -210,7 +220,7 @@ class RejectEntry(BaseModel):
 
     ref: str
     name: str
-    reason: str = Field(min_length=1, max_length=MAX_REASON)
+    reason: Reason
     input_sha256: str | None = Field(default=None, pattern=SHA256_HEX)
 
 
@@ -273,8 +283,8 @@ def vote_decision(entry: VoteEntry, call: ToolCall, tool: Tool | None) -> Decisi
     if isinstance(entry, EditEntry):
         data["edited_input"] = _edited(entry, tool)
         data["edited_input_sha256"] = sha256_hex(data["edited_input"])
-    if isinstance(entry, RejectEntry | EditEntry) and entry.reason is not None:
-        data["reason"] = entry.reason  # ApprovalVoted has carried an optional reason since v1
+    if isinstance(entry, RejectEntry | EditEntry):
+        data["reason"] = entry.reason  # ApprovalVoted's reason is optional: old edits had none
     data["outcome"] = _outcome(kind, call)
     return ApprovalVoted, data
 

@@ -73,10 +73,11 @@ class Edit:
     ref: str
     name: str
     input: Any
+    reason: str
     input_sha256: str | None = None
 
     def wire(self) -> dict[str, Any]:
-        body = {"ref": self.ref, "name": self.name, "input": self.input}
+        body = {"ref": self.ref, "name": self.name, "input": self.input, "reason": self.reason}
         return {**body, **query({"input_sha256": self.input_sha256})}
 
 
@@ -138,9 +139,9 @@ class Interrupt:
         """Vote yes on exactly this input."""
         return Approve(self.ref, self.name, self.input_sha256)
 
-    def edit(self, input: Any) -> Edit:
-        """Propose another input; it runs once others approve it."""
-        return Edit(self.ref, self.name, input, self.input_sha256)
+    def edit(self, input: Any, reason: str) -> Edit:
+        """Propose another input, saying why; it runs once others approve it."""
+        return Edit(self.ref, self.name, input, reason, self.input_sha256)
 
     def reject(self, reason: str) -> Reject:
         """Vote no; the tool does not run and the model is told why."""

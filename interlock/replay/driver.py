@@ -27,6 +27,8 @@ from interlock.replay.differences import Difference
 from interlock.replay.recording import ChatRecording, Step
 from interlock.replay.standins import Session
 
+UNSAID = "(no reason recorded)"  # a vote recorded before a reason was required
+
 
 class Driver:
     """Gives one recorded chat's inputs to the scratch service, comparing as it goes."""
@@ -154,9 +156,9 @@ def _entries(inputs: Sequence[ev.ChatEvent]
 def _vote(e: ae.ApprovalVoted) -> VoteEntry:
     if e.vote == "edit":
         return EditEntry(ref=e.ref, name=e.name, input=e.edited_input,
-                         input_sha256=e.input_sha256)
+                         input_sha256=e.input_sha256, reason=e.reason or UNSAID)
     if e.vote == "reject":
-        return RejectEntry(ref=e.ref, name=e.name, reason=e.reason or "-",
+        return RejectEntry(ref=e.ref, name=e.name, reason=e.reason or UNSAID,
                            input_sha256=e.input_sha256)
     return ApproveEntry(ref=e.ref, name=e.name, input_sha256=e.input_sha256)
 

@@ -169,9 +169,13 @@ def test_the_sample_in_the_docs_runs(live: Live, capsys: pytest.CaptureFixture[s
 def test_a_malformed_answer_to_a_held_call_is_refused_and_records_nothing(sdk: Sdk) -> None:
     tid, _ = _asked(sdk("alice"), "payAgent", "pay 500 bob-corp")
     tina = sdk("tina")
-    for answer in ({"type": "accept", "input_sha256": "not-a-hash"}, {"type": "maybe"}):
+    for answer, says in (({"type": "accept", "input_sha256": "not-a-hash"}, "input_sha256"),
+                         ({"type": "maybe"}, "accept"),
+                         ({"type": "edit", "args": {"amount": 400, "to": "bob-corp"}}, "reason"),
+                         ({"type": "edit", "args": {"amount": 400, "to": "bob-corp"},
+                           "reason": "  "}, "reason")):
         status, error = _refused(lambda a=answer: tina.runs.wait(
             tid, "payAgent", command={"resume": a}))
-        assert (status, error["code"]) == (422, "invalid_request")
+        assert (status, error["code"]) == (422, "invalid_request") and says in error["message"]
     assert tina.threads.get_state(tid)["tasks"][0]["interrupts"][0]["value"][
         "interlock"]["approval"]["votes"] == []

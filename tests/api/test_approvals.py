@@ -67,8 +67,8 @@ def test_an_edit_is_validated_then_approved_by_two_others(
     chat, held = _held(client_for)
     tina = client_for("tina").open_chat(chat.id)
     with pytest.raises(InvalidToolInputError):
-        tina.decide(held.edit({"amount": "lots"}))
-    edited = tina.decide(held.edit({"amount": 300, "to": "bob-corp"}))
+        tina.decide(held.edit({"amount": "lots"}, "less"))
+    edited = tina.decide(held.edit({"amount": 300, "to": "bob-corp"}, "the invoice says 300"))
     again = edited.interrupts[0]
     assert again.input == {"amount": 300, "to": "bob-corp"}
     with pytest.raises(ForbiddenError):  # tina asked for 300 now
@@ -79,6 +79,21 @@ def test_an_edit_is_validated_then_approved_by_two_others(
     rows = client_for("carol").decisions(chat_id=chat.id)["items"]
     edit = next(r for r in rows if r["kind"] == "edit")
     assert edit["original_input"]["amount"] == 500 and edit["replaced_input"]["amount"] == 300
+
+
+@pytest.mark.parametrize("reason", [None, "", "   "])
+def test_an_edit_without_a_reason_is_a_422_that_writes_nothing(
+    live: Live, client_for: ClientFor, reason: str | None
+) -> None:
+    chat, held = _held(client_for)
+    version = chat.state()["version"]
+    entry = {"ref": held.ref, "name": "pay", "input": {"amount": 300, "to": "bob-corp"},
+             **({} if reason is None else {"reason": reason})}
+    with pytest.raises(InterlockAPIError) as refused:
+        client_for("tina").request("POST", f"/v1/chats/{chat.id}/resume", json={"edit": [entry]})
+    assert (refused.value.status, refused.value.code) == (422, "invalid_request")
+    assert "reason" in str(refused.value.details)
+    assert chat.state()["version"] == version
 
 
 def test_routing_and_repeat_votes_are_refused_and_write_nothing(
@@ -218,7 +233,7 @@ def test_approvals_naming_no_input_never_run_an_input_someone_else_edited_in(
     are refused with 409 and write nothing; approvals naming the edited input count."""
     chat, held = _held(client_for, 5000)
     edited = client_for("root").open_chat(chat.id).decide(
-        held.edit({"amount": 9999, "to": "mallory"})).interrupts[0]
+        held.edit({"amount": 9999, "to": "mallory"}, "new payee")).interrupts[0]
     version = chat.state()["version"]
     bare = {"approve": [{"ref": held.ref, "name": held.name}]}
     for who, key in (("tina", None), ("tom", None), ("tina", "retry-1"), ("tina", "retry-1")):

@@ -247,7 +247,8 @@ def test_an_admin_may_withdraw_what_someone_else_asked_for() -> None:
 def test_an_edit_makes_its_author_the_requester_and_earlier_votes_stop_counting() -> None:
     chat = held(Approval(roles=["treasury"], quorum=2))
     vote(chat, treasurer("bob"), approve(PAYMENT))
-    edit = EditEntry(ref="p1", name="pay", input=EDITED, input_sha256=sha256_hex(PAYMENT))
+    edit = EditEntry(ref="p1", name="pay", input=EDITED, input_sha256=sha256_hex(PAYMENT),
+                     reason="a smaller amount")
     [edited] = vote(chat, treasurer("carol"), edit)
     assert (edited.vote, edited.outcome, edited.edited_input) == ("edit", "pending", EDITED)
     assert edited.input_sha256 == sha256_hex(PAYMENT)
@@ -266,9 +267,11 @@ def test_votes_before_an_edit_never_count_after_it_even_if_the_input_comes_back(
     chat = held(Approval(roles=["treasury"], quorum=2))
     vote(chat, treasurer("bob"), approve(PAYMENT))
     vote(chat, treasurer("carol"), EditEntry(ref="p1", name="pay", input=EDITED,
-                                              input_sha256=sha256_hex(PAYMENT)))
+                                              input_sha256=sha256_hex(PAYMENT),
+                                             reason="a smaller amount"))
     vote(chat, treasurer("dave"), EditEntry(ref="p1", name="pay", input=PAYMENT,
-                                             input_sha256=sha256_hex(EDITED)))
+                                             input_sha256=sha256_hex(EDITED),
+                                            reason="a smaller amount"))
     approval = chat.state.calls["p1"].approval
     assert approval is not None and approval.approvers(sha256_hex(PAYMENT), "dave") == set()
     assert "bob" not in barred_voters(approval, "dave")
@@ -282,7 +285,8 @@ def test_a_vote_without_a_hash_never_counts_toward_an_input_someone_else_put_in(
     """D29: two yeses on 5,000 to acme must not run 9,999 to mallory after an edit."""
     chat = held(Approval(roles=["treasury"], quorum=2))
     vote(chat, treasurer("bob"), approve())  # names no input: the one requested, unedited
-    vote(chat, treasurer("mallory"), EditEntry(ref="p1", name="pay", input=EDITED))
+    vote(chat, treasurer("mallory"), EditEntry(ref="p1", name="pay", input=EDITED,
+                                               reason="a smaller amount"))
     for who in ("bob", "carol", "alice"):
         error = refused(StaleInterruptError, chat, treasurer(who), approve())
         assert error.details == {"ref": "p1", "expected_input_sha256": None,
@@ -409,7 +413,8 @@ def test_a_replay_reads_each_vote_as_recorded_without_judging_it_again() -> None
     chat.finish_turn("interrupted")
     log += chat.collect_events()
     log += vote(chat, treasurer("bob"), approve())
-    log += vote(chat, treasurer("carol"), EditEntry(ref="p1", name="pay", input=EDITED))
+    log += vote(chat, treasurer("carol"), EditEntry(ref="p1", name="pay", input=EDITED,
+                                                    reason="a smaller amount"))
     log += vote(chat, treasurer("dave"), approve(EDITED))
     log += vote(chat, treasurer("erin"), approve(EDITED))
     replayed = log[0].mutate(None)

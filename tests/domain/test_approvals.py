@@ -139,10 +139,13 @@ def test_an_edit_is_validated_kept_and_needs_someone_else_to_approve_it(store: s
     bank = Bank(store, Approval(roles=["treasury"]))
     bank.send()
     with pytest.raises(InvalidToolInputError):
-        bank.vote(treasurer("bob"), EditEntry(ref="p1", name="pay", input={"amount": "x"}))
+        bank.vote(treasurer("bob"), EditEntry(ref="p1", name="pay", input={"amount": "x"},
+                                              reason="a smaller amount"))
     with pytest.raises(InvalidToolInputError):  # taken as sent: "90" is not the number 90
-        bank.vote(treasurer("bob"), EditEntry(ref="p1", name="pay", input={"amount": "90"}))
-    bank.vote(treasurer("bob"), EditEntry(ref="p1", name="pay", input={"amount": 90}))
+        bank.vote(treasurer("bob"), EditEntry(ref="p1", name="pay", input={"amount": "90"},
+                                              reason="a smaller amount"))
+    bank.vote(treasurer("bob"), EditEntry(ref="p1", name="pay", input={"amount": 90},
+                                          reason="a smaller amount"))
     with pytest.raises(ForbiddenError):  # bob asked for this input now
         bank.vote(treasurer("bob"), APPROVE)
     with pytest.raises(StaleInterruptError):  # D29: a yes naming no input was given on 500

@@ -84,7 +84,8 @@ def test_decidable_agrees_with_the_domain_through_votes_and_an_edit(
     run(app.resume(chat.id, votes=[ApproveEntry(ref="p1", name="pay")], actor="tom", decider=tom))
     assert _agree(app, views, chat.id) == {"gina", "ada", "odd_one%"}
     gina = PEOPLE[2]
-    run(app.resume(chat.id, votes=[EditEntry(ref="p1", name="pay", input={"amount": 5})],
+    run(app.resume(chat.id, votes=[EditEntry(ref="p1", name="pay", input={"amount": 5},
+                                             reason="a smaller amount")],
                    actor="gina", decider=gina))
     # The editor now asks; tom's vote was on the old input, alice no longer asks.
     assert _agree(app, views, chat.id) == {"alice", "tom", "ada", "odd_one%"}

@@ -131,7 +131,8 @@ def seed(store: str, monkeypatch: pytest.MonkeyPatch) -> History:
     ref = h.ask("slow", 700, ten)
     h.approve("slow", ref, "bob", ten + timedelta(seconds=120))
     ref = h.ask("edited", 20000, ten)
-    h.vote("edited", "carol", EditEntry(ref=ref, name="pay", input={"amount": 15000}),
+    h.vote("edited", "carol", EditEntry(ref=ref, name="pay", input={"amount": 15000},
+                                        reason="a smaller amount"),
            ten + timedelta(seconds=30))
     h.vote("edited", "bob", ApproveEntry(ref=ref, name="pay", input_sha256=sha256_hex(
         {"amount": 15000})), ten + timedelta(seconds=60))

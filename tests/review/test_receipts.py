@@ -99,7 +99,8 @@ def test_one_receipt_per_opening_not_per_refresh(history: History,
     second = sign_in(console, "key-bob")  # a new sign-in is a new opening
     open_page(console, history, "looked", ref, second)
     open_page(console, history, "looked", ref, second)
-    history.vote("looked", "carol", EditEntry(ref=ref, name="pay", input={"amount": 950}), now())
+    history.vote("looked", "carol", EditEntry(ref=ref, name="pay", input={"amount": 950},
+                                              reason="a smaller amount"), now())
     open_page(console, history, "looked", ref, second)  # the page shows the edited input
     found = receipts(history, "looked", ref)
     assert [(r.principal, r.input_sha256) for r in found] == [
@@ -197,7 +198,8 @@ def test_the_unviewed_approval_query_finds_approvals_without_a_receipt(
                                      ref=refs[name], principal=who, session="s",
                                      input_sha256=sha256_hex({"amount": amounts[name]}))
     history.vote("stale", "carol", EditEntry(ref=refs["stale"], name="pay",
-                                             input={"amount": 333}), now())
+                                             input={"amount": 333},
+                                             reason="a smaller amount"), now())
     for name in refs:
         seen = sha256_hex({"amount": 333 if name == "stale" else amounts[name]})
         history.vote(name, "bob", ApproveEntry(ref=refs[name], name="pay", input_sha256=seen),

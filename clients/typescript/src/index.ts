@@ -49,8 +49,8 @@ export class Interrupt {
     return { kind: "approve", entry: { ref: this.ref, name: this.name,
       input_sha256: this.data.input_sha256 } };
   }
-  edit(input: unknown): Decision {
-    return { kind: "edit", entry: { ref: this.ref, name: this.name, input,
+  edit(input: unknown, reason: string): Decision {
+    return { kind: "edit", entry: { ref: this.ref, name: this.name, input, reason,
       input_sha256: this.data.input_sha256 } };
   }
   reject(reason: string): Decision {

@@ -1234,10 +1234,10 @@ export interface components {
             name: string;
             /** Input */
             input: unknown;
+            /** Reason */
+            reason: string;
             /** Input Sha256 */
             input_sha256?: string | null;
-            /** Reason */
-            reason?: string | null;
         };
         /**
          * EmailChannel
