@@ -15,6 +15,7 @@ from typing import Any
 from interlock.api.ui.forms import JSON_FIELD, FormField, SchemaForm
 
 _MISSING: Any = object()
+MAX_ROWS = 10_000  # an array row's index; a form holds far fewer fields
 _TRUE, _FALSE = frozenset({"on", "true", "yes"}), frozenset({"false", "no"})
 
 
@@ -75,8 +76,9 @@ class _Reader:
     def rows(self, f: FormField, path: str) -> Any:
         if f.item is None:
             return []
-        found = {int(k[len(path) + 1:].split(".")[0]) for k in self.data
-                 if k.startswith(path + ".") and k[len(path) + 1:].split(".")[0].isdigit()}
+        indexes = (whole_number(k[len(path) + 1:].split(".")[0], 0, MAX_ROWS)
+                   for k in self.data if k.startswith(path + "."))
+        found = {i for i in indexes if i is not None}
         rows = [self.read(f.item, f"{path}.{i}") for i in sorted(found)
                 if not self.blank(f"{path}.{i}")]
         return [r for r in rows if r is not _MISSING]
@@ -124,3 +126,12 @@ def _number(f: FormField, raw: str) -> Any:
         return int(raw) if f.kind == "integer" else float(raw)
     except ValueError:
         return raw  # the schema check names the field and the problem
+
+
+def whole_number(raw: str, low: int, high: int) -> int | None:
+    """`raw` as a whole number from `low` to `high`, in ASCII digits (`"²".isdigit()` is
+    true, and `int` refuses it), else None."""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > len(str(high)):
+        return None
+    number = int(raw)
+    return number if low <= number <= high else None

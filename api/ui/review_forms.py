@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, get_args
 
+from interlock.api.ui.forms_parse import whole_number
 from interlock.domain.errors import InterlockError, InvalidRequestError, SegregationOfDutiesError
 from interlock.domain.review.events import Severity, Verdict
 from interlock.domain.review.queries import CUSTOM, SHIPPED, ReviewQuery
@@ -53,12 +54,13 @@ def custom_filter(data: Mapping[str, str], name: str) -> str | None:
 def sample_of(data: Mapping[str, str]) -> tuple[int, list[str], str | None]:
     """Size, strata (a checkbox each: strata.tool) and seed (blank: the server makes one)."""
     raw = data.get("size", "").strip()
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_SIZE:
+    size = whole_number(raw, 1, MAX_SIZE)
+    if size is None:
         raise InvalidRequestError(f"the sample size must be a whole number from 1 to "
                                   f"{MAX_SIZE}, not {raw[:20]!r}", field="size")
     strata = [s for s in STRATA if data.get(f"strata.{s}") == "on"]
     seed = data.get("seed", "").strip() or None
-    return int(raw), strata, seed
+    return size, strata, seed
 
 
 def assessment_of(data: Mapping[str, str]) -> tuple[Verdict, Severity | None, str]:

@@ -16,6 +16,7 @@ from interlock.api.deps import CurrentViews, ReadModelsDep, ServiceDep
 from interlock.api.dev_principals import COOKIE, console_visitor
 from interlock.api.ui import oversight
 from interlock.api.ui.charts import duration, oversight_charts, pending_label
+from interlock.api.ui.forms_parse import whole_number
 from interlock.api.ui.render import (
     base,
     checked_form,
@@ -227,9 +228,10 @@ async def fork(request: Request, chat_id: UUID, service: ServiceDep, who: Visito
     data = await checked_form(request)
     who.require("requester")
     raw = data.get("version", "")
-    if not raw.isdigit() or not 1 <= int(raw) <= 2**31 - 1:
+    version = whole_number(raw, 1, 2**31 - 1)
+    if version is None:
         raise InvalidRequestError("version must be a whole number of at least 1",
                                   version=raw[:20])
-    made = await run_in_threadpool(service.fork, chat_id, int(raw), actor=who.id,
+    made = await run_in_threadpool(service.fork, chat_id, version, actor=who.id,
                                    tenant=who.tenant)
     return redirect(request, f"/chats/{made.id}")

@@ -119,8 +119,9 @@ def _check(kind: FieldType, field: Field, operand: Operand) -> Operand:
 
 def _value(kind: FieldType, name: str, value: Any) -> Any:
     if isinstance(value, int | float) and not isinstance(value, bool) and not (
-            math.isfinite(value) and abs(value) < 2**63):
-        raise InvalidFilterError(f"{name}: {value!r} is not a number a store can compare")
+            abs(value) < 2**63 and math.isfinite(value)):  # an int this large has no float
+        raise InvalidFilterError(
+            f"{name}: {_shown(value)} is not a number a store can compare (|n| < 2**63)")
     if kind == "json":
         if not isinstance(value, str | int | float | bool):
             raise InvalidFilterError(f"{name} compares with a string, number or boolean")
@@ -186,3 +187,8 @@ def weekdays(spec: str) -> list[int]:
             raise InvalidFilterError(f"working days run forwards: {part!r}")
         found.update(range(a + 1, b + 2))
     return sorted(found)
+
+
+def _shown(value: int | float) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text.lstrip('-'))} digits)"

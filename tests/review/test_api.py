@@ -27,6 +27,9 @@ def http(history: History) -> Iterator[TestClient]:
     views.close()
 
 
+BIG = "9" * 400  # a Python int, too large for a float or a store's integer
+
+
 def _as(name: str) -> dict[str, str]:
     return {"Authorization": f"Bearer key-{name}"}
 
@@ -64,6 +67,10 @@ def test_another_tenant_sees_none_of_it(http: TestClient) -> None:
      "the server supplies"),
     ({"query": "fast_approval", "params": {"seconds": "10"}}, 422, "invalid_filter", "number"),
     ({"query": "custom", "filter": "tool = 'x'", "sql": "1"}, 422, "invalid_request", "sql"),
+    ({"query": "custom", "filter": f"input.amount > {BIG}"}, 422, "invalid_filter", "2**63"),
+    ({"query": "large_amount", "params": {"amount": int(BIG)}}, 422, "invalid_filter", "2**63"),
+    ({"query": "fast_approval", "params": {"seconds": -int(BIG)}}, 422, "invalid_filter",
+     "400 digits"),
 ])
 def test_bad_queries_are_4xx_naming_the_problem(
     http: TestClient, body: dict[str, Any], status: int, code: str, says: str,

@@ -79,6 +79,9 @@ def test_opening_takes_a_token_a_size_and_records_the_seed(http: TestClient) -> 
     assert refused.status_code == 403 and _reviews(http) == 0
     zero = http.post("/ui/reviews", data={**form, "size": "0", "csrf": token})
     assert zero.status_code == 422 and "from 1 to 10000" in zero.text and _reviews(http) == 0
+    for size in ("\u00b2", "9" * 5000):  # a digit int() refuses; more digits than int() reads
+        odd = http.post("/ui/reviews", data={**form, "size": size, "csrf": token})
+        assert odd.status_code == 422 and "from 1 to 10000" in odd.text and _reviews(http) == 0
     opened = http.post("/ui/reviews", data={**form, "csrf": token, "strata.tool": "on"})
     assert opened.status_code == 200 and _reviews(http) == 1
     review = http.get("/v1/reviews", headers={"Authorization": "Bearer key-rita"}).json()[
