@@ -21,6 +21,8 @@ from interlock.replay.recording import UNCOMPARED
 # the fingerprint of the agent (AgentFingerprinted events are not compared either).
 _RUN_FIELDS = {"originator_id", "originator_version", "timestamp", "chain", "usage",
                "fingerprint"}  # a message's record of the agent that ran its turn
+# A vote recorded before a reason was required replays with this one, compared as none.
+UNSAID = "(no reason recorded)"
 # A reply's requests compare as the ToolRequested events that follow it (`compared`).
 _CARRIED = {"requests"}
 
@@ -31,6 +33,8 @@ def shown(event: ev.ChatEvent, masked: bool = False) -> dict[str, Any]:
     data = {"type": type(event).__name__, **data}
     if isinstance(event, ae.ApprovalRequested):
         _relative(data["terms"], event)
+    if isinstance(event, ae.ApprovalVoted) and event.reason == UNSAID:
+        data["reason"] = None
     if isinstance(event, ae.InterruptExpired):
         data["expires_at"] = "(its terms' deadline)"  # compared there, as an offset
     if masked:

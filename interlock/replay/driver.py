@@ -22,12 +22,10 @@ from interlock.domain.chat.rules import (
     VoteEntry,
 )
 from interlock.domain.errors import InterlockError
-from interlock.replay.compare import first_difference
+from interlock.replay.compare import UNSAID, first_difference
 from interlock.replay.differences import Difference
 from interlock.replay.recording import ChatRecording, Step
 from interlock.replay.standins import Session
-
-UNSAID = "(no reason recorded)"  # a vote recorded before a reason was required
 
 
 class Driver:

@@ -6,7 +6,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from uuid import UUID
 
 from interlock.bootstrap import build_service
-from interlock.domain import Agent, ApproveEntry, Interlock, RespondEntry, RestartEntry
+from interlock.domain import (
+    Agent,
+    ApproveEntry,
+    EditEntry,
+    Interlock,
+    RespondEntry,
+    RestartEntry,
+)
+from interlock.domain.chat.canonical import sha256_hex
 from interlock.examples.banking import AGENTS
 from interlock.stores.erasure_keys import KeyStore
 
@@ -57,6 +65,23 @@ async def treasury(app: Interlock) -> UUID:
     for approver in ("tina", "tom"):
         await app.resume(chat.id, actor=approver,
                          votes=[ApproveEntry(ref=transfer.ref, name=transfer.name)])
+    return chat.id
+
+
+async def treasury_edited(app: Interlock) -> UUID:
+    """Held; tina edits the amount with her reason (the console asks for one), two approve."""
+    chat = app.start_chat("treasuryBankingAgent", actor="alice", tenant="acme")
+    sent = await app.send(chat.id, "Transfer $2500 to savings.", actor="alice")
+    [ask] = sent.interrupts
+    held = await app.resume(chat.id, actor="bob", respond=[
+        RespondEntry(ref=ask.ref, name=ask.name, output={"approved": True})])
+    [transfer] = held.interrupts
+    edited = {"amount": 2400, "to_account": "savings"}
+    await app.resume(chat.id, actor="tina", votes=[EditEntry(
+        ref=transfer.ref, name=transfer.name, input=edited, reason="the invoice says 2,400")])
+    for approver in ("tom", "tess"):
+        await app.resume(chat.id, actor=approver, votes=[ApproveEntry(
+            ref=transfer.ref, name=transfer.name, input_sha256=sha256_hex(edited))])
     return chat.id
 
 

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from uuid import uuid4
 
 import pytest
 from eventsourcing.persistence import PersistenceError
 
 from interlock.domain import Chat, FunctionModel, ModelRequest, ModelResponse
+from interlock.domain.chat.approval_events import ApprovalVoted
+from interlock.domain.chat.events import now
 from interlock.examples.banking import AGENTS, LEDGER, banking, banking_script
 from interlock.replay import ReplayOptions, Report, Selection, open_recorded, replay_test
+from interlock.replay.compare import UNSAID, first_difference
 from interlock.replay.runner import SKIPPED_ERASED
 from interlock.stores.erasure_keys import KeyStore
 from tests.replay import variants
 from tests.replay.conftest import Recorded
-from tests.replay.corpus import served
+from tests.replay.corpus import served, treasury_edited
 
 # The corpus (tests/replay/corpus.py), in order: small transfer, large transfer (override),
 # declined, treasury (held, two votes), treasury small (not held).
@@ -36,6 +41,28 @@ def test_an_unchanged_agent_replays_every_chat_identical_and_writes_nothing(
     assert sum(c.tool_runs for c in report.chats) == 10
     assert LEDGER.transfers == transfers  # ...none ran: no transfer was made
     assert recorded.dump() == before  # the store is byte for byte as it was
+
+
+def test_an_edit_with_its_reason_replays_identical(store: str) -> None:
+    """An approver's edit carries a reason; the replay re-applies it with that reason."""
+    app = served(store)
+    try:
+        chat = asyncio.run(treasury_edited(app))
+    finally:
+        app.close()
+    report = replay_test(store, ReplayOptions(agents=AGENTS), Selection(chats=[chat]))
+    assert report.passed and report.identical == 1, report.to_json()
+
+
+def test_an_edit_recorded_before_reasons_were_required_compares_alike() -> None:
+    """Such an edit replays with a placeholder reason (the domain asks for one now)."""
+    recorded = ApprovalVoted(originator_id=uuid4(), originator_version=5, timestamp=now(),
+                             ref="t1", name="transferMoney", vote="edit", actor="tina",
+                             input_sha256="0" * 64, edited_input={"amount": 1})
+    replayed = recorded.model_copy(update={"reason": UNSAID})
+    assert first_difference([recorded], [replayed], masked=False) is None
+    said = recorded.model_copy(update={"reason": "the invoice"})
+    assert first_difference([recorded], [said], masked=False) is not None
 
 
 def test_a_changed_system_prompt_drifts_at_the_first_model_call(recorded: Recorded) -> None:
