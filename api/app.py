@@ -18,6 +18,7 @@ from interlock.api.agent_protocol import router as agent_protocol
 from interlock.api.auth import AuthConfig
 from interlock.api.hot import HotRoutes
 from interlock.api.limits import BodyLimit
+from interlock.api.reference import install_reference
 from interlock.api.observability.metrics import CONTENT_TYPE as METRICS_TYPE
 from interlock.api.observability.metrics import Metrics
 from interlock.api.observability.middleware import Observe, Observed
@@ -149,6 +150,7 @@ def make_app(
     # asks OpenTelemetry for its providers on every request even when none is set up.
     app = _App(title="Interlock", version=package_version(), description=DESCRIPTION,
                lifespan=lifespan, generate_unique_id_function=operation_id,
+               docs_url=None, redoc_url=None,  # api/reference.py serves /docs without a CDN
                telemetry={"tracing": False, "metrics": False, "logs": False})
     app.state.service, app.state.read_models = service, read_models
     app.state.auth, app.state.streams, app.state.signer = auth, streams, signer
@@ -159,6 +161,7 @@ def make_app(
     for router in routers:
         app.include_router(router)
     install_openapi(app, routers)
+    install_reference(app)
     app.mount("/ui", console(service, read_models, auth, signer))
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY)
     metrics = Metrics(service, read_models)
