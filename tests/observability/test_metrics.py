@@ -114,7 +114,7 @@ def test_approval_metrics_after_a_known_workload(
     assert _vote(http, "tom", rejected, held, "reject", reason="unknown payee") == "stop"
     withdrawn, held = hold_payment(http, "payAgent")
     assert _vote(http, "tina", withdrawn, held, "edit",
-                 input={"amount": 400, "to": "bob-corp"}) == "interrupted"
+                 input={"amount": 400, "to": "bob-corp"}, reason="400 was agreed") == "interrupted"
     assert http.post(f"/v1/chats/{withdrawn}/withdraw", json={
         "refs": [held["ref"]], "reason": "wrong payee"}, headers=auth("root")).status_code == 200
     hold_payment(http, "payAgent")  # left waiting

@@ -211,7 +211,7 @@ def test_approval_decisions_and_expiries_are_notified(
     assert _vote(api, "tom", voted, held, "reject", reason="unknown payee") == "stop"
     edited, again = _held(api, "payAgent")
     assert _vote(api, "tina", edited, again, "edit",
-                 input={"amount": 400, "to": "bob-corp"}) == "interrupted"
+                 input={"amount": 400, "to": "bob-corp"}, reason="400 was agreed") == "interrupted"
     withdrawn = api("root", "POST", f"/v1/chats/{edited}/withdraw",
                     json={"refs": [again["ref"]], "reason": "wrong payee"})
     assert withdrawn.status_code == 200, withdrawn.text
