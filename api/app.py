@@ -18,11 +18,11 @@ from interlock.api.agent_protocol import router as agent_protocol
 from interlock.api.auth import AuthConfig
 from interlock.api.hot import HotRoutes
 from interlock.api.limits import BodyLimit
-from interlock.api.reference import install_reference
 from interlock.api.observability.metrics import CONTENT_TYPE as METRICS_TYPE
 from interlock.api.observability.metrics import Metrics
 from interlock.api.observability.middleware import Observe, Observed
 from interlock.api.observability.openapi import install_openapi, operation_id, package_version
+from interlock.api.reference import install_reference
 from interlock.api.routers import (
     agents,
     chats,
