@@ -49,7 +49,7 @@ class Rotation:
 
     seq: int  # the rotation checkpoint
     keys: frozenset[str]
-    heads: Mapping[UUID, int] = field(repr=False)
+    heads: Mapping[UUID | str, int] = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ class Keyring:
         return not self.retired or (
             self.rotation is not None and set(self.retired) <= self.rotation.keys)
 
-    def uncovered(self, kid: str | None, chat_id: UUID, version: int) -> str | None:
+    def uncovered(self, kid: str | None, chat_id: UUID | str, version: int) -> str | None:
         """Why event `version` of a chat may not name `kid` (None: format 1, or no chain),
         or None. Once a key is retired, the rotation checkpoint fixes each chat's version:
         past it only the active key seals; a retired key no rotation covers seals nothing.
