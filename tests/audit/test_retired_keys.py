@@ -35,6 +35,7 @@ from tests.projections.flows import AGENTS
 from tests.review.test_evidence import verifier as verifier_tool
 
 pytestmark = pytest.mark.anyio
+STALE = timedelta(0)  # the forged approval's turn counts as abandoned: retry would run it
 S1, S2 = b"first-secret-" + b"1" * 20, b"second-secret-" + b"2" * 20
 
 
@@ -53,7 +54,7 @@ async def _held(store: str, ring: Keyring) -> tuple[UUID, str]:
     app = _app(store, ring)
     try:
         chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
-        sent = await app.send(chat.id, "transfer $5000 to mallory", actor="alice")
+        sent = await app.send(chat.id, "transfer $50 to mallory", actor="alice")
         return chat.id, sent.interrupts[0].ref
     finally:
         app.close()
@@ -236,7 +237,7 @@ async def test_an_approval_a_retired_key_seals_after_the_rotation_pays_nothing_h
         with pytest.raises(TamperedEventError, match="after rotation checkpoint 1"):
             app.get_chat(chat_id)
         with pytest.raises(TamperedEventError, match="after rotation checkpoint 1"):
-            await app.retry(chat_id, actor="alice")
+            await app.retry(chat_id, actor="alice", stale_after=STALE)
         assert app.store.get_many([chat_id]) == {}
         assert LEDGER.transfers == paid  # the payment did not run
         assert _breaks(app) == [(6, refused)]
@@ -266,7 +267,7 @@ async def test_without_a_rotation_checkpoint_nothing_a_retired_key_sealed_is_act
             "would tell their holder's new events from old ones; run `interlock audit rotate "
             "--key FILE` with these settings first (docs/audit.md, \"Keys and rotation\")")
         with pytest.raises(TamperedEventError, match="no rotation checkpoint covers"):
-            await app.retry(chat_id, actor="alice")
+            await app.retry(chat_id, actor="alice", stale_after=STALE)
         assert LEDGER.transfers == paid
         with pytest.raises(KeysNotRotatedError, match=f"retired key\\(s\\) {key_id(S1)} are "
                                                       "not covered by a rotation checkpoint"):
