@@ -16,6 +16,7 @@ from interlock.api.app import enable_tracing, make_app
 from interlock.api.auth import AuthConfig, is_loopback, load_auth
 from interlock.api.dev_principals import dev_auth
 from interlock.api.observability.logs import configure_logging
+from interlock.audit import rotation
 from interlock.audit.signing import Signer
 from interlock.domain import Agent, Interlock
 from interlock.domain.application import DEV_SECRET
@@ -58,6 +59,7 @@ def build_service(
         )
     service = Interlock(agents, env=env, secret=secret, resolve_model=resolve_model)
     service.snapshot_store = open_snapshots(service)
+    rotation.attach(service)  # a retired key seals nothing past its rotation checkpoint
     return service
 
 
@@ -85,6 +87,10 @@ def build_app(settings: Settings) -> FastAPI:
     """The HTTP API with its service and in-process read models, closed at shutdown."""
     auth = auth_from(settings)
     service = service_from(settings)
+    unrotated = rotation.not_rotated(service.sealer.keys)
+    if unrotated is not None:  # loud: a worker that started would serve forged approvals
+        service.close()
+        raise ConfigurationError(f"refusing to serve: {unrotated}")
     views = open_read_models(service)
     sweeper = Sweeper(service, views)  # due approvals expire in process, beside the views
     sweeper.start()

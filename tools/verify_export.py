@@ -21,7 +21,10 @@ It checks: the manifest's signature and the export's SHA-256; the signature, Mer
 and sequence of the checkpoint(s); for an events export, every chat's chain (format 2
 hashes; seals and format 1 chains too when given the HMAC secrets, one per line), the
 `input_sha256` of every decision, and that the export holds each chat the checkpoint
-lists up to the version it lists, with the same link. Exit 0 when all hold, 1 otherwise.
+lists up to the version it lists, with the same link. For both, the keys the checkpoint
+names (`keys`): no event names a retired key past its retirement time, nor any key but the
+active one past its chat's head in the rotation checkpoint (which the manifest carries,
+with its signature). Exit 0 when all hold, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import math
 import re
 import sys
 import zipfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -248,7 +252,8 @@ class Chat:
 
 
 def check_events(lines: list[str], secrets: list[bytes],
-                 cp: dict[str, Any] | None, whole: bool) -> list[str]:
+                 cp: dict[str, Any] | None, whole: bool,
+                 sealing: Sealing | None = None) -> list[str]:
     chats: dict[str, Chat] = {}
     problems: dict[str, str] = {}
     for line in lines:
@@ -256,7 +261,8 @@ def check_events(lines: list[str], secrets: list[bytes],
         cid = row["chat_id"]
         if cid in problems:
             continue
-        problem = chats.setdefault(cid, Chat(secrets)).add(row)
+        problem = chats.setdefault(cid, Chat(secrets)).add(row) or (
+            sealing.problem(cid, row["version"], row["state"]) if sealing else None)
         if problem:
             problems[cid] = f"chat {cid}: version {row['version']}: {problem}"
     out = list(problems.values())
@@ -270,6 +276,65 @@ def check_events(lines: list[str], secrets: list[bytes],
         elif cid not in problems and chat.links.get(version) != link:
             out.append(f"chat {cid}: differs from the checkpoint at version {version}")
     return out
+
+
+# -- sealing keys: retirement times and the rotation checkpoint ----------------------------
+
+
+class Sealing:
+    """The HMAC keys a checkpoint's statement names (`keys`): a retired key seals nothing
+    dated after its retirement, and past a chat's head in the rotation checkpoint only the
+    active key seals (`bounds`: each chat's version there). A statement without `keys`
+    (written before they were named) checks nothing here."""
+
+    def __init__(self, keys: dict[str, Any] | None, bounds: dict[str, int]) -> None:
+        keys = keys or {}
+        self.active = keys.get("active")
+        self.retired = {k: _time(v) for k, v in (keys.get("retired") or {}).items()}
+        self.rotation, self.bounds = keys.get("rotation"), bounds
+
+    def problem(self, chat_id: str, version: int, state: str) -> str | None:
+        at = state.rfind(TAIL)
+        match = CHAIN_V2.fullmatch(state[at + len(TAIL):-2]) if at >= 0 else None
+        kid = match.group(1) if match else None
+        if not self.retired or kid == self.active:
+            return None
+        named = f"key {kid!r}" if kid else "no key (format 1 or none)"
+        if kid in self.retired:
+            sealed_at = _time(json.loads(state).get("timestamp"))
+            retired = self.retired[kid]
+            if sealed_at is None or retired is None or sealed_at > retired:
+                return f"sealed with {named} after it was retired ({retired})"
+        if self.rotation is None:
+            return f"sealed with {named}, and no rotation checkpoint covers the retired keys"
+        if version > self.bounds.get(chat_id, 0):
+            return (f"sealed with {named} after rotation checkpoint {self.rotation}: past it "
+                    "only the active key seals")
+        return None
+
+
+def _time(text: Any) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def rotation_of(cp: dict[str, Any], given: dict[str, Any] | None, key: Key) -> tuple[
+        dict[str, Any] | None, str | None]:
+    """The rotation checkpoint `cp`'s keys name (itself or `given`), checked; or why not."""
+    seq = (cp["statement"].get("keys") or {}).get("rotation")
+    if seq is None:
+        return None, None
+    if seq == cp["statement"]["seq"]:
+        return cp, None
+    if given is None or given["statement"].get("seq") != seq:
+        return None, f"rotation checkpoint {seq} is not in the manifest"
+    problem = check_checkpoint(given, key) if "heads" in given else (
+        None if key.check(jcs(given["statement"]).encode(), given["signature"])
+        else f"checkpoint {seq}: signature does not verify")
+    return (None, problem) if problem else (given, None)
 
 
 # -- evidence packs (interlock audit evidence) ----------------------------------------------
@@ -320,7 +385,9 @@ def verify_evidence(path: str, key: Key, population: list[str] | None = None) ->
             or not key.check(jcs(statement).encode(), cp["signature"]):
         return ["checkpoint: signature does not verify"]
     streams, problems = _chains(files["events.jsonl"].decode().splitlines())
-    problems += _proven(files["proofs.jsonl"].decode().splitlines(), streams, statement)
+    proofs = files["proofs.jsonl"].decode().splitlines()
+    problems += _proven(proofs, streams, statement)
+    problems += _sealed(manifest, cp, key, proofs, streams)
     problems = problems or _review(manifest, streams, json.loads(files["findings.json"]))
     if problems or population is None:
         return problems
@@ -362,6 +429,39 @@ def _proven(lines: list[str], streams: dict[str, tuple[Chat, list[dict[str, Any]
             problems.append(f"stream {p['chat_id']}: not in the signed checkpoint")
         proven.add(p["chat_id"])
     problems += [f"stream {s}: no proof" for s in streams if s not in proven]
+    return problems
+
+
+def _sealed(manifest: dict[str, Any], cp: dict[str, Any], key: Key, proofs: list[str],
+            streams: dict[str, tuple[Chat, list[dict[str, Any]]]]) -> list[str]:
+    """Each stream's events were sealed by keys the checkpoint allows: a retired key only
+    before its retirement, and only up to the stream's head in the rotation checkpoint (its
+    audit path in the proofs leads to that checkpoint's signed root)."""
+    rotated, problem = rotation_of(cp, manifest.get("rotation"), key)
+    if problem:
+        return [problem]
+    bounds: dict[str, int] = {}
+    problems = []
+    for line in proofs if rotated else []:
+        p, then = json.loads(line), json.loads(line).get("rotation")
+        chat = streams.get(p["chat_id"], (None, []))[0]
+        if then is None or chat is None:
+            continue
+        root = root_from_path(then["index"], rotated["statement"]["chats"],
+                              leaf(p["chat_id"], then["version"], then["link"]), then["path"])
+        if root is None or root.hex() != rotated["statement"]["root"] \
+                or chat.links.get(then["version"]) != then["link"]:
+            problems.append(f"stream {p['chat_id']}: its head in rotation checkpoint "
+                            f"{rotated['statement']['seq']} is not proven")
+            continue
+        bounds[p["chat_id"]] = then["version"]
+    sealing = Sealing(cp["statement"].get("keys"), bounds)
+    for stream, (_, rows) in streams.items():
+        for row in rows:
+            problem = sealing.problem(stream, row["version"], row["state"])
+            if problem:
+                problems.append(f"stream {stream}: version {row['version']}: {problem}")
+                break
     return problems
 
 
@@ -528,10 +628,15 @@ def verify(args: argparse.Namespace) -> list[str]:
             return [found]
     if manifest["kind"] != "events":
         return []
+    rotated, problem = rotation_of(cp, manifest.get("rotation"), key)
+    if problem:
+        return [problem]
+    bounds = {c: v for c, v, _ in rotated["heads"]} if rotated else {}
     secrets = [s.encode() for s in Path(args.secrets_file).read_text().splitlines() if s] \
         if args.secrets_file else []
     whole = all(v is None for v in manifest["filter"].values())
-    return check_events(data.decode().splitlines(), secrets, cp, whole)
+    return check_events(data.decode().splitlines(), secrets, cp, whole,
+                        Sealing(cp["statement"].get("keys"), bounds))
 
 
 def _in_sequence(lines: list[str], cp: dict[str, Any], key: Key) -> str | None:

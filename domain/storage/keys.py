@@ -1,5 +1,6 @@
 """Sealing keys with ids: the active key seals new events, retired keys still verify what
-they sealed before they were retired, and nothing after."""
+they sealed before they were retired and their rotation checkpoint covered, and nothing
+after."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from uuid import UUID
 
 from interlock.domain.errors import InvalidRequestError
 
@@ -40,6 +42,17 @@ def aware(when: datetime) -> datetime:
 
 
 @dataclass(frozen=True)
+class Rotation:
+    """What the latest rotation checkpoint signed: each chat's version then (`heads`) and
+    the retired keys it covers. Past a chat's version there, only the active key seals: an
+    event naming any other key (or none) is refused however it is dated."""
+
+    seq: int  # the rotation checkpoint
+    keys: frozenset[str]
+    heads: Mapping[UUID | str, int] = field(repr=False)
+
+
+@dataclass(frozen=True)
 class Keyring:
     """HMAC keys by id; `active` names the one that seals new events, `retired` when each
     older key stopped sealing (a key missing there: retired, at a time not said)."""
@@ -47,6 +60,8 @@ class Keyring:
     active: str
     keys: Mapping[str, bytes] = field(repr=False)
     retired: Mapping[str, datetime] = field(default_factory=dict)
+    rotation: Rotation | None = None  # read from the store (interlock/audit/rotation.py)
+    rotating: bool = False  # `audit rotate` verifying: retired keys not yet covered may seal
 
     def __post_init__(self) -> None:
         for kid in self.keys:
@@ -85,6 +100,31 @@ class Keyring:
         if retired is None or aware(sealed_at) <= retired:
             return None
         return f"sealed with key {kid!r} after it was retired ({retired.isoformat()})"
+
+    def covers(self) -> bool:
+        """Whether every retired key is under the rotation checkpoint (or none is retired)."""
+        return not self.retired or (
+            self.rotation is not None and set(self.retired) <= self.rotation.keys)
+
+    def uncovered(self, kid: str | None, chat_id: UUID | str, version: int) -> str | None:
+        """Why event `version` of a chat may not name `kid` (None: format 1, or no chain),
+        or None. Once a key is retired, the rotation checkpoint fixes each chat's version:
+        past it only the active key seals; a retired key no rotation covers seals nothing.
+        One dict look-up, and none for the active key's events."""
+        if kid == self.active or not self.retired:
+            return None
+        rotation, named = self.rotation, f"key {kid!r}" if kid else "no key (format 1 or none)"
+        if rotation is None or (kid in self.retired and kid not in rotation.keys):
+            if self.rotating:
+                return None
+            return (f"sealed with {named}, a retired key no rotation checkpoint covers "
+                    "(run `interlock audit rotate`)") if kid in self.retired else (
+                f"sealed with {named}, not the active key, and no rotation checkpoint covers "
+                "the retired keys (run `interlock audit rotate`)")
+        if version <= rotation.heads.get(chat_id, 0):
+            return None
+        return (f"sealed with {named} after rotation checkpoint {rotation.seq}: past it "
+                "only the active key seals")
 
     def goes_back(self, before: str, kid: str) -> bool:
         """Whether a chat whose previous event `before` sealed returns to an older key `kid`:

@@ -47,11 +47,12 @@ class PydanticMapper(Mapper[UUID]):
     so the common case decodes in one `model_validate_json`; an event class past
     version 1 goes through its upcasters. A record whose JSON ids disagree with its
     columns, or whose topic is not an Interlock class, or that names a key retired before
-    its timestamp, is refused (TamperedEventError).
+    its timestamp, or that names any key but the active one past its chat's version in the
+    rotation checkpoint (Keyring.uncovered), is refused (TamperedEventError).
     """
 
     personal: FieldCipher | None = None  # set by Interlock.protect_personal_data
-    keys: Keyring | None = None  # the chain's keys: a retired key's late seal is refused
+    keys: Keyring | None = None  # the chain's keys: late or uncovered seals are refused
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -109,10 +110,14 @@ class PydanticMapper(Mapper[UUID]):
         if (event.originator_id, event.originator_version) != (
             stored_event.originator_id, stored_event.originator_version):
             raise _refused(stored_event, "its JSON names another chat or version")
-        if self.keys is not None and self.keys.retired:
-            late = self.keys.late(key_of(event.chain) or "", event.timestamp)
-            if late is not None:
-                raise _refused(stored_event, late)
+        keys = self.keys
+        if keys is not None and keys.retired:
+            kid = key_of(event.chain)
+            if kid != keys.active:  # the active key's events: nothing more to check
+                late = keys.late(kid or "", event.timestamp) or keys.uncovered(
+                    kid, event.originator_id, event.originator_version)
+                if late is not None:
+                    raise _refused(stored_event, late)
         return event
 
 

@@ -8,7 +8,14 @@ from uuid import NAMESPACE_URL, uuid5
 
 from eventsourcing.persistence import AggregateRecorder, IntegrityError, StoredEvent
 
-from interlock.audit.checkpoints import Checkpoint, Head, Sign, make_checkpoint, sorted_heads
+from interlock.audit.checkpoints import (
+    Checkpoint,
+    Head,
+    Sign,
+    make_checkpoint,
+    sealing,
+    sorted_heads,
+)
 from interlock.audit.integrity import ChainBreak, Verifier
 from interlock.audit.retention_policy import Entry
 from interlock.domain.errors import ConcurrencyError, InvalidRequestError
@@ -27,6 +34,16 @@ class ChainsBrokenError(InvalidRequestError):
         self.breaks = breaks
 
 
+class KeysNotRotatedError(InvalidRequestError):
+    """A retired key no rotation checkpoint covers: a checkpoint would sign whatever its
+    holder appended, so none is signed until `interlock audit rotate` runs."""
+
+    def __init__(self, missing: list[str]) -> None:
+        super().__init__(f"retired key(s) {', '.join(missing)} are not covered by a rotation "
+                         "checkpoint; no checkpoint was signed: run `interlock audit rotate "
+                         "--key FILE` first", keys=missing)
+
+
 class CheckpointLog:
     """The checkpoints of one store, oldest first (eventsourcing aggregate recorder)."""
 
@@ -39,6 +56,18 @@ class CheckpointLog:
     def latest(self) -> Checkpoint | None:
         rows = self.recorder.select_events(LOG_ID, desc=True, limit=1)
         return Checkpoint.from_json(rows[0].state) if rows else None
+
+    def get(self, seq: int) -> Checkpoint | None:
+        rows = self.recorder.select_events(LOG_ID, gt=seq - 1, lte=seq)
+        return Checkpoint.from_json(rows[0].state) if rows else None
+
+    def rotation_of(self, checkpoint: Checkpoint) -> Checkpoint | None:
+        """The rotation checkpoint `checkpoint` names in its keys (itself, an older one, or
+        None)."""
+        seq = (checkpoint.statement.get("keys") or {}).get("rotation")
+        if seq is None:
+            return None
+        return checkpoint if seq == checkpoint.seq else self.get(int(seq))
 
     def append(self, checkpoint: Checkpoint) -> None:
         record = StoredEvent(LOG_ID, checkpoint.seq, TOPIC, checkpoint.to_json())
@@ -71,12 +100,19 @@ def removed_chats(entries: list[Entry]) -> dict[str, int]:
 
 
 def take_checkpoint(log: CheckpointLog, verifier: Verifier, *, key_id: str, sign: Sign,
-                    now: Callable[[], str], retention: list[Entry] | None = None) -> Checkpoint:
+                    now: Callable[[], str], retention: list[Entry] | None = None,
+                    rotating: bool = False) -> Checkpoint:
     """Verify the events since the last checkpoint, then sign every chat's head.
 
     Chats the retention log removed leave the heads; the checkpoint names the log's last
-    entry, so an entry cannot be dropped unseen.
+    entry, so an entry cannot be dropped unseen. With a retired key, only a rotation
+    (`rotating`, interlock/audit/rotation.py) or a store whose retired keys a rotation
+    covers is checkpointed; the statement names the keys (`keys`).
     """
+    keys = verifier.keys
+    if keys is not None and not rotating and not keys.covers():
+        covered = keys.rotation.keys if keys.rotation is not None else frozenset()
+        raise KeysNotRotatedError(sorted(set(keys.retired) - covered))
     prev = log.latest()
     heads = {h.chat_id: (h.version, h.link) for h in prev.heads} if prev else {}
     if prev is not None:
@@ -87,10 +123,17 @@ def take_checkpoint(log: CheckpointLog, verifier: Verifier, *, key_id: str, sign
     removed = removed_chats(retention or [])
     current = {c: head for c, head in verifier.heads().items() if c not in removed}
     last = retention[-1] if retention else None
+    named = None
+    if keys is not None:
+        rotation = (prev.seq + 1 if prev else 1) if rotating else (
+            keys.rotation.seq if keys.rotation is not None else None)
+        named = sealing(keys.active, {k: at.isoformat() for k, at in sorted(
+            keys.retired.items())}, rotation)
     checkpoint = make_checkpoint(sorted_heads(current), prev=prev,
                                  position=verifier.position, created_at=now(), key_id=key_id,
                                  sign=sign,
-                                 retention=[last.seq, last.digest()] if last else None)
+                                 retention=[last.seq, last.digest()] if last else None,
+                                 keys=named)
     log.append(checkpoint)
     return checkpoint
 

@@ -132,8 +132,10 @@ def sorted_heads(heads: dict[str, tuple[int, str]]) -> tuple[Head, ...]:
 
 def make_checkpoint(heads: tuple[Head, ...], *, prev: Checkpoint | None, position: int,
                     created_at: str, key_id: str, sign: Sign,
-                    retention: list[Any] | None = None) -> Checkpoint:
-    """Sign the next checkpoint over `heads` (sorted by chat id)."""
+                    retention: list[Any] | None = None,
+                    keys: dict[str, Any] | None = None) -> Checkpoint:
+    """Sign the next checkpoint over `heads` (sorted by chat id); `keys`: the sealing keys
+    it was verified with (`sealing`), when it names them."""
     statement = {
         "format": FORMAT,
         **chained(prev),
@@ -144,8 +146,16 @@ def make_checkpoint(heads: tuple[Head, ...], *, prev: Checkpoint | None, positio
         "root": merkle_root([h.leaf() for h in heads]).hex(),
         "key_id": key_id,
         "retention": retention,  # [seq, digest] of the retention log's last entry, or null
+        **({"keys": keys} if keys is not None else {}),
     }
     return Checkpoint(statement, sign(jcs(statement).encode()).hex(), heads)
+
+
+def sealing(active: str, retired: dict[str, str], rotation: int | None) -> dict[str, Any]:
+    """A statement's `keys`: the active HMAC key, when each retired one was retired, and the
+    checkpoint of the rotation that covers them (past a chat's head there, only the active
+    key seals)."""
+    return {"active": active, "retired": retired, "rotation": rotation}
 
 
 def check_sequence(checkpoints: Sequence[Checkpoint], key_id: str,

@@ -7,7 +7,9 @@
                     version the checkpoint lists ({"chat_id", "version", "topic",
                     "state"}, `state` being the stored JSON the chain covers)
     proofs.jsonl    per stream: its head (version, link), its leaf's index among the
-                    checkpoint's heads and the Merkle audit path to the signed root
+                    checkpoint's heads and the Merkle audit path to the signed root; with
+                    retired keys, the same for its head in the rotation checkpoint
+                    (`rotation`), whose statement the manifest carries
     findings.json   the items with their assessments and the sign-off, as the events say
 
 tools/verify_export.py checks all of it with the checkpoint's public key alone.
@@ -71,14 +73,16 @@ def write(app: Interlock, review_id: UUID, signer: Signer, output: Path,
     if review.state.status == "open":
         raise ReviewStateError(review_id, "an evidence pack needs the review signed off")
     checkpoint = _checkpoint(app, signer)
+    rotated = CheckpointLog(app.factory.aggregate_recorder("checkpoints")).rotation_of(
+        checkpoint)
     heads = {h.chat_id: (i, h) for i, h in enumerate(checkpoint.heads)}
     streams = [str(review.id), *sorted({i.chat_id for i in review.state.items}),
                *_receipt_streams(review, heads)]
     tree = levels([h.leaf() for h in checkpoint.heads])
     files = {"events.jsonl": b"".join(_events(app, streams, heads, progress)),
-             "proofs.jsonl": b"".join(_proofs(streams, heads, tree)),
+             "proofs.jsonl": b"".join(_proofs(streams, heads, tree, rotated)),
              "findings.json": _findings(review)}
-    manifest = _manifest(review, checkpoint, files, signer)
+    manifest = _manifest(review, checkpoint, files, signer, rotated)
     with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as pack:
         pack.writestr("manifest.json", json.dumps(manifest, indent=1, ensure_ascii=False))
         for name, data in files.items():
@@ -118,11 +122,21 @@ def _events(app: Interlock, streams: list[str], heads: dict[str, tuple[int, Head
 
 
 def _proofs(streams: list[str], heads: dict[str, tuple[int, Head]],
-            tree: list[list[bytes]]) -> Iterator[bytes]:
+            tree: list[list[bytes]], rotated: Checkpoint | None) -> Iterator[bytes]:
+    """Each stream's head and its audit path; with a rotation checkpoint, the same of the
+    stream's head there (`rotation`: up to it, retired keys may have sealed)."""
+    then = {h.chat_id: (i, h) for i, h in enumerate(rotated.heads)} if rotated else {}
+    old = levels([h.leaf() for h in rotated.heads]) if rotated else []
     for stream in streams:
         index, head = heads[stream]
-        yield json.dumps({"chat_id": stream, "version": head.version, "link": head.link,
-                          "index": index, "path": audit_path(tree, index)}).encode() + b"\n"
+        proof: dict[str, object] = {"chat_id": stream, "version": head.version,
+                                    "link": head.link, "index": index,
+                                    "path": audit_path(tree, index)}
+        if stream in then:
+            at, was = then[stream]
+            proof["rotation"] = {"version": was.version, "link": was.link, "index": at,
+                                 "path": audit_path(old, at)}
+        yield json.dumps(proof).encode() + b"\n"
 
 
 def _findings(review: Review) -> bytes:
@@ -138,7 +152,7 @@ def _findings(review: Review) -> bytes:
 
 
 def _manifest(review: Review, checkpoint: Checkpoint, files: dict[str, bytes],
-              signer: Signer) -> dict[str, Any]:
+              signer: Signer, rotated: Checkpoint | None) -> dict[str, Any]:
     s = review.state
     manifest: dict[str, Any] = {
         "format": FORMAT, "review_id": str(review.id), "tenant": s.tenant,
@@ -148,5 +162,7 @@ def _manifest(review: Review, checkpoint: Checkpoint, files: dict[str, bytes],
         "checkpoint": {"statement": checkpoint.statement, "signature": checkpoint.signature},
         "created_at": datetime.now(UTC).isoformat(), "key_id": signer.key_id,
     }
+    if rotated is not None:  # the checkpoint the proofs' `rotation` members lead to
+        manifest["rotation"] = {"statement": rotated.statement, "signature": rotated.signature}
     manifest["signature"] = signer.sign(jcs(manifest).encode()).hex()
     return manifest

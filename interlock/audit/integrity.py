@@ -5,7 +5,8 @@ record's chat id, version, topic and exact JSON bytes and seals the hash with a 
 key; format 1 (older events) is an HMAC over sorted JSON. An edit, a deletion, an
 insertion, a swap, a moved event or a chain recomputed without the secret breaks the
 chain at the first version touched. A seal by a retired key dated after its retirement,
-or a chat that goes back to an older key, breaks it too. Dropping a chat's *last* events,
+a chat that goes back to an older key, or an event past the rotation checkpoint naming any
+key but the active one (Keyring.uncovered), breaks it too. Dropping a chat's *last* events,
 or a whole chat, leaves valid chains: signed checkpoints (audit/checkpoints.py) catch those.
 """
 
@@ -81,13 +82,24 @@ class _Chain:
                                            record)
             link = chain or ""
         if problem is None and seals is not None and kid is not None:
-            problem = self._key_problem(seals.keys, kid, state)
+            keys = seals.keys
+            problem = self._key_problem(keys, kid, state)
+            if problem is None and (found is None or kid != keys.active):
+                problem = keys.uncovered(kid if found is not None else None, self.uuid(),
+                                         expected)
         if problem is not None or chain is None:
             self._break(expected, problem or "no chain")
             return
         self.link, self.version, self.kid = link, expected, kid
         if expected == self.mark:
             self.marked = link
+
+    def uuid(self) -> UUID | str:
+        """The chat's id as the rotation checkpoint's heads are keyed (a malformed id: as is)."""
+        try:
+            return UUID(self.chat_id)
+        except ValueError:
+            return self.chat_id
 
     def _key_problem(self, keys: Keyring, kid: str, state: bytes) -> str | None:
         """Why the key that sealed the next event may not have sealed it, or None."""

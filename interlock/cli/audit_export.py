@@ -54,22 +54,26 @@ def write_events(args: argparse.Namespace, out: TextIO) -> None:
         app.close()
 
 
-def checkpoint_now(args: argparse.Namespace) -> tuple[Signer, Checkpoint]:
-    """A fresh checkpoint, taken before the export is written so that it covers it."""
+def checkpoint_now(args: argparse.Namespace) -> tuple[Signer, Checkpoint, Checkpoint | None]:
+    """A fresh checkpoint, taken before the export is written so that it covers it, and the
+    rotation checkpoint it names (None: no key was retired)."""
     signer = Signer.load(args.key)
     app = plain_app(args.store)
     try:
-        checkpoint = take_checkpoint(checkpoint_log(app),
-                                     reading.verifier(app, app.sealer.keys),
+        log = checkpoint_log(app)
+        checkpoint = take_checkpoint(log, reading.verifier(app, app.sealer.keys),
                                      key_id=signer.key_id, sign=signer.sign, now=_now,
                                      retention=retention_log(app).all())
+        rotated = log.rotation_of(checkpoint)
     finally:
         app.close()
-    return signer, checkpoint
+    return signer, checkpoint, rotated
 
 
-def write_manifest(args: argparse.Namespace, signer: Signer, checkpoint: Checkpoint) -> Path:
-    """`<output>.manifest.json`: the export's hash and the checkpoint, signed."""
+def write_manifest(args: argparse.Namespace, signer: Signer, checkpoint: Checkpoint,
+                   rotated: Checkpoint | None = None) -> Path:
+    """`<output>.manifest.json`: the export's hash and the checkpoint (and the rotation
+    checkpoint, whose heads bound what retired keys sealed), signed."""
     data = Path(args.output).read_bytes()
     manifest: dict[str, Any] = {
         "format": MANIFEST, "file": Path(args.output).name, "kind": args.format,
@@ -79,6 +83,8 @@ def write_manifest(args: argparse.Namespace, signer: Signer, checkpoint: Checkpo
         "created_at": _now(), "key_id": signer.key_id,
         "checkpoint": json.loads(checkpoint.to_json()),
     }
+    if rotated is not None and rotated.seq != checkpoint.seq:
+        manifest["rotation"] = json.loads(rotated.to_json())
     manifest["signature"] = signer.sign(jcs(manifest).encode()).hex()
     path = Path(f"{args.output}.manifest.json")
     path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")

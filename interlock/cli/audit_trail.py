@@ -1,4 +1,5 @@
-"""`interlock verify` and `interlock audit keygen|checkpoint|checkpoints`: the audit trail."""
+"""`interlock verify` and `interlock audit keygen|checkpoint|rotate|checkpoints`: the audit
+trail."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from interlock.audit import reading, retention
+from interlock.audit import reading, retention, rotation
 from interlock.audit.checkpoint_log import (
     ChainsBrokenError,
     CheckpointLog,
@@ -56,6 +57,17 @@ def register_audit(sub: Any, add_store: Any) -> None:
     cp.add_argument("--every", type=float, help="repeat every this many seconds")
     add_store(cp)
     cp.set_defaults(run=_checkpoint)
+    rot = sub.add_parser("rotate", help="seal a key rotation with a signed checkpoint",
+                         description="With the new settings (INTERLOCK_SECRET the new key, "
+                                     "INTERLOCK_OLD_SECRETS the old one as SECRET@RETIRED-AT, "
+                                     "its time past), verify the events since the last "
+                                     "checkpoint and sign the rotation checkpoint: past each "
+                                     "chat's head there, only the new key seals. Servers with "
+                                     "a retired key refuse to start until this has run.")
+    rot.add_argument("--key", default=os.environ.get(PRIVATE_ENV),
+                     help=f"the checkpoint private key file (default: {PRIVATE_ENV})")
+    add_store(rot)
+    rot.set_defaults(run=_rotate)
     ex = sub.add_parser("checkpoints", help="export the signed checkpoints as JSON Lines",
                         description="Write every checkpoint, oldest first, one per line.")
     ex.add_argument("--output", "-o", help="file to write (default: stdout)")
@@ -234,6 +246,26 @@ def _checkpoint(args: argparse.Namespace) -> int:
         return 0
     finally:
         app.close()
+
+
+def _rotate(args: argparse.Namespace) -> int:
+    if not args.key:
+        raise InvalidRequestError(f"give --key or set {PRIVATE_ENV}")
+    signer = Signer.load(args.key)
+    app = plain_app(args.store)
+    try:
+        cp = rotation.rotate(app, key_id=signer.key_id, sign=signer.sign, now=_now)
+    except ChainsBrokenError as exc:
+        for b in exc.breaks:
+            print(describe(b))
+        print(exc.message, file=sys.stderr)
+        return 1
+    finally:
+        app.close()
+    keys = cp.statement["keys"]
+    print(f"rotation checkpoint {cp.seq}: {cp.statement['chats']} chats; key {keys['active']} "
+          f"seals from now on, retired: {', '.join(keys['retired'])}", flush=True)
+    return 0
 
 
 def _export_checkpoints(args: argparse.Namespace) -> int:

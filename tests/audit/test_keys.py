@@ -6,7 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from interlock.audit import rotation
 from interlock.audit.integrity import Verifier
+from interlock.audit.signing import Signer
 from interlock.bootstrap import build_service
 from interlock.cli.main import main
 from interlock.domain import Interlock, RespondEntry
@@ -30,6 +32,16 @@ def _app(store: str, active: bytes, *old: bytes) -> Interlock:
     return build_service(store, AGENTS, secret=Keyring.parse(active, _old(*old)))
 
 
+def _rotate(store: str, active: bytes, *old: bytes) -> None:
+    """`interlock audit rotate` with these keys (before any process seals with `active`)."""
+    app, signer = _app(store, active, *old), Signer.generate()
+    try:
+        rotation.rotate(app, key_id=signer.key_id, sign=signer.sign,
+                        now=lambda: datetime.now(UTC).isoformat())
+    finally:
+        app.close()
+
+
 async def _three_keys(store: str) -> tuple[str, list[str]]:
     """One chat written under key A, then B, then C; its id and each version's key id."""
     app = _app(store, A)
@@ -37,6 +49,7 @@ async def _three_keys(store: str) -> tuple[str, list[str]]:
     result = await app.send(chat.id, "transfer $50 to bob", actor="alice")
     app.close()
     RETIRED[A] = datetime.now(UTC).isoformat()
+    _rotate(store, B, A)
     app = _app(store, B, A)
     approve = RespondEntry(
         ref=result.interrupts[0].ref, name="userApproval", output={"approved": True}
@@ -44,6 +57,7 @@ async def _three_keys(store: str) -> tuple[str, list[str]]:
     assert not (await app.resume(chat.id, respond=[approve], actor="bob")).interrupts
     app.close()
     RETIRED[B] = datetime.now(UTC).isoformat()
+    _rotate(store, C, A, B)
     app = _app(store, C, A, B)
     await app.send(chat.id, "transfer $5 to carol", actor="alice")
     app.close()
