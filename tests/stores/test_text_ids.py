@@ -6,16 +6,21 @@ from __future__ import annotations
 import pytest
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresDatastore
+from psycopg.conninfo import conninfo_to_dict
 
 from interlock.stores.postgres import InterlockPostgresRecorder
+from tests.conftest import PG_URL
 
 pytestmark = pytest.mark.postgres
 
 
 def test_text_ids_append_and_read_back(pg_store: str) -> None:
+    where = conninfo_to_dict(PG_URL)  # the database the suite was given, not one by name
     schema = pg_store.split("?schema=")[1]
-    datastore = PostgresDatastore("interlock_test", "127.0.0.1", "5432", "postgres", "",
-                                  schema=schema, originator_id_type="text")
+    datastore = PostgresDatastore(
+        str(where["dbname"]), str(where.get("host", "127.0.0.1")), str(where.get("port", 5432)),
+        str(where.get("user", "postgres")), str(where.get("password", "")),
+        schema=schema, originator_id_type="text")
     recorder = InterlockPostgresRecorder(datastore)
     recorder.create_table()
     chat = "chät-1 ✓"
