@@ -32,6 +32,7 @@ from interlock.projections.views.webhooks import WebhooksView
 from interlock.settings import flag_help as _help
 from interlock.settings import load_settings
 from interlock.stores import erasure_keys as erasure
+from interlock.stores.urls import check_exists
 from interlock.sweeper import Sweeper
 
 _HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp"})  # controls, format (bidi), line separators
@@ -281,6 +282,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.key and not args.output:
         print("interlock audit: a signed export needs --output", file=sys.stderr)
         return 2
+    check_exists(args.store)  # an export of a store that is not there is an error, not empty
     signed = audit_export.checkpoint_now(args) if args.key else None
     if args.format == "events":
         with open(args.output, "w", encoding="utf-8") if args.output else _stdout() as out:
@@ -297,6 +299,7 @@ def _export_parquet(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"interlock audit export: {problem}", file=sys.stderr)
         return 2
+    check_exists(args.store)
     models = _models(args.store)
     try:
         models.catch_up()

@@ -31,6 +31,7 @@ from interlock.domain import Interlock
 from interlock.domain.errors import InvalidRequestError
 from interlock.settings import load_settings
 from interlock.stores.erasure_keys import KeyStore
+from interlock.stores.urls import check_exists
 
 PUBLIC_ENV, PRIVATE_ENV = "INTERLOCK_CHECKPOINT_PUBLIC_KEY", "INTERLOCK_CHECKPOINT_KEY"
 
@@ -115,6 +116,7 @@ def retention_log(app: Interlock) -> RetentionLog:
 
 
 def verify(args: argparse.Namespace) -> int:
+    check_exists(args.store)  # verifying must never make an empty store and pass on it
     app = plain_app(args.store)
     try:
         entries = retention_log(app).all()

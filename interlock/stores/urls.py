@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from interlock.domain.errors import ConfigurationError
@@ -34,6 +35,19 @@ def store_env(url: str, deadline: float | None = None) -> dict[str, str]:
             **({"STORE_DEADLINE": str(deadline)} if deadline is not None else {}),
         }
     raise ConfigurationError(f"unknown store {url!r}: use {SCHEMES}")
+
+
+def check_exists(url: str) -> None:
+    """ConfigurationError unless `url` names a store that already holds something to read:
+    a tool that audits a store must never create an empty one and pass on it."""
+    parts = urlsplit(url)
+    if parts.scheme == "memory":
+        raise ConfigurationError("memory:// holds nothing to audit: name the server's store")
+    if parts.scheme == "sqlite":
+        name = store_env(url)["SQLITE_DBNAME"]
+        if name != ":memory:" and not os.path.exists(name):
+            raise ConfigurationError(f"no store at {name!r}: {url!r} names no file (an audit "
+                                     "tool never creates one); check the path")
 
 
 def _sqlite(url: str, netloc: str, path: str) -> dict[str, str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from interlock.cli.main import main
@@ -32,3 +34,14 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for command in ("demo", "serve", "projections", "replay", "verify", "audit"):
         assert command in out
+
+
+@pytest.mark.parametrize("command", [["verify", "--all"], ["audit", "export"]])
+def test_an_audit_of_a_store_that_is_not_there_fails_and_makes_none(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    mistyped = tmp_path / "mistyped.db"
+    assert main([*command, "--store", f"sqlite:///{mistyped}"]) == 2
+    assert "names no file" in capsys.readouterr().err and not mistyped.exists()
+    assert main([*command, "--store", "memory://"]) == 2
+    assert "holds nothing to audit" in capsys.readouterr().err
