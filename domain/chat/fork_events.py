@@ -64,10 +64,14 @@ class ChatForked(ChatEvent):
 
     def asked(self) -> list[ToolCall]:
         """The fork's calls asked afresh, in request order (none once erased)."""
-        begun = self.begun()
-        if begun is None:
-            return []
-        return [c for c in (begun.calls[r] for r in begun.batch) if c.forked is not None]
+        return asked_in(self.begun())
+
+
+def asked_in(begun: ChatState | None) -> list[ToolCall]:
+    """The calls of a fork's first state (`ChatForked.begun`) asked afresh, in order."""
+    if begun is None:
+        return []
+    return [c for c in (begun.calls[r] for r in begun.batch) if c.forked is not None]
 
 
 def asked_afresh(call: ToolCall, source_id: UUID, forker: str, at: datetime) -> ToolCall:
