@@ -223,6 +223,7 @@ class ChatState(BaseModel):
     chain_tip: str | None = None
     fingerprint: str | None = None  # of the agent, as last recorded
     resume_keys: dict[str, KeyUse] = {}
+    erasing: bool = False  # its erasure began: no fork of it is recorded from then on
 
     def remember_key(self, key: str | None, request_sha256: str | None, version: int) -> None:
         if key is not None and request_sha256 is not None and key not in self.resume_keys:

@@ -13,9 +13,9 @@ from pydantic import BaseModel
 from interlock import Agent, Approval, FunctionModel, ToolContext, tool
 from interlock.bootstrap import build_service
 from interlock.domain import ApproveEntry, Decider, Interlock, RestartEntry
-from interlock.domain.results import StreamEvent
 from interlock.domain.chat.fork_events import ChatForked
 from interlock.domain.errors import AlreadyVotedError, ForbiddenError, NothingToRetryError
+from interlock.domain.results import StreamEvent
 from tests.kit import Script, call, run, say
 
 
