@@ -31,6 +31,7 @@ from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.approval_events import ApprovalVoted
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.events import ChatEvent, TurnFinished, now
+from interlock.domain.chat.fork_events import ChatForkedTo
 from interlock.domain.chat.jsonsafe import check_json
 from interlock.domain.chat.policies import Decider
 from interlock.domain.chat.rules import (
@@ -42,6 +43,7 @@ from interlock.domain.chat.rules import (
     held_call,
 )
 from interlock.domain.errors import (
+    ChatErasedError,
     ConcurrencyError,
     ConfigurationError,
     IdempotencyKeyReusedError,
@@ -342,11 +344,36 @@ class Interlock(Application[UUID]):
         if version < 1:
             raise InvalidRequestError(f"there is no version {version}", version=version)
         source = self.get_chat(chat_id, tenant=tenant)
+        self._check_not_erased(source)
         at = self.get_chat(chat_id, version=version, tenant=tenant)
         fork = Chat.fork(at, agent=self.agent(agent or source.state.agent).name, actor=actor)
         source.record_fork(fork.id, version, actor=actor)
         self._commit_together([fork, source])
         return fork
+
+    def _check_not_erased(self, chat: Chat) -> None:
+        """A chat whose erasure began, or whose key the store says is gone (an erasure
+        recorded before chats recorded its beginning), is not forked."""
+        cipher = getattr(self.mapper, "personal", None)
+        if chat.state.erasing or (cipher is not None and cipher.erased_at(chat.id) is not None):
+            raise ChatErasedError(chat.id)
+
+    def begin_erasure(self, chat_id: UUID, *, actor: str, attempts: int = 50) -> list[UUID]:
+        """Record that the chat's erasure begins, before its key is destroyed; its forks
+        (their copied history is the same person's data, to erase with it). From that
+        commit on no fork of it is recorded: a fork racing it loses on the version."""
+        for _ in range(attempts):
+            chat = self.get_chat(chat_id)
+            if not chat.begin_erasure(actor=actor):
+                break
+            try:
+                self.commit(chat)
+                break
+            except ConcurrencyError:
+                continue  # a fork (or a turn) got in first: its link is read below
+        else:
+            raise ConcurrencyError(chat_id)
+        return [e.fork_id for e in self.events.get(chat_id) if isinstance(e, ChatForkedTo)]
 
     def _commit_together(self, chats: Sequence[Chat]) -> None:
         """Seal each chat's new events in its chain and append them all in one transaction."""

@@ -29,7 +29,8 @@ InterlockError                        (a client's error: every subclass has code
 │   ├── ChatStateError
 │   │   ├── PendingInterruptsError    pending_interrupts
 │   │   ├── TurnInProgressError       turn_in_progress
-│   │   └── NothingToRetryError       nothing_to_retry
+│   │   ├── NothingToRetryError       nothing_to_retry
+│   │   └── ChatErasedError           chat_erased (erased or being erased: no fork of it)
 │   ├── ConcurrencyError              concurrent_modification
 │   └── ReviewStateError              review_state (not open, incomplete, assessed already)
 ├── AuthError                     403
@@ -303,6 +304,16 @@ class NothingToRetryError(ChatStateError):
     def __init__(self, status: str) -> None:
         super().__init__(
             f"only a failed or abandoned turn can be retried (status is {status})", status=status
+        )
+
+
+class ChatErasedError(ChatStateError):
+    code = "chat_erased"
+
+    def __init__(self, chat_id: object) -> None:
+        super().__init__(
+            f"chat {chat_id}'s personal data is erased or being erased: it cannot be forked",
+            chat_id=str(chat_id),
         )
 
 

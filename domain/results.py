@@ -12,6 +12,7 @@ from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.history import history
 from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.messages import Message
+from interlock.domain.chat.policies import ForkedCall
 from interlock.domain.chat.state import FinishReason, ToolCall
 
 
@@ -26,7 +27,7 @@ class Interrupt(BaseModel):
     requested_at: datetime
     input_sha256: str  # echo it in a resume entry to refuse a decision on a changed input
     approval: dict[str, Any] | None = None  # a held call: terms, votes so far, escalated
-
+    forked_from: ForkedCall | None = None  # a fork's call, asked afresh: the call it copies
 
     @classmethod
     def of(cls, chat: Chat, call: ToolCall) -> Interrupt:
@@ -39,6 +40,7 @@ class Interrupt(BaseModel):
             metadata=call.interrupt,
             requested_at=call.interrupted_at or call.requested_at,
             approval=call.approval.model_dump(mode="json") if call.approval else None,
+            forked_from=call.forked,
         )
 
 

@@ -19,6 +19,7 @@ from interlock.domain.chat.approval_events import (
     InterruptWithdrawn,
 )
 from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.erasure_events import ErasureBegun
 from interlock.domain.chat.fork_events import ChatForked, ChatForkedTo
 from interlock.domain.chat.jsonsafe import check_json
 from interlock.domain.chat.messages import Message, Part
@@ -41,6 +42,7 @@ from interlock.domain.chat.rules import (
 )
 from interlock.domain.chat.state import RUNNABLE, ChatState, ChatStatus, ToolCall
 from interlock.domain.errors import (
+    ChatErasedError,
     ForbiddenError,
     InterruptNotPendingError,
     InvalidRequestError,
@@ -119,6 +121,8 @@ class Chat:
     def fork(cls, source: Chat, *, agent: str, actor: str) -> Chat:
         """A new chat of `source`'s tenant holding its history as of its version; a chat
         caught mid-turn there is refused (no process would be running that turn)."""
+        if source.state.erasing:
+            raise ChatErasedError(source.id)
         if source.state.status == "running":
             raise InvalidRequestError(
                 f"chat {source.id} was mid-turn at version {source.version}: fork at a "
@@ -132,9 +136,21 @@ class Chat:
         return chat
 
     def record_fork(self, fork_id: UUID, version: int, *, actor: str) -> None:
-        """Link this chat to a fork of its history up to `version`."""
+        """Link this chat to a fork of its history up to `version`; refused once its
+        erasure began (the fork would keep what the erasure destroys)."""
+        if self.state.erasing:
+            raise ChatErasedError(self.id)
         self._check_not_running()
         self._trigger(ChatForkedTo, fork_id=fork_id, version=version, actor=actor)
+
+    def begin_erasure(self, *, actor: str) -> bool:
+        """Record that the chat's erasure begins (no fork of it from now on); False when
+        it had begun already. A running turn's next commit fails: it must not outlive
+        the key."""
+        if self.state.erasing:
+            return False
+        self._trigger(ErasureBegun, actor=actor)
+        return True
 
     def send_message(self, text: str, *, actor: str, fingerprint: str | None = None) -> None:
         """Begin a turn with the user's message; `fingerprint`, the agent's that will run it,

@@ -25,7 +25,7 @@ class ApprovalRequested(ChatEvent):
         call = state.calls[self.ref]
         call.status, call.interrupted_at = "interrupted", self.timestamp
         call.interrupt = {"approval": self.terms.model_dump(mode="json")}
-        call.approval = ApprovalState(terms=self.terms)
+        call.approval = ApprovalState(terms=self.terms, forked_from=call.forked)
 
 
 class ApprovalVoted(ChatEvent):

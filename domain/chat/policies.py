@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
+from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
@@ -163,13 +164,34 @@ class Vote(BaseModel):
     reason: str | None = None
 
 
+class ForkedCall(BaseModel):
+    """A fork's call asked afresh: call `ref` of chat `chat_id` (the chat forked), asked
+    there by `requested_by`; `by` are the forkers (one per fork, the first first), who
+    ask for it again. It keeps the idempotency key of chat `key_chat_id`, the first
+    source, so a payee sees one payment however often it is forked."""
+
+    model_config = ConfigDict(frozen=True)
+
+    chat_id: UUID
+    ref: str
+    key_chat_id: UUID
+    requested_by: str | None = None
+    by: list[str] = []
+
+    def requesters(self) -> set[str]:
+        """Who counts as asking for it (normalised): the source's requester, each forker."""
+        return {normalise_id(i) for i in (self.requested_by, *self.by) if i}
+
+
 class ApprovalState(BaseModel):
-    """A held call's terms, votes so far and outcome."""
+    """A held call's terms, votes so far and outcome; `forked_from` names the call a
+    fork's held call is a fresh copy of (its requesters may not vote on it)."""
 
     terms: ApprovalTerms
     votes: list[Vote] = []
     escalated: bool = False
     outcome: Outcome = "pending"
+    forked_from: ForkedCall | None = None
 
     def current_votes(self) -> list[Vote]:
         """The votes cast on the current input: those since its last edit. A vote before an

@@ -164,14 +164,27 @@ def _check_approver(tool: Tool | None, call: ToolCall, actor: str) -> None:
     """Four eyes: not who sent the turn, nor whoever last replaced the input (ids normalised)."""
     if tool is None or not tool.distinct_approver:
         return
-    if normalise_id(actor) == normalise_id(call.requester):
-        asked = "last replaced its input" if call.input_by else "sent the turn"
+    if normalise_id(actor) in call.requesters():
+        asked = _asked(call, actor)
         raise ForbiddenError(
             f"{call.name} needs an approver other than {actor}, who {asked}",
             ref=call.ref,
             actor=actor,
             reason="requester",
         )
+
+
+def _asked(call: ToolCall, actor: str) -> str:
+    """How `actor` (a requester of `call`) asked for it, for the refusal's message."""
+    me = normalise_id(actor)
+    if call.forked is not None and me in {normalise_id(i) for i in call.forked.by}:
+        return f"forked chat {call.forked.chat_id} and so asked for this input"
+    if call.input_by is not None and normalise_id(call.input_by) == me:
+        return "last replaced its input"
+    if call.forked is not None:
+        return f"asked for this input in chat {call.forked.chat_id}"
+    return "sent the turn"
+
 
 # -- votes on held calls, expiry and withdrawal
 
@@ -265,9 +278,10 @@ def check_voter(call: ToolCall, decider: Decider) -> None:
             f" {sorted(roles)} or groups {sorted(groups)}",
             ref=call.ref, actor=decider.id, reason="not_a_decider",
             roles=sorted(roles), groups=sorted(groups))
-    if normalise_id(decider.id) == normalise_id(call.requester):
+    if normalise_id(decider.id) in call.requesters():
         raise ForbiddenError(
-            f"{decider.id} asked for this input of {call.ref}; someone else must decide it",
+            f"{decider.id} {_asked(call, decider.id)} of {call.ref}; someone else must decide"
+            " it",
             ref=call.ref, actor=decider.id, reason="requester")
     earlier = call.approval.vote_of(decider.id, sha256_hex(call.input))
     if earlier is not None:
@@ -310,16 +324,19 @@ def _edited(entry: EditEntry, tool: Tool | None) -> Any:
 
 
 def barred_voters(state: ApprovalState, requester: str | None) -> set[str]:
-    """Who may not vote on a held call's current input (normalised): who asked for it, and
-    who voted on it already. The inbox's `decidable` filter lists by this, `check_voter`
-    refuses by the same rule (votes cast before the last edit no longer bar anyone)."""
+    """Who may not vote on a held call's current input (normalised): who asked for it (a
+    fork's call: its source's requester and each forker too), and who voted on it
+    already. The inbox's `decidable` filter lists by this, `check_voter` refuses by the
+    same rule (votes cast before the last edit no longer bar anyone)."""
     voted = {v.actor for v in state.current_votes()}
-    return {normalise_id(i) for i in (*voted, requester)}
+    forked = state.forked_from.requesters() if state.forked_from is not None else set()
+    return {normalise_id(i) for i in (*voted, requester)} | forked
 
 
 def check_withdrawer(call: ToolCall, decider: Decider) -> None:
-    """Only who asked (who sent the turn or last changed the input) or an admin withdraws."""
-    asked = {normalise_id(call.requested_by), normalise_id(call.input_by)}
+    """Only who asked (who sent the turn or last changed the input, a fork's forker) or an
+    admin withdraws."""
+    asked = {normalise_id(call.requested_by), normalise_id(call.input_by), *call.requesters()}
     if not decider.admin and normalise_id(decider.id) not in asked:
         raise ForbiddenError(
             f"{decider.id} did not ask for {call.ref}; only its requester or an admin withdraws",

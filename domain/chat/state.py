@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, MutableMapping, ValuesView
 from datetime import datetime
 from typing import Any, Literal
+from uuid import UUID
 
 from pydantic import BaseModel, Field, GetCoreSchemaHandler, TypeAdapter
 from pydantic_core import core_schema
 
 from interlock.domain.chat.history_list import Messages, held_schema
 from interlock.domain.chat.messages import Message, Part, ToolResponse
-from interlock.domain.chat.policies import ApprovalState
+from interlock.domain.chat.policies import ApprovalState, ForkedCall, normalise_id
 
 ChatStatus = Literal["idle", "running", "interrupted", "failed"]
 FinishReason = Literal["stop", "interrupted", "max_turns", "failed"]
@@ -51,11 +52,24 @@ class ToolCall(BaseModel):
     resume_metadata: dict[str, Any] | None = None  # the metadata of the resume that answered it
     original_input: Any = None
     approval: ApprovalState | None = None
+    forked: ForkedCall | None = None  # a fork's call asked afresh: the call it copies
 
     @property
     def requester(self) -> str | None:
         """Who asked for this exact input: whoever last changed it, else who sent the turn."""
         return self.input_by or self.requested_by
+
+    def requesters(self) -> set[str]:
+        """Everyone four-eyes counts as asking for this input (normalised): its requester,
+        and for a fork's call the source's requester and each forker (a fork is a new
+        request by the one who forks)."""
+        asked = {normalise_id(self.requester)} if self.requester else set()
+        return (asked | self.forked.requesters()) if self.forked is not None else asked
+
+    def idempotency_chat(self) -> UUID | None:
+        """The chat whose idempotency key this call's runs use: a fork's call keeps its
+        first source's (None: the chat's own)."""
+        return None if self.forked is None else self.forked.key_chat_id
 
     @property
     def awaiting_approval(self) -> bool:
@@ -209,6 +223,7 @@ class ChatState(BaseModel):
     chain_tip: str | None = None
     fingerprint: str | None = None  # of the agent, as last recorded
     resume_keys: dict[str, KeyUse] = {}
+    erasing: bool = False  # its erasure began: no fork of it is recorded from then on
 
     def remember_key(self, key: str | None, request_sha256: str | None, version: int) -> None:
         if key is not None and request_sha256 is not None and key not in self.resume_keys:

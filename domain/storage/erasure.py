@@ -59,6 +59,9 @@ class FieldCipher(Protocol):
     def readable(self, chat_id: UUID) -> bool:
         """Whether the chat's key is there now: its fields decrypt (False once erased)."""
 
+    def erased_at(self, chat_id: UUID) -> str | None:
+        """When the chat's key was destroyed, as the store says now (never a cached answer)."""
+
 
 class PersonalDataLockedError(InternalError):
     """The store holds encrypted personal data, and no key store was attached to read it."""

@@ -346,24 +346,48 @@ def _close_pending(app: Interlock, chat_id: UUID) -> list[str]:
     return withdrawn
 
 
+def _erase_with_forks(app: Interlock, chat_id: UUID) -> list[tuple[UUID, list[str], str]]:
+    """Erase the chat and every fork of it, forks of forks too (their copied history is
+    the same person's data): (chat, calls withdrawn, when erased) each, the chat first.
+
+    Each is recorded as erasing before its key goes, so no fork of it is made from then
+    on (`Interlock.begin_erasure`); the forks it names are all made before that."""
+    erased: list[tuple[UUID, list[str], str]] = []
+    todo, seen = [chat_id], set()
+    while todo:
+        current = todo.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        # A fork's copied calls are gone with its key (an erased ChatForked holds no call),
+        # so an event deciding one could not be read back: its pending calls are left, and
+        # leave the inbox when the views are rebuilt.
+        withdrawn = _close_pending(app, current) if current == chat_id else []
+        todo.extend(app.begin_erasure(current, actor=ERASURE))
+        erased.append((current, withdrawn, audit_trail.keys_of(app).erase(current)))
+    return erased
+
+
 def _erase(args: argparse.Namespace) -> int:
     app = audit_trail.open_app(args.store)
     try:
-        withdrawn = _close_pending(app, args.chat_id)
-        when = audit_trail.keys_of(app).erase(args.chat_id)
+        erased = _erase_with_forks(app, args.chat_id)
     finally:
         app.close()
-    if withdrawn:
-        print(f"withdrew its pending calls as {ERASURE}: {', '.join(withdrawn)}")
-    print(f"chat {args.chat_id}: personal data erased at {when}")
-    _forget_notifications(args.store, args.chat_id)
+    for chat_id, withdrawn, when in erased:
+        if withdrawn:
+            print(f"withdrew its pending calls as {ERASURE}: {', '.join(withdrawn)}")
+        fork = "" if chat_id == args.chat_id else f" (a fork of {args.chat_id}'s history)"
+        print(f"chat {chat_id}{fork}: personal data erased at {when}")
+        _forget_notifications(args.store, chat_id)
     if not args.no_rebuild:
         # Other processes (a server's view runner) read with keys cached for up to TTL:
         # a rebuild before they expire could be raced by one writing the plaintext back.
         print(f"rebuilding the views in {erasure.TTL:g}s, once no process holds the key",
               flush=True)
         time.sleep(erasure.TTL + 0.5)
-        _forget_notifications(args.store, args.chat_id)  # rows such a process wrote meanwhile
+        for chat_id, _, _ in erased:  # rows such a process wrote meanwhile
+            _forget_notifications(args.store, chat_id)
         _rebuild_views(args.store, "all")
     return 0
 

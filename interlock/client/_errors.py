@@ -143,6 +143,10 @@ class NothingToRetryError(ConflictError):
     code = "nothing_to_retry"
 
 
+class ChatErasedError(ConflictError):
+    code = "chat_erased"
+
+
 class AuthError(InterlockAPIError):
     """A 401 or 403: the key is missing or unknown, or the principal may not do this."""
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from interlock.domain.chat import approval_events as ae
 from interlock.domain.chat import events as ev
 from interlock.domain.chat.aggregate import Chat
+from interlock.domain.chat.erasure_events import ErasureBegun
 from interlock.domain.chat.fork_events import ChatForked, ChatForkedTo
 from interlock.domain.chat.messages import Message, text_message
 from interlock.domain.chat.state import ChatState
@@ -37,7 +38,7 @@ _KINDS: Mapping[type[ev.ChatEvent], StepKind] = {
 }
 _ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)?")
 # Facts of the run or of the log, not of the conversation: never compared.
-UNCOMPARED = (ev.TurnHeartbeat, ae.AgentFingerprinted, ChatForkedTo)
+UNCOMPARED = (ev.TurnHeartbeat, ae.AgentFingerprinted, ChatForkedTo, ErasureBegun)
 
 
 def model_name(agent: Agent) -> str:

@@ -192,7 +192,7 @@ class ChatsProjection(Projection[ChatsView]):
     @process_event.register
     def _forked(self, e: ChatForked, tracking: Tracking) -> None:
         """A fork starts where its source was: its status, its pending tool interrupts."""
-        h = e.history
+        h = e.begun()
         calls = [] if h is None else [h.calls[ref] for ref in h.batch]
         pending = sum(1 for c in calls if c.status == "interrupted" and c.approval is None)
         self._status(e, None if h is None else h.status, pending)

@@ -26,6 +26,7 @@ from interlock.domain.chat.events import (
     ToolRequested,
     UserMessageSent,
 )
+from interlock.domain.chat.fork_events import ChatForked, asked_in
 from interlock.domain.chat.ids import id_text
 from interlock.projections.engine import cursors
 from interlock.projections.engine.fold import Buffers, Held
@@ -348,7 +349,7 @@ class DecisionsProjection(Projection[DecisionsView]):
     topics = tuple(c.TOPIC for c in (ChatStarted, ToolRequested, Interrupted, Responded,
                                      Restarted, ApprovalRequested, ApprovalVoted,
                                      InterruptExpired, InterruptWithdrawn, AgentFingerprinted,
-                                     UserMessageSent))
+                                     UserMessageSent, ChatForked))
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
@@ -361,6 +362,18 @@ class DecisionsProjection(Projection[DecisionsView]):
     @process_event.register
     def _requested(self, e: ToolRequested, tracking: Tracking) -> None:
         self.view.tool_requested(id_text(e.originator_id), e.ref, e.name, e.input)
+
+    @process_event.register
+    def _forked(self, e: ChatForked, tracking: Tracking) -> None:
+        """A fork's calls asked afresh are decided in the fork: its log joins them as a
+        reply's calls (none once erased before this view read it)."""
+        chat_id, begun = id_text(e.originator_id), e.begun()
+        if begun is not None and begun.fingerprint is not None:
+            self.view.fingerprinted(chat_id, begun.fingerprint)
+        for call in asked_in(begun):
+            self.view.tool_requested(chat_id, call.ref, call.name, call.input)
+            if call.status == "interrupted" and call.interrupted_at is not None:
+                self.view.interrupted(chat_id, call.ref, call.interrupted_at)
 
     @process_event.register
     def _interrupted(self, e: Interrupted, tracking: Tracking) -> None:

@@ -384,10 +384,7 @@ class InboxProjection(Projection[InboxView]):
 
     @process_event.register
     def _forked(self, e: ChatForked, tracking: Tracking) -> None:
-        if e.history is None:  # erased before this view read it: nothing can be decided
-            return
-        for ref in e.history.batch:
-            call = e.history.calls[ref]
+        for call in e.asked():  # none once erased before this view read it
             if call.status == "interrupted":
                 self.view.call_copied(id_text(e.originator_id), call, e.timestamp)
 

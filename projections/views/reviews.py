@@ -32,6 +32,7 @@ from interlock.domain.chat.events import (
     ToolRequested,
     UserMessageSent,
 )
+from interlock.domain.chat.fork_events import ChatForked, asked_in
 from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.policies import normalise_id
 from interlock.domain.receipts import CallViewed
@@ -466,7 +467,7 @@ class ReviewsProjection(Projection[ReviewsView]):
         ChatStarted, UserMessageSent, AgentFingerprinted, ToolRequested, Interrupted,
         ApprovalRequested, Responded, Restarted, ApprovalVoted, InterruptExpired,
         InterruptWithdrawn, ReviewOpened, ItemAssessed, ReviewSignedOff, ReviewClosed,
-        CallViewed))
+        CallViewed, ChatForked))
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
@@ -493,6 +494,20 @@ class ReviewsProjection(Projection[ReviewsView]):
     @process_event.register
     def _interrupted(self, e: Interrupted, tracking: Tracking) -> None:
         self.view.asked(id_text(e.originator_id), e.ref, e.timestamp)
+
+    @process_event.register
+    def _forked(self, e: ChatForked, tracking: Tracking) -> None:
+        """A fork's calls asked afresh, asked by its forker (the fork's first turn is
+        theirs); none once erased before this view read it."""
+        chat_id, begun = id_text(e.originator_id), e.begun()
+        if begun is not None and begun.fingerprint is not None:
+            self.view.fingerprinted(chat_id, begun.fingerprint)
+        for call in asked_in(begun):
+            self.view.tool_requested(chat_id, call.ref, call.name, call.input)
+            if call.status == "interrupted" and call.interrupted_at is not None:
+                self.view.asked(chat_id, call.ref, call.interrupted_at)
+            if call.input_by is not None:
+                self.view.edited(chat_id, call.ref, call.input_by, call.input)
 
     @process_event.register
     def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:

@@ -70,9 +70,12 @@ async def test_after_erasure_no_plaintext_is_left_and_everything_verifies(
     pending = protected.get_chat(chat_id).pending_interrupts()
 
     assert main(["audit", "erase", str(chat_id), "--store", store]) == 0
-    # the events stay; what was pending is withdrawn first, and ends the turn (D31)
-    closing = [type(e).__name__ for e in protected.chat_events(chat_id)][-2:] if pending else []
-    assert protected.recorder.max_notification_id() == events_before + len(closing)
+    # the events stay; what was pending is withdrawn first, and ends the turn (D31); then
+    # the chat records that its erasure began (no fork of it from then on)
+    kinds = [type(e).__name__ for e in protected.chat_events(chat_id)]
+    closing = kinds[-3:-1] if pending else []
+    assert kinds[-1] == "ErasureBegun"
+    assert protected.recorder.max_notification_id() == events_before + len(closing) + 1
     assert closing in ([], ["InterruptWithdrawn", "TurnFinished"])
     assert main(["verify", "--all", "--public-key", keys[1], "--store", store]) == 0
     reader = build_service(store, AGENTS)

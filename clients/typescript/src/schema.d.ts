@@ -1319,6 +1319,34 @@ export interface components {
             /** Agent */
             agent?: string | null;
         };
+        /**
+         * ForkedCall
+         * @description A fork's call asked afresh: call `ref` of chat `chat_id` (the chat forked), asked
+         *     there by `requested_by`; `by` are the forkers (one per fork, the first first), who
+         *     ask for it again. It keeps the idempotency key of chat `key_chat_id`, the first
+         *     source, so a payee sees one payment however often it is forked.
+         */
+        ForkedCall: {
+            /**
+             * Chat Id
+             * Format: uuid
+             */
+            chat_id: string;
+            /** Ref */
+            ref: string;
+            /**
+             * Key Chat Id
+             * Format: uuid
+             */
+            key_chat_id: string;
+            /** Requested By */
+            requested_by?: string | null;
+            /**
+             * By
+             * @default []
+             */
+            by: string[];
+        };
         /** Health */
         Health: {
             /**
@@ -1391,6 +1419,7 @@ export interface components {
             approval?: {
                 [key: string]: unknown;
             } | null;
+            forked_from?: components["schemas"]["ForkedCall"] | null;
         };
         /** Message */
         Message: {
