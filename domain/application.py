@@ -51,6 +51,7 @@ from interlock.domain.errors import (
     TurnInProgressError,
     UnknownAgentError,
 )
+from interlock.domain.links import Link, SlackLinkProposed, check_proposer, code_sha256, new_code
 from interlock.domain.results import TurnResult
 from interlock.domain.runtime.agent import Agent
 from interlock.domain.runtime.models import Model
@@ -515,6 +516,41 @@ class Interlock(Application[UUID]):
 
     def get_channels(self, tenant: str) -> Channels:
         return replay_channels(tenant, self.events.get(channels_id(tenant)))
+
+    # -- Slack identity links (domain/links.py) ----------------------------------------------
+
+    def propose_link(self, tenant: str, slack_user: str, *, principal: str | None,
+                     proposer: Decider | str) -> tuple[str, SlackLinkProposed]:
+        """Record that `slack_user` may become `principal` once it confirms; the one-time code
+        (shown once, the log keeps its hash) and the proposal. A Slack user asking from Slack
+        is the proposer `"slack:<user>"` and names no principal."""
+        if isinstance(proposer, Decider):
+            principal, proposed_by = check_proposer(proposer, principal), proposer.id
+        else:
+            principal, proposed_by = None, proposer
+        code, channels = new_code(), self.get_channels(tenant)
+        proposal = channels.propose_link(slack_user, principal=principal, at=now(),
+                                         proposed_by=proposed_by,
+                                         code_sha256=code_sha256(tenant, code))
+        self.save_stream(channels.id, channels.seal(self.sealer.sign))
+        return code, proposal
+
+    def confirm_link(self, tenant: str, code: str, *, confirmer: str) -> Link:
+        """`confirmer`, signed in as itself, confirms a proposal with its code: the link.
+        A wrong, expired or used code is refused and writes nothing; of two racing
+        confirmations one wins (ConcurrencyError for the other)."""
+        channels = self.get_channels(tenant)
+        link = channels.confirm_link(code_sha256(tenant, code), confirmer=confirmer, at=now())
+        self.save_stream(channels.id, channels.seal(self.sealer.sign))
+        return link
+
+    def unlink(self, tenant: str, slack_user: str, *, who: Decider) -> bool:
+        """Remove a link (an admin, or its principal); False when there was none."""
+        channels = self.get_channels(tenant)
+        if not channels.unlink(slack_user, who=who):
+            return False
+        self.save_stream(channels.id, channels.seal(self.sealer.sign))
+        return True
 
 
     # -- queries -----------------------------------------------------------------------------

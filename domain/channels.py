@@ -1,5 +1,6 @@
 """Notification channels as events: which tenant tells its approvers by email or Slack, to
-which addresses, who set it and when. One stream per tenant, chained like a chat's."""
+which addresses, who set it and when; and which Slack user is which principal, as each
+principal confirmed it (domain/links.py). One stream per tenant, chained like a chat's."""
 
 from __future__ import annotations
 
@@ -12,6 +13,17 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from interlock.domain.chat.events import ChatEvent, now
+from interlock.domain.chat.policies import Decider
+from interlock.domain.links import (
+    CODE_TTL,
+    Link,
+    LinkEvent,
+    Links,
+    SlackLinked,
+    SlackLinkProposed,
+    SlackUnlinked,
+    check_remover,
+)
 from interlock.domain.streams import Stream, StreamEvent
 
 ChannelKind = Literal["email", "slack"]
@@ -60,14 +72,25 @@ class EmailChannel(BaseModel):
 
 
 class SlackChannel(BaseModel):
-    """Held calls are sent as direct messages to the routed principals' Slack users; a vote
-    from a message counts as the principal its Slack user is mapped to here."""
+    """Held calls are sent as direct messages to the routed principals' linked Slack users; a
+    vote from a message counts as the principal that confirmed the link (never an admin's
+    mapping: docs/notifications.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    users: dict[str, str] = Field(
-        description="Slack user id -> principal id", max_length=10_000)
+    users: dict[str, str] | None = Field(
+        None, deprecated=True, description="refused when not empty: each principal confirms "
+        "its own Slack user (POST /v1/channels/slack/links)")
     quiet_hours: QuietHours | None = None
+
+    @field_validator("users")
+    @classmethod
+    def _no_mapping(cls, users: dict[str, str] | None) -> dict[str, str] | None:
+        if users:
+            raise ValueError(
+                "an admin no longer maps Slack users to principals: each principal confirms "
+                "its own link (POST /v1/channels/slack/links, docs/notifications.md)")
+        return None
 
 
 CONFIGS: dict[ChannelKind, type[EmailChannel] | type[SlackChannel]] = {
@@ -102,6 +125,8 @@ class Channels(Stream):
         self.tenant, self.id = tenant, channels_id(tenant)
         self.configured: dict[ChannelKind, dict[str, Any]] = {}
         self.set_by: dict[ChannelKind, str] = {}
+        self.links = Links()
+        self.unconfirmed: dict[str, str] = {}  # an admin's mapping of old: counts for nobody
 
     def email(self) -> EmailChannel | None:
         found = self.configured.get("email")
@@ -109,7 +134,50 @@ class Channels(Stream):
 
     def slack(self) -> SlackChannel | None:
         found = self.configured.get("slack")
-        return SlackChannel.model_validate(found) if found is not None else None
+        if found is None:
+            return None
+        return SlackChannel.model_validate({k: v for k, v in found.items() if k != "users"})
+
+    def principal_of(self, slack_user: str) -> str | None:
+        """Whom a Slack user counts as: the principal that confirmed its link, if any."""
+        link = self.links.linked.get(slack_user)
+        return link.principal if link is not None else None
+
+    def linked(self) -> dict[str, str]:
+        """Slack user -> principal, for the confirmed links only."""
+        return {user: link.principal for user, link in self.links.linked.items()}
+
+    def propose_link(self, slack_user: str, *, principal: str | None, proposed_by: str,
+                     code_sha256: str, at: datetime) -> SlackLinkProposed:
+        """Record a proposal its principal confirms with the code before `at` + CODE_TTL."""
+        event = SlackLinkProposed(
+            originator_id=self.id, originator_version=self.version + 1, timestamp=at,
+            tenant=self.tenant, slack_user=slack_user, principal=principal,
+            proposed_by=proposed_by, code_sha256=code_sha256, expires_at=at + CODE_TTL)
+        self._record(event)
+        return event
+
+    def confirm_link(self, code_sha256: str, *, confirmer: str, at: datetime) -> Link:
+        """`confirmer` (signed in as itself) confirms the proposal of this code: the link."""
+        proposal = self.links.check_confirmable(code_sha256, confirmer, at)
+        self._record(SlackLinked(
+            originator_id=self.id, originator_version=self.version + 1, timestamp=at,
+            tenant=self.tenant, slack_user=proposal.slack_user, principal=confirmer,
+            proposed_by=proposal.proposed_by, confirmed_by=confirmer, code_sha256=code_sha256,
+            replaced=self.principal_of(proposal.slack_user)))
+        return self.links.linked[proposal.slack_user]
+
+    def unlink(self, slack_user: str, *, who: Decider) -> bool:
+        """Record the link's removal (by an admin or its principal); False when the Slack
+        user was linked to nobody."""
+        link = self.links.linked.get(slack_user)
+        if link is None:
+            return False
+        check_remover(who, link)
+        self._record(SlackUnlinked(
+            originator_id=self.id, originator_version=self.version + 1, timestamp=now(),
+            tenant=self.tenant, slack_user=slack_user, principal=link.principal, actor=who.id))
+        return True
 
     def set(self, kind: ChannelKind, config: EmailChannel | SlackChannel, actor: str) -> None:
         self._record(ChannelSet(originator_id=self.id, originator_version=self.version + 1,
@@ -132,8 +200,12 @@ class Channels(Stream):
         if isinstance(event, ChannelSet):
             self.configured[event.kind] = event.config
             self.set_by[event.kind] = event.actor
+            if event.kind == "slack":
+                self.unconfirmed = dict(event.config.get("users") or {})
         elif isinstance(event, ChannelRemoved):
             self.configured.pop(event.kind, None)
+        elif isinstance(event, LinkEvent):
+            self.links.apply(event)
         self._followed(event)
 
 
@@ -141,6 +213,7 @@ def replay(tenant: str, events: Iterable[object]) -> Channels:
     """The tenant's channels as recorded (none configured when the stream is empty)."""
     channels = Channels(tenant)
     for event in events:
-        if isinstance(event, ChannelSet | ChannelRemoved) and event.tenant == tenant:
+        if isinstance(event, ChannelSet | ChannelRemoved | LinkEvent) and (
+                event.tenant == tenant):
             channels.apply(event)
     return channels

@@ -158,7 +158,7 @@ def slack_actions(settings: Settings, service: Interlock, auth: AuthConfig,
     if settings.slack_signing_secret is None or notifier is None:
         return None
     return SlackActions(service, auth, settings.slack_signing_secret.get_secret_value(),
-                        notifier.store, notifier.slack)
+                        notifier.store, notifier.slack, notifier.config.console_url)
 
 
 def delivery_policy(settings: Settings) -> DeliveryPolicy:

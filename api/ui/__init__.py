@@ -9,6 +9,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from interlock.api.auth import AuthConfig
 from interlock.api.ui.decide import router as deciding
+from interlock.api.ui.links import router as linking
 from interlock.api.ui.render import HERE, on_bad_query, on_error, on_http_error
 from interlock.api.ui.reviews import router as reviewing
 from interlock.api.ui.router import router
@@ -32,6 +33,7 @@ def console(service: Interlock, read_models: ReadModels, auth: AuthConfig,
     app.include_router(router)
     app.include_router(deciding)
     app.include_router(reviewing)
+    app.include_router(linking)
     app.add_exception_handler(InterlockError, on_error)
     app.add_exception_handler(RequestValidationError, on_bad_query)
     app.add_exception_handler(StarletteHTTPException, on_http_error)

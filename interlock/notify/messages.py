@@ -1,6 +1,7 @@
 """What an approver is told: the tool, its input, who asked, the policy and the deadline, and
 where to decide. Email never carries an action (scanners follow links); Slack carries buttons
-whose callbacks are signed by Slack and checked here."""
+whose callbacks are signed by Slack and checked here, and only under the whole input, shown
+inert: escaped for mrkdwn, so it can neither format, mention, link nor end its code block."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from interlock.domain.chat.state import ToolCall
 OPEN = "open_console"
 APPROVE = "approve"
 REJECT = "reject"
+SLACK_TEXT = 3000  # Slack's limit on a section's text
+FENCE = "```"
 
 
 def facts(call: ToolCall, chat_id: str, tenant: str, console_url: str) -> dict[str, Any]:
@@ -57,27 +60,61 @@ def digest(all_facts: list[dict[str, Any]], to: str, sender: str) -> EmailMessag
     return message
 
 
+def mrkdwn(text: str) -> str:
+    """`text` shown as itself in Slack's mrkdwn: `&`, `<`, `>` as Slack asks them escaped (no
+    mention, link or command can form), and no backtick, so no code block can end early."""
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return escaped.replace("`", "\u02cb")
+
+
+def shown_input(value: Any) -> str:
+    """The input as JSON, inert: a backtick only occurs inside a JSON string, where `\\u0060`
+    is the same character, so the text shown still decodes to exactly the input."""
+    text = json.dumps(value, ensure_ascii=False).replace("`", "\\u0060")
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def slack_blocks(f: dict[str, Any]) -> list[dict[str, Any]]:
-    value = json.dumps({"chat_id": f["chat_id"], "ref": f["ref"],
-                        "input_sha256": f["input_sha256"]})
+    """The message: Approve and Reject only when the whole input is shown; otherwise the
+    start of it, marked as cut, and only Open in console."""
+    shown = FENCE + shown_input(f["input"]) + FENCE
+    whole = len(shown) <= SLACK_TEXT
+    if not whole:
+        shown = _cut(shown, len(json.dumps(f["input"], ensure_ascii=False)))
+    link = {"type": "button", "action_id": OPEN, "url": f["link"],
+            "text": {"type": "plain_text", "text": "Open in console"}}
     return [
-        {"type": "section", "text": {"type": "mrkdwn", "text": f"*{summary(f)}*"}},
-        {"type": "section", "text": {"type": "mrkdwn", "text": "```" + json.dumps(
-            f["input"], ensure_ascii=False)[:2800] + "```"}},
-        {"type": "actions", "block_id": "decide", "elements": [
-            {"type": "button", "action_id": APPROVE, "style": "primary", "value": value,
-             "text": {"type": "plain_text", "text": "Approve"}},
-            {"type": "button", "action_id": REJECT, "style": "danger", "value": value,
-             "text": {"type": "plain_text", "text": "Reject"}},
-            {"type": "button", "action_id": OPEN, "url": f["link"],
-             "text": {"type": "plain_text", "text": "Open in console"}},
-        ]},
+        {"type": "section", "text": {"type": "mrkdwn", "text": f"*{mrkdwn(summary(f))}*"}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": shown}},
+        {"type": "actions", "block_id": "decide",
+         "elements": [*_votes(f), link] if whole else [link]},
     ]
 
 
+def _votes(f: dict[str, Any]) -> list[dict[str, Any]]:
+    value = json.dumps({"chat_id": f["chat_id"], "ref": f["ref"],
+                        "input_sha256": f["input_sha256"]})
+    return [{"type": "button", "action_id": APPROVE, "style": "primary", "value": value,
+             "text": {"type": "plain_text", "text": "Approve"}},
+            {"type": "button", "action_id": REJECT, "style": "danger", "value": value,
+             "text": {"type": "plain_text", "text": "Reject"}}]
+
+
+def _cut(shown: str, length: int) -> str:
+    """The start of a fenced input too long for Slack, closed and marked as cut (never cut
+    inside an escape)."""
+    marker = (f" …{FENCE}\n_Cut: the input is {length:,} characters, more than a Slack "
+              "message shows. Open it in the console to decide._")
+    start = shown[:SLACK_TEXT - len(marker)]
+    entity = start.rfind("&")
+    if entity > len(start) - 6 and ";" not in start[entity:]:
+        start = start[:entity]
+    return start + marker
+
+
 def slack_decided(f: dict[str, Any], outcome: str) -> list[dict[str, Any]]:
-    return [{"type": "section", "text": {"type": "mrkdwn",
-                                          "text": f"~{summary(f)}~\n*{outcome}*"}}]
+    text = f"~{mrkdwn(summary(f))}~\n*{mrkdwn(outcome)}*"
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
 
 
 def reject_modal(value: str) -> dict[str, Any]:

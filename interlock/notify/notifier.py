@@ -139,7 +139,7 @@ class Notifier:
             if email is not None and p.id in email.addresses:
                 rows.append(Row(f"{position:015d}:email:{p.id}", tenant, "email", str(chat.id),
                                 call.ref, email.addresses[p.id], mailed, 0, mail_due or None))
-            for user, principal in sorted((slack.users if slack else {}).items()):
+            for user, principal in sorted((channels.linked() if slack else {}).items()):
                 if principal == p.id:
                     rows.append(Row(f"{position:015d}:slack:{user}", tenant, "slack",
                                     str(chat.id), call.ref, user, facts, 0, slack_due or None))

@@ -1,11 +1,14 @@
-"""Slack's interactive callbacks: a button or the reject modal of a held call's message. Each
-is verified (Slack's signing secret, a five-minute window, never twice) before it is read;
-the Slack user counts as the principal the tenant's admin mapped it to, and the vote is that
-principal's, under the same rules as any other, with the channel named on the event."""
+"""Slack's interactive callbacks: a button or the reject modal of a held call's message, and
+the `/interlock-link` command. Each is verified (Slack's signing secret, a five-minute window,
+never twice) before it is read; the Slack user counts as the principal that confirmed its link
+(domain/links.py), and the vote is that principal's, under the same rules as any other, with
+the channel named on the event. An unlinked user is told how to link, and nothing is
+recorded."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from urllib.parse import parse_qs
 from uuid import UUID
@@ -18,9 +21,13 @@ from slack_sdk.signature import SignatureVerifier
 from interlock.api.auth import AuthConfig, Principal
 from interlock.domain import ApproveEntry, Chat, Interlock, RejectEntry
 from interlock.domain.errors import InterlockError, InvalidRequestError, UnauthenticatedError
+from interlock.domain.links import SLACK_USER
 from interlock.notify import messages
 from interlock.notify.routing import principals
 from interlock.notify.store import NotifyStore
+
+COMMAND = "/interlock-link"
+TIMESTAMP = re.compile(r"[0-9]{1,12}")  # seconds since the epoch, as Slack sends them
 
 
 class Button(BaseModel):
@@ -31,34 +38,39 @@ class Button(BaseModel):
 
 class SlackActions:
     def __init__(self, service: Interlock, auth: AuthConfig, signing_secret: str,
-                 store: NotifyStore, slack: WebClient | None) -> None:
+                 store: NotifyStore, slack: WebClient | None, console_url: str = "") -> None:
         self.service, self.auth, self.store, self.slack = service, auth, store, slack
         self.verifier = SignatureVerifier(signing_secret)
+        self.console_url = console_url.rstrip("/")
 
     def verify(self, body: bytes, timestamp: str | None, signature: str | None) -> dict[str, Any]:
         """The callback's payload, once Slack's signature says Slack sent it, just now, once."""
         if not timestamp or not signature:
             raise UnauthenticatedError("a Slack callback must be signed")
+        if not TIMESTAMP.fullmatch(timestamp) or not signature.isascii():
+            raise UnauthenticatedError(
+                "X-Slack-Request-Timestamp must be seconds since the epoch and X-Slack-Signature"
+                " Slack's v0= signature")
         if not self.verifier.is_valid(body, timestamp, signature):
             raise UnauthenticatedError("the Slack signature does not match, or is too old")
         if not self.store.first_sight(signature):
             raise UnauthenticatedError("this Slack callback was received already")
-        try:
-            payload: dict[str, Any] = json.loads(parse_qs(body.decode())["payload"][0])
-        except (KeyError, IndexError, ValueError, UnicodeDecodeError):
-            raise InvalidRequestError("a Slack callback carries a JSON payload field") from None
-        return payload
+        return _payload(body)
 
     async def handle(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Slack's answer: a message for the user (ephemeral), or the modal's errors."""
-        user = str(payload.get("user", {}).get("id", ""))
+        user = str(payload["user"].get("id", "")) if isinstance(payload.get("user"), dict) else ""
         try:
+            if payload.get("type") == "slash_command":
+                return self._link(user, str(payload.get("text", "")))
             if payload.get("type") == "view_submission":
                 return await self._submitted(payload, user)
             action = payload["actions"][0]
             button = Button.model_validate_json(action["value"])
-        except (KeyError, IndexError, TypeError, ValidationError):
+        except (KeyError, IndexError, TypeError, AttributeError, ValidationError):
             return _say("this action is not one Interlock sent")
+        except InterlockError as exc:
+            return _say(f"Nothing was recorded: {exc.message}")
         try:
             if action.get("action_id") == messages.REJECT:
                 return self._ask_reason(payload, button, user)
@@ -89,16 +101,37 @@ class SlackActions:
             return _say("Slack did not open the form: reject in the console")
         return {}
 
+    def _link(self, user: str, text: str) -> dict[str, Any]:
+        """`/interlock-link [tenant]`: a one-time code for this Slack user, told to it alone;
+        the principal it is confirms it signed in as itself."""
+        tenant = text.strip() or self._only_tenant()
+        if not re.fullmatch(SLACK_USER, user) or not principals(self.auth, tenant):
+            return _say(f"Nothing was recorded: say which tenant: {COMMAND} <tenant>")
+        code, proposal = self.service.propose_link(tenant, user, principal=None,
+                                                   proposer=f"slack:{user}")
+        return _say(
+            f"Your link code is {code} (tenant {tenant}, until {proposal.expires_at:%H:%M} "
+            f"UTC). Sign in to Interlock as yourself and confirm it: {self.console_url}"
+            "/ui/slack-link (or POST /v1/channels/slack/links/confirm). Never give it to "
+            "anyone: whoever confirms it receives your Slack votes.")
+
+    def _only_tenant(self) -> str:
+        tenants = {p.tenant for p in (self.auth.keys or {}).values()}
+        return tenants.pop() if len(tenants) == 1 else ""
+
     def _principal(self, button: Button, user: str) -> tuple[Principal, Chat]:
         chat = self.service.get_chat(button.chat_id)
         tenant = chat.state.tenant
-        slack = self.service.get_channels(tenant).slack()
-        principal_id = slack.users.get(user) if slack is not None else None
+        channels = self.service.get_channels(tenant)
+        principal_id = channels.principal_of(user) if channels.slack() is not None else None
         found = principals(self.auth, tenant).get(principal_id or "")
         if found is None:
+            old = (" (an admin's mapping no longer counts: its principal confirms a link)"
+                   if user in channels.unconfirmed else "")
             raise InvalidRequestError(
-                f"your Slack user {user} is not mapped to a principal of this tenant; an "
-                "admin maps it in the Slack channel's users", slack_user=user)
+                f"your Slack user {user} is not linked to a principal of this tenant{old}; "
+                f"type {COMMAND} {tenant} and confirm the code signed in as yourself",
+                slack_user=user)
         return found, chat
 
     async def _vote(self, button: Button, user: str, reason: str | None) -> dict[str, Any]:
@@ -116,6 +149,21 @@ class SlackActions:
             decider=principal.decider(), metadata={"channel": "slack", "slack_user": user})
         return _say(f"Recorded: {principal.id} {'approved' if reason is None else 'rejected'}"
                     f" {call.name}.")
+
+
+def _payload(body: bytes) -> dict[str, Any]:
+    """A button's or a form's JSON `payload`, or a slash command's fields as one."""
+    try:
+        form = parse_qs(body.decode(), strict_parsing=False)
+        if "command" in form and "payload" not in form:
+            return {"type": "slash_command", "user": {"id": form.get("user_id", [""])[0]},
+                    "command": form["command"][0], "text": form.get("text", [""])[0]}
+        payload = json.loads(form["payload"][0])
+    except (KeyError, IndexError, ValueError, UnicodeDecodeError):
+        raise InvalidRequestError("a Slack callback carries a JSON payload field") from None
+    if not isinstance(payload, dict):
+        raise InvalidRequestError("a Slack callback's payload is a JSON object")
+    return payload
 
 
 def _say(text: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ local fake of Slack's Web API that the real `slack-sdk` client talks to over HTT
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from datetime import time as clock
 from email import message_from_bytes, policy
 from typing import Any
 from urllib.parse import urlencode
+from uuid import uuid4
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -107,6 +109,20 @@ class World:
                 timestamp=ts, body=body) or ""
         return self.client.post("/v1/integrations/slack/actions", content=body, headers=headers)
 
+    def command(self, user: str, text: str = "acme") -> httpx.Response:
+        """`user` types `/interlock-link <text>` in Slack."""
+        body = urlencode({"command": "/interlock-link", "text": text, "user_id": user,
+                          "trigger_id": uuid4().hex})  # Slack's own differ, as here
+        return self.callback({}, body=body.encode())
+
+    def link(self, user: str, principal: str) -> dict[str, Any]:
+        """`user` asks for a code in Slack; `principal`, signed in, confirms it."""
+        code = re.search(r"code is (\S+) ", self.command(user).json()["text"])
+        assert code is not None
+        confirmed: dict[str, Any] = self.api(principal).request(
+            "POST", "/v1/channels/slack/links/confirm", json={"code": code[1]})
+        return confirmed
+
 
 @pytest.fixture
 def world(store: str) -> Iterator[World]:
@@ -134,7 +150,9 @@ def world(store: str) -> Iterator[World]:
     world = World(client, notifier, mailbox, slack_calls, server.url)
     root = world.api("root")
     root.request("PUT", "/v1/channels/email", json={"addresses": EMAILS})
-    root.request("PUT", "/v1/channels/slack", json={"users": USERS})
+    root.request("PUT", "/v1/channels/slack", json={})
+    for user, principal in USERS.items():
+        world.link(user, principal)
     try:
         yield world
     finally:
@@ -219,7 +237,7 @@ def test_someone_outside_the_routing_is_told_why_and_nothing_is_recorded(world: 
     answer = world.click("UALICE", "approve", _button(chat_id, held))
     assert answer.status_code == 200 and answer.json()["text"].startswith("Nothing was recorded")
     stranger = world.click("UNOBODY", "approve", _button(chat_id, held))
-    assert "not mapped to a principal" in stranger.json()["text"]
+    assert "not linked to a principal" in stranger.json()["text"]
     assert world.api("carol").decisions(chat_id=chat_id)["items"] == []
 
 

@@ -884,6 +884,71 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/channels/slack/links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Links
+         * @description The confirmed links: all of the tenant's for an admin, your own otherwise.
+         */
+        get: operations["listLinks"];
+        put?: never;
+        /**
+         * Propose Link
+         * @description Propose that a Slack user count as you (or, an admin, as `principal`): the one-time
+         *     code its principal confirms within ten minutes. Nothing counts before that.
+         */
+        post: operations["proposeLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/channels/slack/links/confirm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Confirm Link
+         * @description Confirm, as yourself, the link a code names: from now its Slack user's votes are yours.
+         */
+        post: operations["confirmLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/channels/slack/links/{slack_user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove Link
+         * @description Remove a link (an admin, or its principal): its Slack user counts as nobody.
+         */
+        delete: operations["removeLink"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/integrations/slack/actions": {
         parameters: {
             query?: never;
@@ -1420,6 +1485,77 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             forked_from?: components["schemas"]["ForkedCall"] | null;
+        };
+        /**
+         * Link
+         * @description A confirmed link, as the API shows it.
+         */
+        Link: {
+            /** Slack User */
+            slack_user: string;
+            /** Principal */
+            principal: string;
+            /** Proposed By */
+            proposed_by: string;
+            /** Confirmed By */
+            confirmed_by: string;
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+        };
+        /** LinkConfirm */
+        LinkConfirm: {
+            /**
+             * Code
+             * @description the one-time code
+             */
+            code: string;
+        };
+        /** LinkList */
+        LinkList: {
+            /** Items */
+            items: components["schemas"]["Link"][];
+            /**
+             * Unconfirmed
+             * @description an admin's mapping of old (Slack user -> principal): it counts for nobody until each principal confirms a link (shown to admins)
+             */
+            unconfirmed: {
+                [key: string]: string;
+            };
+        };
+        /**
+         * LinkProposal
+         * @description A proposed link and its one-time code: shown once, to be confirmed by `principal`.
+         */
+        LinkProposal: {
+            /** Code */
+            code: string;
+            /** Slack User */
+            slack_user: string;
+            /** Principal */
+            principal: string;
+            /** Proposed By */
+            proposed_by: string;
+            /**
+             * Expires At
+             * Format: date-time
+             */
+            expires_at: string;
+        };
+        /**
+         * LinkRequest
+         * @description Ask that a Slack user count as `principal` (yourself when omitted), once it confirms.
+         */
+        LinkRequest: {
+            /**
+             * Slack User
+             * @description a Slack user id, e.g. U0123ABCD
+             */
+            slack_user: string;
+            /** Principal */
+            principal?: string | null;
         };
         /** Message */
         Message: {
@@ -2041,17 +2177,19 @@ export interface components {
         };
         /**
          * SlackChannel
-         * @description Held calls are sent as direct messages to the routed principals' Slack users; a vote
-         *     from a message counts as the principal its Slack user is mapped to here.
+         * @description Held calls are sent as direct messages to the routed principals' linked Slack users; a
+         *     vote from a message counts as the principal that confirmed the link (never an admin's
+         *     mapping: docs/notifications.md).
          */
         SlackChannel: {
             /**
              * Users
-             * @description Slack user id -> principal id
+             * @deprecated
+             * @description refused when not empty: each principal confirms its own Slack user (POST /v1/channels/slack/links)
              */
-            users: {
+            users?: {
                 [key: string]: string;
-            };
+            } | null;
             quiet_hours?: components["schemas"]["QuietHours"] | null;
         };
         /**
@@ -5633,6 +5771,292 @@ export interface operations {
             header?: never;
             path: {
                 kind: "email" | "slack";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listLinks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LinkList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    proposeLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LinkRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LinkProposal"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body exceeds the limit (`payload_too_large`). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    confirmLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LinkConfirm"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Link"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body exceeds the limit (`payload_too_large`). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    removeLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                slack_user: string;
             };
             cookie?: never;
         };
