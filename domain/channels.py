@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, time, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import NAMESPACE_URL, UUID, uuid5
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from interlock.domain.chat.events import ChatEvent, now
 from interlock.domain.chat.policies import Decider
+from interlock.domain.email_address import addr_spec
 from interlock.domain.links import (
     CODE_TTL,
     Link,
@@ -59,13 +60,22 @@ class QuietHours(BaseModel):
         return ends if ends > local else ends + timedelta(days=1)
 
 
+RECORDED = {"recorded": True}  # validation context: a config read back from its stream
+
+
+def _address(value: str, info: ValidationInfo) -> str:
+    """One RFC 5322 address when set; a recorded one is read back as it was (the notifier
+    gives up a row to an address older versions took unchecked, and tells)."""
+    return value if info.context == RECORDED else addr_spec(value)
+
+
 class EmailChannel(BaseModel):
     """Held calls are mailed to the routed principals that have an address here; with
     `digest_minutes`, one mail a period lists what was asked in it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    addresses: dict[str, str] = Field(
+    addresses: dict[str, Annotated[str, AfterValidator(_address)]] = Field(
         description="principal id -> email address", max_length=10_000)
     digest_minutes: int | None = Field(None, ge=1, le=1440)
     quiet_hours: QuietHours | None = None
@@ -130,7 +140,7 @@ class Channels(Stream):
 
     def email(self) -> EmailChannel | None:
         found = self.configured.get("email")
-        return EmailChannel.model_validate(found) if found is not None else None
+        return EmailChannel.model_validate(found, context=RECORDED) if found is not None else None
 
     def slack(self) -> SlackChannel | None:
         found = self.configured.get("slack")

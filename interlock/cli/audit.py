@@ -23,6 +23,7 @@ from interlock.domain import Interlock
 from interlock.domain.chat.events import ChatEvent
 from interlock.domain.errors import ChatNotFoundError, InternalError
 from interlock.domain.storage.erasure import ERASED
+from interlock.notify import store as notify_store
 from interlock.process import tune_gc
 from interlock.projections import READ_MODELS, open_views
 from interlock.projections.backends.postgres import AppendWaker
@@ -394,11 +395,16 @@ def _erase(args: argparse.Namespace) -> int:
 
 def _forget_notifications(store: str, chat_id: UUID) -> None:
     """The chat's webhook notifications lose the text its events no longer show (the
-    outbox outlives rebuilds, so a rebuild would not remove it)."""
+    outbox outlives rebuilds, so a rebuild would not remove it), and what the notifier
+    queued for it is never sent."""
     models = _models(store)
+    assert isinstance(models.app, Interlock), "_models opens the service"
     try:
         count = models.view(WebhooksView).forget_chat(str(chat_id))
+        unsent = notify_store.forget_chat(models.app, str(chat_id))
     finally:
         models.close()
     if count:
         print(f"chat {chat_id}: {count} webhook notifications redacted", flush=True)
+    if unsent:
+        print(f"chat {chat_id}: {unsent} approver notifications not sent", flush=True)

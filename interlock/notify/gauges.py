@@ -1,4 +1,5 @@
-"""What /metrics says of notifications: the rows given up, the rows waiting to be sent."""
+"""What /metrics says of notifications: the rows given up, the rows waiting to be sent, and
+the rows never sent because their chat was erased."""
 
 from __future__ import annotations
 
@@ -19,14 +20,18 @@ class NotifyGauges:
 
     def collect(self) -> Iterator[Metric]:
         try:
-            failed, waiting = self.store.stuck(), self.store.waiting()
+            counts = self.store.counts()
         except (PersistenceError, UnavailableError):
             return
-        gauge = GaugeMetricFamily("interlock_notifications_failed",
-                                  "Notifications given up after their retries")
-        gauge.add_metric([], failed)
-        yield gauge
-        queued = GaugeMetricFamily("interlock_notifications_waiting",
-                                   "Notifications queued and not yet sent")
-        queued.add_metric([], waiting)
-        yield queued
+        for status, name, text in _GAUGES:
+            gauge = GaugeMetricFamily(name, text)
+            gauge.add_metric([], counts.get(status, 0))
+            yield gauge
+
+
+_GAUGES = (
+    ("failed", "interlock_notifications_failed", "Notifications given up after their retries"),
+    ("pending", "interlock_notifications_waiting", "Notifications queued and not yet sent"),
+    ("erased", "interlock_notifications_erased",
+     "Notifications not sent: their chat's personal data was erased"),
+)

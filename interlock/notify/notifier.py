@@ -9,6 +9,7 @@ import logging
 import math
 import smtplib
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from typing import Any
@@ -28,16 +29,26 @@ from interlock.domain.chat.approval_events import (
     InterruptWithdrawn,
 )
 from interlock.domain.chat.events import ChatEvent
-from interlock.domain.errors import InterlockError
+from interlock.domain.email_address import addr_spec
+from interlock.domain.errors import InterlockError, UnavailableError
 from interlock.notify import messages
 from interlock.notify.config import NotifyConfig
 from interlock.notify.routing import routed
 from interlock.notify.store import NotifyStore, Row
+from interlock.stores.erasure_keys import KeyStore
 
 log = logging.getLogger("interlock.notify")
 TOPICS = [f"interlock:{c.__name__}" for c in (
     ApprovalRequested, ApprovalVoted, InterruptExpired, InterruptWithdrawn)]
 PAGE = 500
+# A send that failed on the way (mail server, network, Slack): tried again, with backoff.
+DELIVERY_ERRORS = (smtplib.SMTPException, OSError, SlackClientError)
+STORE_ERRORS = (PersistenceError, UnavailableError)  # the store is away: the pass pauses
+
+
+class UndeliverableError(Exception):
+    """A row that can never be sent as it is (a malformed address, its call not found):
+    given up at once, counted, and the rows after it go on."""
 
 
 def ending(event: ChatEvent) -> str | None:
@@ -100,8 +111,11 @@ class Notifier:
             try:
                 event = self.service.mapper.to_domain_event(note)
                 rows = self._rows(note.id, event)
-            except InterlockError as exc:  # erased or refused: nobody can be told of it
-                log.warning("notification of event %d skipped: %s", note.id, exc.code)
+            except STORE_ERRORS:
+                raise  # nothing is skipped for want of the store: the pass pauses
+            except (InterlockError, ValueError) as exc:  # refused, or settings it cannot read
+                log.warning("notification of event %d skipped: %s", note.id,
+                            type(exc).__name__)
                 continue
             self.store.queue(rows)
             queued += len(rows)
@@ -129,10 +143,10 @@ class Notifier:
             return []
         told = routed(call.approval, call.approval.terms.requested_by, self.auth, tenant)
         channels = self.service.get_channels(tenant)
-        facts = messages.facts(call, str(chat.id), tenant, self.config.console_url)
+        told_at = {"version": event.originator_version}  # what is said: read when it is sent
         rows: list[Row] = []
         email, slack = channels.email(), channels.slack()
-        mailed = {**facts, "digest": True} if email and email.digest_minutes else facts
+        mailed = {**told_at, "digest": True} if email and email.digest_minutes else told_at
         mail_due = email and due(email.quiet_hours, email.digest_minutes)
         slack_due = slack and due(slack.quiet_hours, None)
         for p in told:
@@ -142,26 +156,92 @@ class Notifier:
             for user, principal in sorted((channels.linked() if slack else {}).items()):
                 if principal == p.id:
                     rows.append(Row(f"{position:015d}:slack:{user}", tenant, "slack",
-                                    str(chat.id), call.ref, user, facts, 0, slack_due or None))
+                                    str(chat.id), call.ref, user, told_at, 0,
+                                    slack_due or None))
         return rows
 
     # -- delivering --------------------------------------------------------------------------
 
     def deliver_due(self) -> int:
-        """Send the due rows (a digest's rows to one address as one mail); how many."""
+        """Send the due rows (a digest's rows to one address as one mail); how many. Each
+        row fails on its own (retried, or given up): it never stops the rows after it."""
         sent = 0
-        for batch in _batches(self.store.due()):
-            try:
-                receipt = self._digest(batch) if len(batch) > 1 else self._send(batch[0])
-            except (smtplib.SMTPException, OSError, SlackClientError) as exc:
-                for row in batch:
-                    if self.store.failed(row, self.config.max_attempts):
-                        log.error("notification %s given up: %s", row.id, type(exc).__name__)
-                continue
-            for row in batch:
-                self.store.sent(row, receipt)
-            sent += len(batch)
+        for batch in _batches(self._ready(self.store.due())):
+            sent += self._deliver(batch)
         return sent
+
+    def _ready(self, rows: list[Row]) -> list[Row]:
+        """The rows with what they say, read now from their chat; a row of an erased chat
+        is marked erased, one that cannot be read given up (each logged, none sent)."""
+        ready = []
+        for row in rows:
+            try:
+                facts = self._said(row)
+            except STORE_ERRORS:
+                raise
+            except (UndeliverableError, InterlockError) as exc:
+                self._failed([row], exc, for_good=True)
+                continue
+            except Exception as exc:  # broad on purpose: one row's bug must not stop the rest
+                log.exception("notification %s could not be made", row.id)
+                self._failed([row], exc)
+                continue
+            if facts is None:
+                self.store.erased(row)
+                log.info("notification %s not sent: its chat was erased", row.id)
+            else:
+                ready.append(replace(row, payload=facts))
+        return ready
+
+    def _said(self, row: Row) -> dict[str, Any] | None:
+        """What the row tells, as its chat says it now; None once the chat is erased."""
+        if row.kind == "slack_update":  # an outcome: no personal data
+            return row.payload
+        if self._erased(row.chat_id):
+            return None
+        if row.kind == "email":
+            try:
+                addr_spec(row.recipient)
+            except ValueError as exc:
+                raise UndeliverableError(f"bad address: {exc}") from None
+        if "version" not in row.payload:
+            return row.payload  # queued by an older version, with its facts
+        chat = self.service.get_chat(UUID(row.chat_id), version=int(row.payload["version"]))
+        call = chat.state.calls.get(row.ref)
+        if call is None:
+            raise UndeliverableError(f"chat {row.chat_id} has no call {row.ref}")
+        facts = messages.facts(call, row.chat_id, row.tenant, self.config.console_url)
+        return {**facts, "digest": True} if row.payload.get("digest") else facts
+
+    def _erased(self, chat_id: str) -> bool:
+        """Asked of the key store itself (not a cache): a chat erased is never told of."""
+        keys = getattr(self.service.mapper, "personal", None)
+        return isinstance(keys, KeyStore) and keys.erased_at(UUID(chat_id)) is not None
+
+    def _deliver(self, batch: list[Row]) -> int:
+        """Send one batch; how many rows it sent (none when it failed: retried later)."""
+        try:
+            receipt = self._digest(batch) if len(batch) > 1 else self._send(batch[0])
+        except STORE_ERRORS:
+            raise
+        except DELIVERY_ERRORS as exc:
+            self._failed(batch, exc)
+            return 0
+        except (InterlockError, ValueError) as exc:  # e.g. a header the row cannot make
+            self._failed(batch, exc, for_good=True)
+            return 0
+        except Exception as exc:  # broad on purpose: one row's bug must not stop the rest
+            log.exception("notification %s failed unexpectedly", batch[0].id)
+            self._failed(batch, exc)
+            return 0
+        for row in batch:
+            self.store.sent(row, receipt)
+        return len(batch)
+
+    def _failed(self, rows: list[Row], exc: BaseException, *, for_good: bool = False) -> None:
+        for row in rows:
+            if self.store.failed(row, self.config.max_attempts, for_good=for_good):
+                log.error("notification %s given up: %s", row.id, type(exc).__name__)
 
     def _digest(self, rows: list[Row]) -> dict[str, Any]:
         c = self.config
@@ -178,7 +258,8 @@ class Notifier:
                 return {"skipped": "decided before it was sent"}
             answer = self.slack.chat_postMessage(channel=row.recipient, text=messages.summary(
                 row.payload), blocks=messages.slack_blocks(row.payload))
-            return {"channel": answer["channel"], "ts": answer["ts"], "facts": row.payload}
+            told = {k: v for k, v in row.payload.items() if k != "input"}  # kept: no input
+            return {"channel": answer["channel"], "ts": answer["ts"], "facts": told}
         for kept in self.store.receipts(row.chat_id, row.ref):
             if "ts" in kept:
                 self.slack.chat_update(channel=kept["channel"], ts=kept["ts"],
@@ -222,13 +303,21 @@ class Notifier:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.config.poll_interval):
-            try:
-                self.run_once()
-            except (PersistenceError, InterlockError) as exc:  # the store is away: say once
-                if not self.failing:
-                    log.warning("notifications paused: %s", type(exc).__name__)
-                self.failing = True
-                continue
-            if self.failing:
-                log.warning("notifications resumed")
-            self.failing = False
+            self._pass()
+
+    def _pass(self) -> None:
+        """One run of the thread: the store away pauses it (said once), a bug is logged;
+        either way the thread goes on."""
+        try:
+            self.run_once()
+        except STORE_ERRORS as exc:
+            if not self.failing:
+                log.warning("notifications paused: %s", type(exc).__name__)
+            self.failing = True
+            return
+        except Exception:  # broad on purpose: a bug must not stop every later notification
+            log.exception("notification pass failed unexpectedly; retrying")
+            return
+        if self.failing:
+            log.warning("notifications resumed")
+        self.failing = False

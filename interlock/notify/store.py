@@ -17,6 +17,10 @@ Kind = Literal["email", "slack", "slack_update"]
 
 @dataclass(frozen=True)
 class Row:
+    """One notification to send. Its payload holds no personal data: the event's version
+    (what is said is read from the chat when sent, so it follows the chat's erasure) and
+    whether it waits for a digest, or a decided call's outcome for `slack_update`."""
+
     id: str
     tenant: str
     kind: Kind
@@ -77,14 +81,38 @@ class NotifyStore:
             "UPDATE {t} SET status = 'sent', sent = ?, attempts = attempts + 1 WHERE id = ?"),
             (json.dumps(receipt), row.id))
 
-    def failed(self, row: Row, max_attempts: int) -> bool:
-        """One more failed attempt, retried with backoff; True once it is given up."""
-        given_up = row.attempts + 1 >= max_attempts
+    def failed(self, row: Row, max_attempts: int, *, for_good: bool = False) -> bool:
+        """One more failed attempt, retried with backoff; True once it is given up (at
+        `max_attempts`, or at once `for_good`: a row that can never be sent as it is)."""
+        given_up = for_good or row.attempts + 1 >= max_attempts
         self.outbox.run(self.outbox.sql(
             "UPDATE {t} SET attempts = attempts + 1, status = ?, due = ? WHERE id = ?"),
             ("failed" if given_up else "pending", time.time() + min(2 ** row.attempts, 300),
              row.id))
         return given_up
+
+    def erased(self, row: Row) -> None:
+        """Not sent, and never to be: its chat's personal data was erased."""
+        self.outbox.run(self.outbox.sql(
+            "UPDATE {t} SET status = 'erased' WHERE id = ? AND status = 'pending'"), (row.id,))
+
+    def forget_chat(self, chat_id: str) -> int:
+        """The chat was erased: its rows still waiting are never sent, and no row keeps an
+        input (rows queued before the outbox held no personal data copied it in clear);
+        how many were waiting."""
+        waiting = self.outbox.run(self.outbox.sql(
+            "UPDATE {t} SET status = 'erased' WHERE chat_id = ? AND status = 'pending'"
+            " RETURNING 1"), (chat_id,))
+        rows = self.outbox.run(self.outbox.sql(
+            "SELECT id, payload, sent FROM {t} WHERE chat_id = ?"), (chat_id,))
+        scrub = self.outbox.sql("UPDATE {t} SET payload = ?, sent = ? WHERE id = ?")
+        for row_id, payload, sent in rows:
+            receipt = json.loads(sent) if sent else None
+            if isinstance(receipt, dict) and isinstance(receipt.get("facts"), dict):
+                receipt["facts"] = _without_input(receipt["facts"])
+            self.outbox.run(scrub, (json.dumps(_without_input(json.loads(payload))),
+                                    None if receipt is None else json.dumps(receipt), row_id))
+        return len(waiting)
 
     def receipts(self, chat_id: str, ref: str) -> list[dict[str, Any]]:
         """Where the Slack messages about a call went (channel and ts), to update them."""
@@ -101,14 +129,17 @@ class NotifyStore:
         return str(rows[0][0]) if rows else None
 
     def stuck(self) -> int:
-        rows = self.outbox.run(self.outbox.sql(
-            "SELECT count(*) FROM {t} WHERE status = 'failed'"), ())
-        return int(rows[0][0])
+        """Rows given up after their retries."""
+        return self.counts().get("failed", 0)
 
     def waiting(self) -> int:
+        return self.counts().get("pending", 0)
+
+    def counts(self) -> dict[str, int]:
+        """Rows by status: pending, sent, failed (given up), erased (never to be sent)."""
         rows = self.outbox.run(self.outbox.sql(
-            "SELECT count(*) FROM {t} WHERE status = 'pending'"), ())
-        return int(rows[0][0])
+            "SELECT status, count(*) FROM {t} GROUP BY status"), ())
+        return {str(status): int(n) for status, n in rows}
 
     def first_sight(self, signature: str) -> bool:
         """True the first time a callback's signature is seen: a replay is refused."""
@@ -116,3 +147,15 @@ class NotifyStore:
             "INSERT INTO {t} VALUES (?, ?) ON CONFLICT (signature) DO NOTHING RETURNING 1"),
             (signature, time.time()))
         return bool(inserted)
+
+
+def _without_input(facts: dict[str, Any]) -> dict[str, Any]:
+    """A message's facts less the call's input (the personal part: erasable in the chat)."""
+    return {k: v for k, v in facts.items() if k != "input"}
+
+
+def forget_chat(app: Interlock, chat_id: str) -> int:
+    """`NotifyStore.forget_chat` for an erasure: none where the store keeps no tables."""
+    if table_of(app, "notify_outbox") is None:
+        return 0
+    return NotifyStore(app).forget_chat(chat_id)

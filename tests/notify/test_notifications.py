@@ -34,6 +34,7 @@ from interlock.notify.gauges import NotifyGauges
 from interlock.notify.notifier import Notifier
 from interlock.notify.slack_actions import SlackActions
 from interlock.projections import open_read_models
+from interlock.stores.erasure_keys import KeyStore
 from tests.api.agents import AGENTS, PAID
 from tests.api.conftest import KEYS
 from tests.api.server import ThreadServer
@@ -134,6 +135,7 @@ def world(store: str) -> Iterator[World]:
     slack_app, slack_calls = fake_slack()
     slack = ThreadServer(slack_app)
     service = build_service(store, AGENTS)
+    service.protect_personal_data(KeyStore.open(service))  # as every served process does
     views = open_read_models(service)
     auth = AuthConfig.from_mapping(KEYS)
     config = NotifyConfig(smtp_host="127.0.0.1", smtp_port=smtp.port, smtp_starttls=False,
