@@ -245,6 +245,7 @@ class Responded(ChatEvent):
     input_sha256: str
     request_key: str | None = None
     request_sha256: str | None = None
+    as_part: bool | None = None  # given as a raw Genkit part (None: by the respond builder)
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -254,6 +255,10 @@ class Responded(ChatEvent):
         state.remember_key(self.request_key, self.request_sha256, self.originator_version)
         call = state.calls[self.ref]
         call.status, call.output = "responded", self.output
+        if self.as_part:  # Genkit passes a raw part through as it is
+            call.response_metadata = self.metadata or {}
+        elif self.metadata is not None:  # respondTool: interruptResponse: metadata ?? true
+            call.response_metadata = {"interruptResponse": self.metadata}
         call.resume_metadata = self.resume_metadata  # read back as the tool message's `resumed`
         call.decision, call.decided_by, call.decided_at = "respond", self.actor, self.timestamp
         state.status = "running"

@@ -13,8 +13,10 @@ answers, so nothing stored changes and every replay reads the same:
 - the tool message that closes a paused batch carries `metadata.resumed`: the metadata of the
   resume that closed it, or `true` (Genkit: `resumed: resume.metadata || true`), and each
   response part that replays a stashed output carries `metadata.source: "pending"`;
-- a response part the client supplied (a respond) carries `metadata.interruptResponse: true`
-  (js/ai/src/tool.ts `respondTool`: `interruptResponse: options?.metadata ?? true`).
+- a response part the client supplied through the respond builder carries
+  `metadata.interruptResponse`: the respond's metadata, or `true` when it has none
+  (js/ai/src/tool.ts `respondTool`: `interruptResponse: options?.metadata ?? true`); a raw
+  `toolResponse` part the client supplied keeps its own metadata and gets none added.
 
 The model is sent the history unannotated: these are for clients, and a provider ignores
 part metadata anyway.
@@ -84,7 +86,8 @@ def _response_part(part: Part, call: ToolCall | None) -> Part:
     if not _was_paused(call):
         return _with_metadata(part, {"source": "pending"})
     if call.decision == "respond":
-        return _with_metadata(part, {"interruptResponse": True})
+        given = call.response_metadata
+        return _with_metadata(part, {"interruptResponse": True} if given is None else given)
     return part
 
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from interlock.domain.chat import events as ev
 from interlock.domain.chat.approval_events import ApprovalVoted
@@ -37,7 +37,11 @@ Decision = tuple[type[ev.ChatEvent], dict[str, Any]]
 
 
 class RespondEntry(BaseModel):
-    """The client supplies the tool's output; the tool is not run."""
+    """The client supplies the tool's output; the tool is not run.
+
+    Given as Genkit's respond builder is called (`ref`, `name`, `output`, `metadata`: the
+    response part then says `interruptResponse: metadata ?? true`), or as a raw Genkit part
+    (`{"toolResponse": {"ref", "name", "output"}, "metadata"?}`), which stays as given."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -46,6 +50,19 @@ class RespondEntry(BaseModel):
     output: Any = None
     metadata: dict[str, Any] | None = None
     input_sha256: str | None = Field(default=None, pattern=SHA256_HEX)
+    as_part: bool = Field(default=False, description="a raw toolResponse part: its metadata "
+                          "is the part's own, no interruptResponse is added")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_part(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "toolResponse" not in data:
+            return data
+        response, rest = data["toolResponse"], {k: v for k, v in data.items()
+                                                 if k != "toolResponse"}
+        if not isinstance(response, dict):
+            raise ValueError("toolResponse must be an object: {ref, name, output}")
+        return {**rest, **response, "as_part": True}
 
 
 class RestartEntry(BaseModel):
@@ -117,6 +134,7 @@ def respond_decision(entry: RespondEntry, call: ToolCall, tool: Tool | None) -> 
         "output": output,
         "metadata": entry.metadata,
         "input_sha256": sha256_hex(call.input),
+        **({"as_part": True} if entry.as_part else {}),
     }
 
 

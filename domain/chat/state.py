@@ -50,6 +50,8 @@ class ToolCall(BaseModel):
     decided_at: datetime | None = None
     resumed: dict[str, Any] | None = None  # a restart's own metadata ({} for a bare one)
     resume_metadata: dict[str, Any] | None = None  # the metadata of the resume that answered it
+    # the client's response part's metadata, as Genkit keeps it (None: {interruptResponse: true})
+    response_metadata: dict[str, Any] | None = None
     original_input: Any = None
     approval: ApprovalState | None = None
     forked: ForkedCall | None = None  # a fork's call asked afresh: the call it copies

@@ -154,6 +154,35 @@ def test_a_responded_part_says_interrupt_response_as_genkit_resumes_generation(
     assert wire["metadata"] == {"interruptResponse": True}
 
 
+def _answered(store: str, entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The tool message's part for `interrupter` answered with the respond `entry`."""
+    app, _ = app_with(store, [interrupter], [call(("interrupter", {"key": "i"}, "i1")),
+                                             say("ok")])
+    chat = app.start_chat("g", actor="alice")
+    run(app.send(chat.id, "go", actor="alice"))
+    done = run(app.resume(chat.id, actor="bob", respond=[RespondEntry.model_validate(entry)]))
+    [part] = done.messages[0].content
+    assert part.tool_response is not None and part.tool_response.output == 23
+    again = ChatPublic.of(app.get_chat(chat.id)).messages[2].content[0].metadata
+    assert again == part.metadata  # the chat read later says the same
+    return part.metadata
+
+
+def test_the_respond_builders_metadata_is_the_interrupt_response(store: str) -> None:
+    """js/ai/src/tool.ts `respondTool`: `interruptResponse: options?.metadata ?? true`."""
+    given = {"ref": "i1", "name": "interrupter", "output": 23, "metadata": {"by": "form"}}
+    assert _answered(store, given) == {"interruptResponse": {"by": "form"}}
+
+
+def test_a_raw_tool_response_part_is_kept_as_given(store: str) -> None:
+    """js/genkit/tests/generate_test.ts "streams a generated tool message when resumed" and
+    "can resume generation" pass raw `toolResponse` parts: the tool message holds them as
+    they were given, with their own metadata and no `interruptResponse` added."""
+    raw = {"toolResponse": {"ref": "i1", "name": "interrupter", "output": 23}}
+    assert _answered(store, raw) is None
+    assert _answered(store, {**raw, "metadata": {"mine": 1}}) == {"mine": 1}
+
+
 def test_a_round_without_a_pause_is_returned_as_recorded(sqlite_store: str) -> None:
     """Genkit annotates only interrupted rounds (`resolveToolRequests` returns a plain tool
     message otherwise); clients that never pause see exactly what they saw before."""

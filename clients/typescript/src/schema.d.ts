@@ -1728,6 +1728,10 @@ export interface components {
         /**
          * RespondEntry
          * @description The client supplies the tool's output; the tool is not run.
+         *
+         *     Given as Genkit's respond builder is called (`ref`, `name`, `output`, `metadata`: the
+         *     response part then says `interruptResponse: metadata ?? true`), or as a raw Genkit part
+         *     (`{"toolResponse": {"ref", "name", "output"}, "metadata"?}`), which stays as given.
          */
         RespondEntry: {
             /** Ref */
@@ -1742,6 +1746,12 @@ export interface components {
             } | null;
             /** Input Sha256 */
             input_sha256?: string | null;
+            /**
+             * As Part
+             * @description a raw toolResponse part: its metadata is the part's own, no interruptResponse is added
+             * @default false
+             */
+            as_part: boolean;
         };
         /**
          * RestartEntry
