@@ -50,7 +50,7 @@ class RespondEntry(BaseModel):
     output: Any = None
     metadata: dict[str, Any] | None = None
     input_sha256: str | None = Field(default=None, pattern=SHA256_HEX)
-    as_part: bool = Field(default=False, description="a raw toolResponse part: its metadata "
+    as_part: bool | None = Field(default=None, description="a raw toolResponse part: its metadata "
                           "is the part's own, no interruptResponse is added")
 
     @model_validator(mode="before")

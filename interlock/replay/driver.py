@@ -141,7 +141,7 @@ def _entries(inputs: Sequence[ev.ChatEvent]
         if isinstance(e, ev.Responded):
             respond.append(RespondEntry(ref=e.ref, name=e.name, output=e.output,
                                         metadata=e.metadata, input_sha256=e.input_sha256,
-                                        as_part=bool(e.as_part)))
+                                        as_part=e.as_part))
         elif isinstance(e, ev.Restarted):
             replaced = {"replace_input": e.replace_input} if (
                 e.replaced_input_sha256 is not None) else {}  # "no replacement" is unset

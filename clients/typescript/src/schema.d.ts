@@ -1749,9 +1749,8 @@ export interface components {
             /**
              * As Part
              * @description a raw toolResponse part: its metadata is the part's own, no interruptResponse is added
-             * @default false
              */
-            as_part: boolean;
+            as_part?: boolean | null;
         };
         /**
          * RestartEntry
