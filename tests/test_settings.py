@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,19 @@ def test_serve_refuses_api_keys_with_a_public_or_short_secret(
 def test_allow_dev_secret_is_also_a_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INTERLOCK_ALLOW_DEV_SECRET", "1")
     assert load_settings().allow_dev_secret is True
+
+
+ROOT = Path(__file__).resolve().parents[1]
+RETIRED_ONLY = {"INTERLOCK_KEYS"}  # refused with its replacements (the text below the table)
+
+
+def test_every_variable_the_code_reads_is_in_the_configuration_table() -> None:
+    doc = (ROOT / "docs" / "configuration.md").read_text()
+    table = set(re.findall(r"^\| `(INTERLOCK_[A-Z0-9_]+)` \|", doc, re.MULTILINE))
+    fields = {env_name(name) for name in Settings.model_fields}
+    sources = {name for folder in ("interlock", "domain", "api", "projections")
+               for path in (ROOT / folder).rglob("*.py")
+               for name in re.findall(r"INTERLOCK_[A-Z0-9_]+", path.read_text())}
+    assert fields - table == set(), "Settings fields missing from docs/configuration.md"
+    assert sources - table - RETIRED_ONLY == set(), "variables read but not in the table"
+    assert table - fields - sources == set(), "rows for variables nothing reads"
