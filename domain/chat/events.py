@@ -47,6 +47,7 @@ class ChatEvent(BaseModel):
 
     TOPIC: ClassVar[str] = ""
     class_version: ClassVar[int] = 1
+    makes_call: ClassVar[bool] = False  # it records a call, rather than changing one
 
     originator_id: UUID
     originator_version: int
@@ -63,7 +64,8 @@ class ChatEvent(BaseModel):
         assert chat is not None, "only ChatStarted may begin a chat"
         if self.originator_version != chat.version + 1:
             raise OriginatorVersionError(self.originator_version, chat.version + 1)
-        self.apply(chat.state)
+        if not (chat.state.forgotten and self._of_a_forgotten_call(chat.state)):
+            self.apply(chat.state)
         chat.version = self.originator_version
         chat.state.updated_at = self.timestamp
         if self.chain is not None:
@@ -72,6 +74,11 @@ class ChatEvent(BaseModel):
 
     def apply(self, state: ChatState) -> None:
         """Change the state; deterministic, runs again on every replay."""
+
+    def _of_a_forgotten_call(self, state: ChatState) -> bool:
+        """About a call of an erased fork's copied history, which the fork no longer has."""
+        ref = getattr(self, "ref", None)
+        return ref is not None and not self.makes_call and ref not in state.calls
 
 
 class ChatStarted(ChatEvent):
@@ -170,6 +177,8 @@ class ModelResponded(ChatEvent):
 class ToolRequested(ChatEvent):
     """A tool request of the reply before it (replies now carry their requests: see
     ModelResponded.requests; read sides see those as these, `requested_calls`)."""
+
+    makes_call: ClassVar[bool] = True
 
     ref: str
     name: str

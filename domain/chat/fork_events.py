@@ -43,6 +43,7 @@ class ChatForked(ChatEvent):
     def apply(self, state: ChatState) -> None:
         begun = self.begun()
         if begun is None:  # erased: the fork keeps nothing of it
+            state.forgotten = True
             return
         for name in COPIED:
             setattr(state, name, getattr(begun, name))

@@ -224,6 +224,9 @@ class ChatState(BaseModel):
     error: str | None = None
     chain_tip: str | None = None
     fingerprint: str | None = None  # of the agent, as last recorded
+    # A fork whose copied history was erased: what its later events say of those calls is
+    # gone with it (ChatEvent.mutate), and the fork still loads.
+    forgotten: bool = False
     resume_keys: dict[str, KeyUse] = {}
     erasing: bool = False  # its erasure began: no fork of it is recorded from then on
 

@@ -11,7 +11,7 @@ import pytest
 
 from interlock.bootstrap import build_service
 from interlock.cli.main import main
-from interlock.domain import Interlock
+from interlock.domain import Interlock, RestartEntry
 from interlock.domain.errors import ChatErasedError, ConflictError
 from interlock.stores.erasure_keys import KeyStore
 from tests.audit.test_erasure import SECRET, _subject_chat, protected  # noqa: F401 - fixture
@@ -108,3 +108,22 @@ async def test_forks_racing_an_erase_hold_no_plaintext_once_it_returns(
         assert not any(_holds_plaintext(pg_store, *made))
     finally:
         server.close()
+
+
+async def test_an_erased_fork_whose_copied_calls_were_decided_still_loads(
+        protected: Interlock, store: str) -> None:  # noqa: F811
+    """Its ChatForked holds nothing once erased, so the later decision on a copied call has
+    no call to change: the fork loads (read-only, as every erased chat) and does not stick."""
+    chat_id = await _subject_chat(protected)
+    fork = protected.fork(chat_id, protected.get_chat(chat_id).version, actor="mallory")
+    [held] = fork.pending_interrupts()
+    await protected.resume(fork.id, actor="bob", restart=[
+        RestartEntry(ref=held.ref, name=held.name, resumed_metadata={"override": True})])
+    assert main(["audit", "erase", str(chat_id), "--store", store, "--no-rebuild"]) == 0
+    reader = _server(store)
+    try:
+        erased = reader.get_chat(fork.id)
+        assert erased.state.forgotten and list(erased.state.calls) == []
+        assert SECRET not in erased.state.model_dump_json()
+    finally:
+        reader.close()
