@@ -11,6 +11,7 @@ from interlock.domain import (
     ApproveEntry,
     EditEntry,
     Interlock,
+    Interrupt,
     RespondEntry,
     RestartEntry,
 )
@@ -54,35 +55,35 @@ async def declined(app: Interlock) -> UUID:
     return chat.id
 
 
-async def treasury(app: Interlock) -> UUID:
-    """Held by the over-limit policy until two treasury approvers say yes."""
+async def _held_transfer(app: Interlock) -> tuple[UUID, Interrupt]:
+    """A $2500 transfer the user approved, held by the over-limit policy."""
     chat = app.start_chat("treasuryBankingAgent", actor="alice", tenant="acme")
     sent = await app.send(chat.id, "Transfer $2500 to savings.", actor="alice")
     [ask] = sent.interrupts
     held = await app.resume(chat.id, actor="bob", respond=[
         RespondEntry(ref=ask.ref, name=ask.name, output={"approved": True})])
-    [transfer] = held.interrupts
+    return chat.id, held.interrupts[0]
+
+
+async def treasury(app: Interlock) -> UUID:
+    """Held by the over-limit policy until two treasury approvers say yes."""
+    chat_id, transfer = await _held_transfer(app)
     for approver in ("tina", "tom"):
-        await app.resume(chat.id, actor=approver,
+        await app.resume(chat_id, actor=approver,
                          votes=[ApproveEntry(ref=transfer.ref, name=transfer.name)])
-    return chat.id
+    return chat_id
 
 
 async def treasury_edited(app: Interlock) -> UUID:
     """Held; tina edits the amount with her reason (the console asks for one), two approve."""
-    chat = app.start_chat("treasuryBankingAgent", actor="alice", tenant="acme")
-    sent = await app.send(chat.id, "Transfer $2500 to savings.", actor="alice")
-    [ask] = sent.interrupts
-    held = await app.resume(chat.id, actor="bob", respond=[
-        RespondEntry(ref=ask.ref, name=ask.name, output={"approved": True})])
-    [transfer] = held.interrupts
+    chat_id, transfer = await _held_transfer(app)
     edited = {"amount": 2400, "to_account": "savings"}
-    await app.resume(chat.id, actor="tina", votes=[EditEntry(
+    await app.resume(chat_id, actor="tina", votes=[EditEntry(
         ref=transfer.ref, name=transfer.name, input=edited, reason="the invoice says 2,400")])
     for approver in ("tom", "tess"):
-        await app.resume(chat.id, actor=approver, votes=[ApproveEntry(
+        await app.resume(chat_id, actor=approver, votes=[ApproveEntry(
             ref=transfer.ref, name=transfer.name, input_sha256=sha256_hex(edited))])
-    return chat.id
+    return chat_id
 
 
 async def treasury_small(app: Interlock) -> UUID:
