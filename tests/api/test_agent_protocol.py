@@ -159,13 +159,17 @@ def test_what_interlock_does_not_do_is_refused_with_the_reason(sdk: Sdk) -> None
         metadata={"graph_id": "bankingAgent"}))[0] == 403
 
 
-def test_the_sample_in_the_docs_runs(live: Live, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_sample_in_the_docs_runs(live: Live, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "agent-protocol.md").read_text()
     [sample] = re.findall(r"```python\n(.*?)```", text, re.S)
-    exec(compile(sample, "docs/agent-protocol.md", "exec"), {"url": live.url, "key": "key-dana"})
+    monkeypatch.setenv("URL", live.url)  # as a reader runs it: the names it uses, it defines
+    monkeypatch.setenv("API_KEY", "key-dana")
+    exec(compile(sample, "docs/agent-protocol.md", "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("{'action': 'userApproval'")
     assert printed[1].startswith("Done. Your checking balance is now $")
+    assert printed[2:] == ["('tools',)", "2"]
 
 
 def test_a_malformed_answer_to_a_held_call_is_refused_and_records_nothing(sdk: Sdk) -> None:
