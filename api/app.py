@@ -4,12 +4,13 @@ from the settings)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.types import ASGIApp
 
@@ -114,6 +115,7 @@ def make_app(
     delivery: DeliveryPolicy | None = DeliveryPolicy(),  # noqa: B008 - frozen, shared safely
     tracer: Any = None,
     signer: Signer | None = None,
+    cors_origins: Sequence[str] = (),
 ) -> FastAPI:
     """The API; without `auth` keys it runs in dev mode (loopback clients only).
 
@@ -121,6 +123,7 @@ def make_app(
     `delivery`: how webhooks are delivered from this process (None: not from this one).
     `tracer`: an OpenTelemetry tracer; turns and requests are traced with it (off if None).
     `signer`: the checkpoint key that signs reviews' evidence packs (none: they are refused).
+    `cors_origins`: origins browsers may call the API from (INTERLOCK_CORS_ORIGINS; none).
     """
     auth = auth or AuthConfig(None)
     streams = TurnStreams(keepalive)
@@ -172,6 +175,10 @@ def make_app(
         return Response(body, media_type=METRICS_TYPE)
 
     app.add_api_route("/metrics", scrape, include_in_schema=False)
+    if cors_origins:  # a browser client (agent-chat-ui) on another origin; keys, not cookies
+        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins),
+                           allow_methods=["*"], allow_headers=["*"],
+                           expose_headers=["Content-Location", "X-Request-ID"])
     app.state.observed = observed = Observed(metrics)
     app.add_middleware(Observe, observed=observed)  # last: outermost, a 413 gets a request id
     if tracer is not None:

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from functools import partial, wraps
 from typing import Any, ClassVar, Literal, ParamSpec, TypeVar
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import (
@@ -44,6 +44,7 @@ from interlock.domain.chat.rules import (
 )
 from interlock.domain.errors import (
     ChatErasedError,
+    ChatNotFoundError,
     ConcurrencyError,
     ConfigurationError,
     IdempotencyKeyReusedError,
@@ -63,6 +64,8 @@ from interlock.domain.storage.keys import Keyring
 from interlock.domain.storage.mapper import PydanticMapper, Sealer
 from interlock.domain.storage.repository import ChatRepository, CommitListener
 from interlock.domain.storage.snapshots import SnapshotStore
+from interlock.domain.threads import Reservation, reservation_id
+from interlock.domain.threads import replay as replay_reservation
 from interlock.domain.webhooks import Webhook, replay
 
 DEV_SECRET = b"interlock-dev-secret-change-me"
@@ -158,6 +161,30 @@ class Interlock(Application[UUID]):
         self.store.commit(chat)
         self.store.checkin(chat)  # its first message need not load what was just written
         return chat
+
+    def reserve_thread(self, *, actor: str, tenant: str) -> Reservation:
+        """A thread id for a chat whose agent its first run names (domain/threads.py)."""
+        reservation = Reservation.reserve(uuid4(), tenant=tenant, actor=actor)
+        self.save_stream(reservation_id(reservation.thread_id),
+                         reservation.seal(self.sealer.sign))
+        return reservation
+
+    def get_reservation(self, thread_id: UUID, *, tenant: str) -> Reservation | None:
+        """The tenant's reservation of `thread_id`; None if there is none (or another's)."""
+        found = replay_reservation(thread_id, self.events.get(reservation_id(thread_id)))
+        return found if found is not None and found.tenant == tenant else None
+
+    def start_reserved_chat(self, thread_id: UUID, agent: str, *, actor: str,
+                            tenant: str) -> Chat:
+        """Begin the chat of a reserved thread with `agent` (its first run names it); the chat
+        another run began first, if one did. ChatNotFoundError if the tenant reserved no
+        such thread."""
+        if self.get_reservation(thread_id, tenant=tenant) is None:
+            raise ChatNotFoundError(thread_id)
+        try:
+            return self.start_chat(agent, actor=actor, tenant=tenant, chat_id=thread_id)
+        except ConcurrencyError:  # a racing first run began it: one chat, one agent
+            return self.get_chat(thread_id, tenant=tenant)
 
     @_counted
     async def send(

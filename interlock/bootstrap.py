@@ -116,7 +116,8 @@ def build_app(settings: Settings) -> FastAPI:
         close()
 
     app = make_app(service, views, auth, on_shutdown=closing,
-                   delivery=delivery_policy(settings), signer=checkpoint_signer(settings))
+                   delivery=delivery_policy(settings), signer=checkpoint_signer(settings),
+                   cors_origins=settings.cors_origin_list())
     app.state.slack_actions = slack_actions(settings, service, auth, notifier)
     if notifier is not None:
         app.state.notifier = notifier

@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     slack_base_url: str = Field("https://slack.com/api/", description="Slack's Web API URL")
     slack_signing_secret: SecretStr | None = Field(
         None, description="verifies Slack's interactive callbacks (from the Slack app)")
+    cors_origins: str = Field(
+        "", description="comma-separated origins browsers may call the API from (e.g. "
+                        "http://localhost:3000 for agent-chat-ui); default none")
     console_url: str = Field(
         "http://127.0.0.1:8000", description="the console's address, for links in messages")
     checkpoint_key: Path | None = Field(
@@ -96,6 +99,10 @@ class Settings(BaseSettings):
             if os.environ.get(name):
                 raise ValueError(f"{name} is no longer read: use {instead}")
         return self
+
+    def cors_origin_list(self) -> list[str]:
+        """The origins browsers may call the API from (none by default)."""
+        return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
 
     def secret_bytes(self) -> bytes | None:
         """The event-chain key, if one is configured."""

@@ -15,6 +15,7 @@ from interlock.domain.chat.messages import Message
 from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import InvalidRequestError
 from interlock.domain.results import Interrupt
+from interlock.domain.threads import Reservation
 
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 STATUS: dict[str, ThreadStatus] = {
@@ -94,6 +95,22 @@ def thread(chat: Chat) -> dict[str, Any]:
 def _metadata(chat: Chat) -> dict[str, Any]:
     return {**chat.state.metadata, "graph_id": chat.state.agent,
             "assistant_id": chat.state.agent}
+
+
+def reserved_thread(reserved: Reservation) -> dict[str, Any]:
+    """A thread no run has begun yet: no agent, no values, idle."""
+    when = wire_time(reserved.reserved_at)
+    return {"thread_id": str(reserved.thread_id), "created_at": when, "updated_at": when,
+            "metadata": {}, "status": "idle", "values": {"messages": []}, "interrupts": {}}
+
+
+def reserved_state(reserved: Reservation) -> dict[str, Any]:
+    """The state of a thread no run has begun: empty, at no checkpoint yet."""
+    return {"values": {"messages": []}, "next": [], "tasks": [], "interrupts": [],
+            "checkpoint": {"thread_id": str(reserved.thread_id), "checkpoint_ns": "",
+                           "checkpoint_id": None},
+            "metadata": {}, "created_at": wire_time(reserved.reserved_at),
+            "parent_checkpoint": None}
 
 
 def checkpoint(chat: Chat) -> dict[str, Any]:

@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from langgraph.pregel.remote import RemoteGraph
+from langgraph.types import Command
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
@@ -145,8 +147,8 @@ def test_what_interlock_does_not_do_is_refused_with_the_reason(sdk: Sdk) -> None
     dana = sdk("dana")
     status, error = _refused(lambda: dana.threads.create(thread_id="mine"))
     assert status == 422 and "made by Interlock" in error["message"]
-    status, error = _refused(lambda: dana.threads.create())  # several agents: name one
-    assert status == 422 and "graph_id" in error["message"]
+    status, error = _refused(lambda: dana.threads.create(metadata={"case": "c-9"}))
+    assert status == 422 and "no agent keeps no metadata" in error["message"]
     tid, _ = _asked(dana, "bankingAgent", "hello")
     status, error = _refused(lambda: dana.runs.wait(tid, "opsAgent", input=TRANSFER))
     assert status == 422 and "one agent per chat" in error["message"]
@@ -157,13 +159,17 @@ def test_what_interlock_does_not_do_is_refused_with_the_reason(sdk: Sdk) -> None
         metadata={"graph_id": "bankingAgent"}))[0] == 403
 
 
-def test_the_sample_in_the_docs_runs(live: Live, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_sample_in_the_docs_runs(live: Live, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "agent-protocol.md").read_text()
     [sample] = re.findall(r"```python\n(.*?)```", text, re.S)
-    exec(compile(sample, "docs/agent-protocol.md", "exec"), {"url": live.url, "key": "key-dana"})
+    monkeypatch.setenv("URL", live.url)  # as a reader runs it: the names it uses, it defines
+    monkeypatch.setenv("API_KEY", "key-dana")
+    exec(compile(sample, "docs/agent-protocol.md", "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("{'action': 'userApproval'")
     assert printed[1].startswith("Done. Your checking balance is now $")
+    assert printed[2:] == ["('tools',)", "2"]
 
 
 def test_a_malformed_answer_to_a_held_call_is_refused_and_records_nothing(sdk: Sdk) -> None:
@@ -179,3 +185,168 @@ def test_a_malformed_answer_to_a_held_call_is_refused_and_records_nothing(sdk: S
         assert (status, error["code"]) == (422, "invalid_request") and says in error["message"]
     assert tina.threads.get_state(tid)["tasks"][0]["interrupts"][0]["value"][
         "interlock"]["approval"]["votes"] == []
+
+
+def test_a_thread_made_with_no_agent_takes_the_agent_of_its_first_run_and_keeps_it(
+    sdk: Sdk
+) -> None:
+    dana = sdk("dana")
+    tid = dana.threads.create()["thread_id"]  # as LangGraph's clients make threads
+    assert dana.threads.get(tid)["status"] == "idle"
+    assert dana.threads.get_state(tid)["values"] == {"messages": []}
+    assert dana.threads.get_history(tid) == []
+    eve = sdk("eve")  # another tenant can neither see the thread nor begin its chat
+    assert _refused(lambda: eve.threads.get(tid))[0] == 404
+    status, error = _refused(lambda: eve.runs.wait(tid, "bankingAgent", input=TRANSFER))
+    assert (status, error["code"]) == (404, "chat_not_found")
+    status, error = _refused(lambda: dana.runs.wait(tid, "bankingAgent",
+                                                    command={"resume": {"approved": True}}))
+    assert status == 422 and "no run yet" in error["message"]
+
+    out = dana.runs.wait(tid, "bankingAgent", input=TRANSFER)
+    assert out["__interrupt__"][0]["value"]["action_request"]["action"] == "userApproval"
+    assert dana.threads.get(tid)["metadata"]["graph_id"] == "bankingAgent"
+    status, error = _refused(lambda: dana.runs.wait(tid, "opsAgent", input=TRANSFER))
+    assert status == 422 and "one agent per chat" in error["message"]
+    done = dana.runs.wait(tid, "bankingAgent", command={"resume": {"approved": True}})
+    assert done["messages"][-1]["content"].startswith("Done. Your checking balance is now")
+
+
+def test_four_eyes_holds_on_a_thread_whose_first_run_named_its_agent(sdk: Sdk) -> None:
+    dana = sdk("dana")
+    tid = dana.threads.create()["thread_id"]
+    dana.runs.wait(tid, "opsAgent", input={"messages": [{"role": "user",
+                                                         "content": "deploy billing"}]})
+    status, error = _refused(lambda: dana.runs.wait(tid, "opsAgent",
+                                                    command={"resume": {"status": "ok"}}))
+    assert (status, error["code"]) == (403, "forbidden")
+    assert "__interrupt__" not in sdk("bob").runs.wait(tid, "opsAgent",
+                                                       command={"resume": {"status": "ok"}})
+
+
+def test_a_run_without_a_thread_makes_one_for_the_run(sdk: Sdk) -> None:
+    dana = sdk("dana")
+    made: list[Any] = []
+    out = dana.runs.wait(None, "bankingAgent", input=TRANSFER, on_run_created=made.append)
+    [where] = made
+    assert out["__interrupt__"][0]["value"]["action_request"]["action"] == "userApproval"
+    tid = where["thread_id"]
+    assert dana.threads.get(tid)["metadata"]["graph_id"] == "bankingAgent"
+    assert _refused(lambda: sdk("eve").threads.get(tid))[0] == 404
+    done = dana.runs.wait(tid, "bankingAgent", command={"resume": {"approved": True}})
+    assert "__interrupt__" not in done
+
+    run = dana.runs.create(None, "opsAgent", input={"messages": [
+        {"role": "user", "content": "deploy billing"}]})
+    assert run["status"] == "interrupted" and run["assistant_id"] == "opsAgent"
+    parts = list(dana.runs.stream(None, "bankingAgent", input=TRANSFER))
+    assert [p.event for p in parts] == ["metadata", "values"]
+    assert dana.threads.get(parts[0].data["thread_id"])["status"] == "interrupted"
+
+    status, error = _refused(lambda: dana.runs.wait(None, "bankingAgent",
+                                                    command={"resume": {"approved": True}}))
+    assert status == 422 and "resumes nothing" in error["message"]
+    assert _refused(lambda: sdk("carol").runs.wait(None, "bankingAgent", input=TRANSFER))[0] == 403
+    assert _refused(lambda: dana.runs.wait(None, "nobody", input=TRANSFER))[0] == 404
+
+
+Remote = Callable[[str, str], RemoteGraph]
+
+
+@pytest.fixture
+def remote(live: Live) -> Iterator[Remote]:
+    """`remote("dana", "bankingAgent")`: LangGraph's RemoteGraph of that agent, as `dana`."""
+    made: list[RemoteGraph] = []
+
+    def make(who: str, agent: str) -> RemoteGraph:
+        made.append(RemoteGraph(agent, url=f"{live.url}/agent-protocol", api_key=None,
+                                headers={"Authorization": f"Bearer key-{who}"}))
+        return made[-1]
+
+    yield make
+    for graph in made:
+        assert graph.sync_client is not None
+        graph.sync_client.close()
+
+
+def _thread_of(sdk: Sdk, who: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": sdk(who).threads.create()["thread_id"]}}
+
+
+def test_remote_graph_invokes_reads_its_state_and_resumes_with_a_command(
+    remote: Remote, sdk: Sdk
+) -> None:
+    graph = remote("dana", "bankingAgent")
+    config = _thread_of(sdk, "dana")
+    out = graph.invoke(TRANSFER, config)
+    [asked] = out["__interrupt__"]
+    state = graph.get_state(config)  # POST /threads/{id}/state/checkpoint
+    assert state.next == ("tools",) and [i.id for i in state.interrupts] == [asked["id"]]
+    paused_at = state.config["configurable"]["checkpoint_id"]
+
+    done = graph.invoke(Command(resume={"approved": True}), config)
+    assert "__interrupt__" not in done
+    assert done["messages"][-1]["content"].startswith("Done. Your checking balance is now")
+    history = list(graph.get_state_history(config))
+    assert [s.config["configurable"]["checkpoint_id"] for s in history][1] == paused_at
+    assert history[0].next == () and history[0].parent_config == state.config | {
+        "configurable": {**state.config["configurable"], "checkpoint_map": {}}}
+    then = graph.get_state({"configurable": {**config["configurable"],
+                                             "checkpoint_id": paused_at}})
+    assert then.next == ("tools",) and then.values == state.values
+    older = list(graph.get_state_history(config, before=history[0].config))
+    assert [s.config["configurable"]["checkpoint_id"] for s in older] == [paused_at]
+
+    stateless = graph.invoke(TRANSFER)  # no thread: /runs/stream makes one
+    assert stateless["__interrupt__"][0]["value"]["action_request"]["action"] == "userApproval"
+
+
+def test_remote_graph_streams_updates_messages_and_values(remote: Remote, sdk: Sdk) -> None:
+    graph = remote("dana", "bankingAgent")
+    config = _thread_of(sdk, "dana")
+    parts = list(graph.stream(TRANSFER, config, stream_mode=["updates", "messages", "values"]))
+    assert [p.event for p in parts] == ["messages", "updates", "updates", "values"]
+    updates = [p.data for p in parts if p.event == "updates"]
+    assert [list(u) for u in updates] == [["model"], ["__interrupt__"]]
+    [(message, meta)] = [p.data for p in parts if p.event == "messages"]
+    assert message["type"] == "ai" and meta["langgraph_node"] == "model"
+    assert message["tool_calls"][0]["name"] == "userApproval"
+
+    resumed = list(graph.stream(Command(resume={"approved": True}), config,
+                                stream_mode="updates"))
+    assert [next(iter(u)) for u in resumed] == ["tools", "model", "tools", "model"]
+    assert resumed[-1]["model"]["messages"][0]["content"].startswith("Done.")
+
+
+def test_remote_graph_is_refused_what_interlock_does_not_do_with_the_rule(
+    remote: Remote, sdk: Sdk
+) -> None:
+    graph = remote("dana", "bankingAgent")
+    config = _thread_of(sdk, "dana")
+    graph.invoke(TRANSFER, config)
+    for mode in ("debug", "custom", "checkpoints", "tasks"):
+        status, error = _refused(lambda m=mode: list(graph.stream(TRANSFER, config,
+                                                                   stream_mode=m)))
+        assert status == 422 and f"stream_mode '{mode}' is not served" in error["message"]
+    status, error = _refused(lambda: graph.update_state(config, {"messages": []}))
+    assert status == 422 and error["details"]["rule"] == "state_is_the_event_log"
+    status, error = _refused(lambda: graph.invoke(Command(update={"messages": []}), config))
+    assert status == 422 and error["details"]["rule"] == "state_is_the_event_log"
+    status, error = _refused(lambda: graph.invoke(TRANSFER, config, interrupt_before=["tools"]))
+    assert status == 422 and "interrupt_before" in error["message"]
+    status, error = _refused(lambda: graph.get_state(
+        {"configurable": {**config["configurable"], "checkpoint_id": "not-a-version"}}))
+    assert status == 422 and "chat version" in error["message"]
+    assert sdk("dana").threads.get_state(config["configurable"]["thread_id"])["next"] == ["tools"]
+
+
+def test_four_eyes_and_tenants_hold_through_remote_graph(remote: Remote, sdk: Sdk) -> None:
+    config = _thread_of(sdk, "dana")
+    remote("dana", "opsAgent").invoke({"messages": [{"role": "user",
+                                                      "content": "deploy billing"}]}, config)
+    status, error = _refused(lambda: remote("dana", "opsAgent").invoke(
+        Command(resume={"status": "ok"}), config))
+    assert (status, error["code"]) == (403, "forbidden")
+    assert _refused(lambda: remote("eve", "opsAgent").get_state(config))[0] == 404
+    done = remote("bob", "opsAgent").invoke(Command(resume={"status": "ok"}), config)
+    assert "__interrupt__" not in done
