@@ -164,12 +164,12 @@ def test_an_edited_input_is_validated_then_its_editor_may_not_approve_it(
     expect(tina.locator("#policy-requester")).to_contain_text("tina")
     # Four-eyes: tina asked for this input now; the page says so and the server refuses.
     expect(tina.locator("#why-not")).to_contain_text(
-        "Four-eyes: tina asked for this input")
+        "Four-eyes: tina last replaced its input")
     expect(tina.get_by_role("button", name="Approve")).to_be_disabled()
     tina.evaluate(FORCE_OPEN)
     tina.get_by_role("button", name="Approve").click()
     expect(tina.locator("#notice")).to_contain_text(
-        "Refused by the server: tina asked for this input")
+        "Refused by the server: tina last replaced its input")
     expect(tina.locator("#status")).to_have_text("pending")
     voted = [e for e in _events(api, chat_id) if e["type"] == "ApprovalVoted"]
     assert [(e["actor"], e["data"]["vote"]) for e in voted] == [("tina", "edit")]
@@ -191,7 +191,7 @@ def test_routing_and_four_eyes_refusals_show_the_servers_reason(
         "Refused by the server: bob may not decide pay")
     root = signed_in("root")
     _open(root, live, chat_id, ref)
-    expect(root.locator("#why-not")).to_contain_text("Four-eyes: root asked for this input")
+    expect(root.locator("#why-not")).to_contain_text("Four-eyes: root sent the turn")
     expect(root.get_by_label("Reason")).to_be_disabled()
     assert "ApprovalVoted" not in _kinds(api, chat_id)
 

@@ -78,7 +78,7 @@ def test_a_tool_s_own_interrupt_has_no_policy() -> None:
     (Principal(id="bob", tenant="acme", roles=frozenset({"approver"})),
      "Routing: bob may not decide pay r1: it needs one of the roles ['treasury']"),
     (Principal(id="Alice", tenant="acme", roles=frozenset({"admin"})),
-     "Four-eyes: Alice asked for this input of r1"),
+     "Four-eyes: Alice sent the turn of r1"),
     (Principal(id="tina", tenant="acme", roles=frozenset({"treasury"})),
      "You cannot vote: tina already voted (approve)"),
 ])

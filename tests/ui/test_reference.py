@@ -26,8 +26,6 @@ def test_swagger_ui_renders_with_no_request_leaving_the_server(
     page.goto(f"{live.url}/docs")
     expect(page.locator(".opblock-summary-path").first).to_be_visible(timeout=15_000)
     expect(page.get_by_text("/v1/chats/{chat_id}/resume").first).to_be_visible()
-    page.goto(f"{live.url}/redoc")
-    expect(page.get_by_text("/v1/chats/{chat_id}/resume").first).to_be_attached(timeout=15_000)
     context.close()
     assert elsewhere == []
 
