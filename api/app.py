@@ -17,6 +17,7 @@ from starlette.types import ASGIApp
 from interlock.api import errors
 from interlock.api.agent_protocol import router as agent_protocol
 from interlock.api.auth import AuthConfig
+from interlock.api.dev_principals import EXAMPLE
 from interlock.api.hot import HotRoutes
 from interlock.api.limits import BodyLimit
 from interlock.api.observability.metrics import CONTENT_TYPE as METRICS_TYPE
@@ -59,6 +60,11 @@ DEV_BANNER = (
     "Do not expose this server; configure keys with --keys, INTERLOCK_API_KEYS_FILE",
     "or INTERLOCK_API_KEYS.",
     "!" * 72,
+)
+DEV_ALONE = (  # after the banner when no other principal was named
+    "'dev' asks for every call it sends, so it cannot decide a policy-held call",
+    f"(four-eyes). To try approvals, restart with {EXAMPLE}",
+    "and pick whom to act as in the console (docs/console.md).",
 )
 
 DESCRIPTION = """Chats with agents whose tools may pause for a human's decision.
@@ -135,7 +141,8 @@ def make_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if auth.dev_mode:
-            for line in DEV_BANNER:
+            alone = () if auth.dev else DEV_ALONE
+            for line in (*DEV_BANNER[:-1], *alone, DEV_BANNER[-1]):
                 log.warning(line)
         if subscriptions is not None:
             await run_in_threadpool(subscriptions.migrate)  # the old table's, once

@@ -12,10 +12,13 @@ from fastapi import Request
 from pydantic import ValidationError
 
 from interlock.api.auth import DEV_PRINCIPAL, AuthConfig, Principal
-from interlock.domain.errors import ConfigurationError
+from interlock.domain.errors import ConfigurationError, ForbiddenError, InterlockError
 
 PLAIN_ROLES = frozenset({"requester", "approver", "auditor"})  # a name with no roles given
 COOKIE = "interlock_dev_as"
+EXAMPLE = "--dev-principals alice,tina:treasury,tom:treasury"
+HINT = (f"in dev mode you are 'dev', who asked for this call too: restart the server with "
+        f"{EXAMPLE} to act as an approver (docs/console.md)")
 
 
 def parse_dev_principals(text: str) -> tuple[Principal, ...]:
@@ -57,3 +60,11 @@ def console_visitor(auth: AuthConfig, request: Request, who: Principal) -> Princ
     if not auth.dev_mode or who is not DEV_PRINCIPAL:
         return who
     return auth.dev.get(request.cookies.get(COOKIE, ""), who)
+
+
+def dev_hint(exc: InterlockError) -> str | None:
+    """How to go on when dev mode's one principal is refused as a requester of the call it
+    decides (four-eyes): the flag that gives it others to act as; None for anything else."""
+    if not isinstance(exc, ForbiddenError) or exc.details.get("reason") != "requester":
+        return None
+    return HINT if exc.details.get("actor") == DEV_PRINCIPAL.id else None

@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from interlock.api.dev_principals import dev_hint
 from interlock.domain.errors import (
     ConflictError,
     InterlockError,
@@ -96,8 +97,13 @@ def _validation_details(exc: RequestValidationError) -> dict[str, Any]:
     return {"errors": errors}
 
 
-async def _on_interlock_error(_: Request, exc: Exception) -> JSONResponse:
+async def _on_interlock_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, InterlockError)
+    auth = getattr(request.app.state, "auth", None)
+    hint = dev_hint(exc) if auth is not None and auth.dev_mode else None
+    if hint is not None:  # dev mode's one user asked for the call: say how to decide it
+        return ErrorJSON(error_body(exc.code, f"{exc.message}; {hint}",
+                                    {**exc.details, "hint": hint}), exc.status)
     return error_response(exc)
 
 

@@ -143,7 +143,7 @@ def notify_config(settings: Settings) -> NotifyConfig:
         smtp_host=settings.smtp_host, smtp_port=settings.smtp_port,
         smtp_starttls=settings.smtp_starttls, smtp_user=settings.smtp_user,
         smtp_password=secret, mail_from=settings.mail_from, slack_token=token,
-        slack_base_url=settings.slack_base_url, console_url=settings.console_url)
+        slack_base_url=settings.slack_base_url, console_url=settings.console_base())
 
 
 def notifications(settings: Settings, service: Interlock, auth: AuthConfig) -> Notifier | None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from interlock.domain.application import DEV_SECRET
@@ -87,8 +88,9 @@ class Settings(BaseSettings):
     cors_origins: str = Field(
         "", description="comma-separated origins browsers may call the API from (e.g. "
                         "http://localhost:3000 for agent-chat-ui); default none")
-    console_url: str = Field(
-        "http://127.0.0.1:8000", description="the console's address, for links in messages")
+    console_url: str | None = Field(
+        None, description="the server's base URL as its users reach it, for links in messages"
+                          " (a trailing /ui is dropped; default: http://host:port served on)")
     checkpoint_key: Path | None = Field(
         None, description="the checkpoint private key file (interlock audit keygen): the "
                           "server signs reviews' evidence packs with it")
@@ -103,6 +105,23 @@ class Settings(BaseSettings):
     def cors_origin_list(self) -> list[str]:
         """The origins browsers may call the API from (none by default)."""
         return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
+
+    @field_validator("console_url")
+    @classmethod
+    def _base_url(cls, url: str | None) -> str | None:
+        """The server's base: links add /ui/..., so the console's own address is taken too."""
+        if url is None:
+            return None
+        base = url.strip().rstrip("/")
+        return base.removesuffix("/ui").rstrip("/")
+
+    def console_base(self) -> str:
+        """The base URL links in messages start with: the configured one, else where this
+        server listens (a wildcard address is named by this machine's host name)."""
+        if self.console_url:
+            return self.console_url
+        host = socket.gethostname() if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
 
     def secret_bytes(self) -> bytes | None:
         """The event-chain key, if one is configured."""

@@ -75,7 +75,7 @@ class Sweeper:
             if not (due or waiting):
                 break
             fresh = [(c, r) for _, c, r in due if (c, r) not in self._recorded]
-            outcomes, went_on = asyncio.run(self._record(fresh, waiting))
+            outcomes, went_on = asyncio.run(self._record(fresh, waiting, now))
             written += went_on + sum(1 for _, did in outcomes if did)
             expired = [pair for pair, did in outcomes if did == "expired"]
             if expired:
@@ -87,12 +87,14 @@ class Sweeper:
             after = due[-1]
         return written
 
-    async def _record(self, due: list[Pair], waiting: list[str]) -> tuple[list[Outcome], int]:
+    async def _record(self, due: list[Pair], waiting: list[str],
+                      at: datetime | None) -> tuple[list[Outcome], int]:
         """Up to `concurrency` chats at once: their commits share transactions (group commit).
 
         The page's chats are read together (one query on PostgreSQL); refs of one chat go
         one after the other: together they would only conflict. What each due call had
-        recorded, and how many waiting turns went on.
+        recorded, and how many waiting turns went on. `at`: the sweep's given clock (None:
+        each call is judged at the time it is recorded).
         """
         gate, refs = asyncio.Semaphore(self.concurrency), defaultdict(list)
         for chat_id, ref in due:
@@ -100,16 +102,17 @@ class Sweeper:
         loaded = await self.service.off_loop(self.service.get_chats, list(refs))
         with self.service.together():
             done, went_on = await asyncio.gather(
-                asyncio.gather(*(self._chat(gate, c, rs, loaded.get(c)) for c, rs in refs.items())),
+                asyncio.gather(*(self._chat(gate, c, rs, loaded.get(c), at)
+                               for c, rs in refs.items())),
                 asyncio.gather(*(self._go_on(gate, UUID(c)) for c in waiting)))
         return [outcome for outcomes in done for outcome in outcomes], sum(went_on)
 
     async def _chat(self, gate: asyncio.Semaphore, chat_id: UUID, refs: list[str],
-                    chat: Chat | None) -> list[Outcome]:
+                    chat: Chat | None, at: datetime | None) -> list[Outcome]:
         """What each of the chat's due refs recorded (the first from `chat`)."""
         async with gate:
-            done = [await self._one(chat_id, refs[0], chat)]
-            done += [await self._one(chat_id, ref) for ref in refs[1:]]
+            done = [await self._one(chat_id, refs[0], chat, at)]
+            done += [await self._one(chat_id, ref, None, at) for ref in refs[1:]]
             return [((str(chat_id), ref), did) for ref, did in zip(refs, done, strict=True)]
 
     async def _go_on(self, gate: asyncio.Semaphore, chat_id: UUID) -> int:
@@ -122,10 +125,11 @@ class Sweeper:
                 return 0
             return 1
 
-    async def _one(self, chat_id: UUID, ref: str, chat: Chat | None = None) -> str:
+    async def _one(self, chat_id: UUID, ref: str, chat: Chat | None = None,
+                   at: datetime | None = None) -> str:
         """What was recorded: "expired", "escalated", or "" (nothing due, or lost a race)."""
         try:
-            return await self.service.expire_due(chat_id, ref, chat)
+            return await self.service.expire_due(chat_id, ref, chat, at=at)
         except InternalError as exc:  # the chat does not load (an edited record, say)
             level = logging.DEBUG if (chat_id, ref) in self._refused else logging.WARNING
             self._refused.add((chat_id, ref))  # said once per process, retried each sweep
@@ -133,7 +137,7 @@ class Sweeper:
             return ""
         except InterlockError as exc:  # a decision or another sweeper won: theirs stands
             if self._erased(chat_id):
-                return await self._expire_erased(chat_id, ref)
+                return await self._expire_erased(chat_id, ref, at)
             log.debug("sweeper skipped %s %s: %s", chat_id, ref, exc.code)
             return ""
 
@@ -142,13 +146,13 @@ class Sweeper:
         keys = self.service.mapper.personal
         return isinstance(keys, KeyStore) and keys.erased_at(chat_id) is not None
 
-    async def _expire_erased(self, chat_id: UUID, ref: str) -> str:
+    async def _expire_erased(self, chat_id: UUID, ref: str, at: datetime | None) -> str:
         """An erased chat takes nothing with personal data, so its turn cannot go on (the
         model's answer, even `TurnFinished`, has such fields): record the expiry alone, which
         has none, and the inbox lets the call go (issue 25, D31)."""
         try:
             chat = await self.service.off_loop(self.service.get_chat, chat_id)
-            if not chat.expire(ref, datetime.now(UTC)):
+            if not chat.expire(ref, at or datetime.now(UTC)):
                 return ""
             await self.service.off_loop(self.service.commit, chat)
         except InterlockError as exc:

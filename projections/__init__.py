@@ -22,23 +22,27 @@ __all__ = ["READ_MODELS", "ReadModel", "ReadModels", "SqlReadModels", "open_read
            "open_views"]
 
 
-def open_views(app: Interlock, *, read_models: Iterable[ReadModel] = READ_MODELS) -> SqlReadModels:
+def open_views(
+    app: Interlock, *, read_models: Iterable[ReadModel] = READ_MODELS, prefix: str | None = None,
+) -> SqlReadModels:
     """The views in `app`'s own store (created if missing), not yet kept current.
 
     The store is the one the app was built on: PostgreSQL views share its datastore,
-    SQLite views its file, and an in-memory app gets in-memory views.
+    SQLite views its file, and an in-memory app gets in-memory views. `prefix` names tables
+    of their own (the app's name by default), such as a rebuild beside the live views.
     """
     if isinstance(app.factory, PostgresFactory):
-        views = postgres_views(app.factory.datastore, app.name, read_models)
+        views = postgres_views(app.factory.datastore, app.name, read_models, prefix=prefix)
         recorder = app.recorder
-        leader = (ViewLeader(recorder, app.name)
+        leader = (ViewLeader(recorder, prefix or app.name)
                   if isinstance(recorder, PostgresApplicationRecorder) else None)
         return SqlReadModels(app, views, leader=leader)
     path = ":memory:"
     if isinstance(app.factory, SQLiteFactory):
         path = app.factory.env.get(SQLiteFactory.SQLITE_DBNAME) or path
     db = SQLiteDb(path)
-    return SqlReadModels(app, sqlite_views(db, app.name, read_models), on_close=db.close)
+    return SqlReadModels(app, sqlite_views(db, app.name, read_models, prefix=prefix),
+                         on_close=db.close)
 
 
 def open_read_models(

@@ -5,17 +5,22 @@ from __future__ import annotations
 import json
 import logging
 import re
+import socket
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from eventsourcing.popo import POPOFactory
 
-from interlock.bootstrap import auth_from, build_service, check_serving
+from interlock.bootstrap import auth_from, build_service, check_serving, notify_config
 from interlock.cli.main import main
 from interlock.domain import Agent, Interlock
+from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import ConfigurationError
+from interlock.notify.messages import facts
 from interlock.settings import Settings, env_name, load_settings
 
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 KEYS = {"key-ann": {"id": "ann", "tenant": "t", "roles": ["auditor"]}}
 
 
@@ -222,3 +227,21 @@ def test_every_variable_the_code_reads_is_in_the_configuration_table() -> None:
     assert fields - table == set(), "Settings fields missing from docs/configuration.md"
     assert sources - table - RETIRED_ONLY == set(), "variables read but not in the table"
     assert table - fields - sources == set(), "rows for variables nothing reads"
+
+
+@pytest.mark.parametrize("given", [
+    "https://interlock.example.com", "https://interlock.example.com/",
+    "https://interlock.example.com/ui", "https://interlock.example.com/ui/"])
+def test_the_console_url_is_the_servers_base_with_or_without_ui(given: str) -> None:
+    config = notify_config(load_settings(console_url=given))
+    call = ToolCall(ref="r1", name="pay", input={}, turn=1, requested_at=NOW, requested_by="a")
+    link = facts(call, "c1", "acme", config.console_url)["link"]
+    assert link == "https://interlock.example.com/ui/chats/c1/interrupts/r1"
+
+
+def test_the_console_url_follows_host_and_port_unless_given() -> None:
+    assert notify_config(load_settings(port=9002)).console_url == "http://127.0.0.1:9002"
+    assert load_settings(host="::1", port=9003).console_base() == "http://[::1]:9003"
+    assert load_settings(host="0.0.0.0").console_base() == f"http://{socket.gethostname()}:8000"
+    behind = load_settings(port=9002, console_url="https://approve.bank.example/interlock/ui")
+    assert behind.console_base() == "https://approve.bank.example/interlock"

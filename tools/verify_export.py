@@ -104,7 +104,13 @@ def sha256_v1(value: Any) -> str:
 
 class Key:
     def __init__(self, text: str) -> None:
-        raw = bytes.fromhex(text.strip())
+        if "PRIVATE KEY" in text:  # the PEM `interlock audit keygen --private` wrote
+            raise ValueError("--public-key names a private key: give the public one (64 hex "
+                             "digits, `interlock audit keygen --public`); keep this file secret")
+        try:
+            raw = bytes.fromhex(text.strip())
+        except ValueError:
+            raise ValueError("--public-key: not a public key (64 hex digits)") from None
         self.key = Ed25519PublicKey.from_public_bytes(raw)
         self.id = "e" + hashlib.sha256(raw).hexdigest()[:12]
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from interlock.api.auth import Principal
+from interlock.api.auth import DEV_PRINCIPAL, Principal
+from interlock.api.dev_principals import dev_hint
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.policies import ApprovalState
 from interlock.domain.chat.rules import ApproveEntry, check_voter, held_call
@@ -107,7 +108,9 @@ def why_not_vote(who: Principal, call: ToolCall, now: datetime) -> str | None:
         check_voter(call, who.decider())
     except ForbiddenError as exc:
         prefix = "Four-eyes: " if exc.details.get("reason") == "requester" else "Routing: "
-        return f"{prefix}{exc.message}. You ({who.id}) can read this but not vote."
+        hint = dev_hint(exc) if who == DEV_PRINCIPAL else None  # dev mode's one user
+        then = f" {hint[0].upper()}{hint[1:]}." if hint else ""
+        return f"{prefix}{exc.message}. You ({who.id}) can read this but not vote.{then}"
     except (AlreadyVotedError, InterruptExpiredError) as exc:
         return f"You cannot vote: {exc.message}."
     return None

@@ -54,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         for text in scripted or _typed_lines():
             _show(asyncio.run(app.send(chat.id, text, actor="cli")))
-            _settle(app, chat.id, ask)
+            if not _settle(app, chat.id, ask):
+                print(f"\nno decision: chat {chat.id} keeps its call pending; bye")
+                break
     except InterlockError as exc:
         print(f"error [{exc.code}]: {exc.message}")
         return 1
@@ -79,8 +81,11 @@ def _scripted_answers(prompt: str) -> str:
     return "y"
 
 
-def _settle(app: Interlock, chat_id: Any, ask: Ask) -> None:
-    """Decide interrupts until the turn ends."""
+ANSWERS = {"y": "y", "yes": "y", "n": "n", "no": "n", "r": "r", "restart": "r"}
+
+
+def _settle(app: Interlock, chat_id: Any, ask: Ask) -> bool:
+    """Decide interrupts until the turn ends; False if the user left (Ctrl-D) instead."""
     pending = app.get_chat(chat_id).pending_interrupts()
     while pending:
         call = pending[0]
@@ -89,10 +94,25 @@ def _settle(app: Interlock, chat_id: Any, ask: Ask) -> None:
             f"  interrupt {interrupt.ref}: {interrupt.name} {json.dumps(interrupt.input)} "
             f"{json.dumps(interrupt.metadata)}"
         )
-        answer = ask("  approve? [y]es / [n]o / [r]estart with override: ").strip().lower()
+        answer = _answer(ask)
+        if answer is None:
+            return False
         result = asyncio.run(app.resume(chat_id, actor="cli", **_decision(interrupt, answer)))
         _show(result)
         pending = app.get_chat(chat_id).pending_interrupts()
+    return True
+
+
+def _answer(ask: Ask) -> str | None:
+    """y, n or r, asked again until it is one of them; None at the end of input."""
+    while True:
+        try:
+            said = ask("  approve? [y]es / [n]o / [r]estart with override: ").strip().lower()
+        except EOFError:
+            return None
+        if said in ANSWERS:
+            return ANSWERS[said]
+        print(f"  {said!r} is not an answer: type y, n or r (Ctrl-D leaves it pending)")
 
 
 def _decision(interrupt: Interrupt, answer: str) -> dict[str, Any]:

@@ -37,7 +37,12 @@ def register(subparsers: Any) -> None:
                               description="Run review queries over the decision log and keep "
                                           "reviews of seeded samples (docs/review.md).")
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    sub.add_parser("queries", help="list the shipped queries").set_defaults(run=_queries)
+    listing = sub.add_parser("queries", help="list the shipped queries")
+    # Taken as every review command takes it (it was refused as an unknown argument); the
+    # shipped queries are the same in every store, so none is opened.
+    listing.add_argument("--store", help="not needed: the shipped queries are the same in "
+                                         "every store")
+    listing.set_defaults(run=_queries)
     q = _with_query(sub.add_parser("query", help="run a query; one JSON line per decision"))
     q.add_argument("--limit", type=int, default=100, help="decisions at most (100)")
     q.set_defaults(run=_query)

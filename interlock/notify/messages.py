@@ -6,6 +6,7 @@ inert: escaped for mrkdwn, so it can neither format, mention, link nor end its c
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from typing import Any
 
@@ -33,10 +34,15 @@ def facts(call: ToolCall, chat_id: str, tenant: str, console_url: str) -> dict[s
 
 
 def summary(f: dict[str, Any]) -> str:
-    deadline = f"; decide by {f['expires_at']}" if f["expires_at"] else ""
+    deadline = f"; decide by {deadline_text(f['expires_at'])}" if f["expires_at"] else ""
     return (f"{f['requested_by'] or 'someone'} asks to run {f['tool']} "
             f"({', '.join(f['roles'])}, {f['quorum']} approval{'s' * (f['quorum'] > 1)}"
             f"{deadline})")
+
+
+def deadline_text(iso: str) -> str:
+    """A deadline as people read it: `2026-01-01 12:05 UTC`, not ISO with microseconds."""
+    return f"{datetime.fromisoformat(iso).astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def email(f: dict[str, Any], to: str, sender: str) -> EmailMessage:

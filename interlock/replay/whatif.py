@@ -8,6 +8,7 @@ validate is not held (it fails when it runs); a `when` that raises holds (fail c
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
@@ -135,6 +136,15 @@ def what_if(recorded: Interlock, agents: Sequence[Agent],
     return tally.result()
 
 
+def held_text(terms: dict[str, Any] | None) -> str:
+    """Terms as people say them: `held for treasury or group finance, 2 approvals`."""
+    if terms is None:
+        return "not held"
+    who = " or ".join([*terms["roles"], *(f"group {g}" for g in terms["groups"])])
+    quorum = terms["quorum"]
+    return f"held for {who or 'anyone'}, {quorum} approval{'s' * (quorum > 1)}"
+
+
 def table(result: WhatIf) -> Iterable[str]:
     """The what-if as lines of text: one row per agent and tool, then the examples."""
     yield f"{'agent':<24} {'tool':<20} " + " ".join(f"{c:>9}" for c in CHANGES)
@@ -144,8 +154,9 @@ def table(result: WhatIf) -> Iterable[str]:
     for row in result.tools:
         for change, examples in row.examples.items():
             for x in examples:
-                yield (f"  {change}: {row.agent}/{row.tool} chat {x.chat_id} {x.ref} "
-                       f"input={x.input} recorded={x.recorded} new={x.new}")
+                yield (f"  {change}: {row.agent}/{row.tool} chat {x.chat_id} {x.ref} input "
+                       f"{json.dumps(x.input, ensure_ascii=False)}: was {held_text(x.recorded)},"
+                       f" now {held_text(x.new)}")
     if result.missing_agents:
         yield "not judged (no such agent in the new version): " + ", ".join(
             result.missing_agents)

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 from psycopg.pq import ExecStatus
 
-from interlock.domain.errors import StoreUnavailableError
+from interlock.domain.errors import ConfigurationError, StoreUnavailableError
 
 log = logging.getLogger("interlock.store")
 PROBE_UP = 1.0  # seconds between probes while the store answers
@@ -39,7 +39,7 @@ class StoreGuard:
         """`connect(timeout)` opens a probe connection (not from the pool)."""
         self.deadline = deadline
         self.up = True
-        self.reason = ""  # the class of the error that took it down
+        self.reason = ""  # what PostgreSQL (or the deadline) said when it went down
         self.outages = 0
         self.listeners: list[Listener] = []
         self._since = time.monotonic()
@@ -98,6 +98,15 @@ class StoreGuard:
         """Probe once now and record the verdict (the monitor's step)."""
         self._record(self._answer())
 
+    def first_contact(self) -> None:
+        """Reach the store once, at start: one that refuses (no such database or role, a
+        wrong password, nothing listening on the port) is a mistake of configuration, told
+        in PostgreSQL's words; an outage is what happens to a store that answered."""
+        failure = self._answer()
+        self._drop()
+        if failure is not None:
+            raise ConfigurationError(f"cannot use the PostgreSQL store: {failure}")
+
     def _loop(self) -> None:
         while not self._stopping.is_set():
             self.probe()
@@ -112,7 +121,7 @@ class StoreGuard:
             return _select_one(self._conn, self.deadline)
         except psycopg.Error as exc:
             self._drop()
-            return type(exc).__name__
+            return " ".join(str(exc).split()) or type(exc).__name__  # PostgreSQL's reason
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None

@@ -596,6 +596,7 @@ class InterlockPostgresFactory(PostgresFactory):
         super().__init__(env)
         deadline = float(self.env.get(STORE_DEADLINE) or DEFAULT_DEADLINE)
         self.datastore = GuardedDatastore.adopt(self.datastore, deadline)
+        self.datastore.guard.first_contact()
 
     def application_recorder(self) -> ApplicationRecorder:
         with schema_lock(self.datastore):

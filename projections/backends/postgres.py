@@ -191,7 +191,9 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             self._create_table(curs)
 
     def _drop(self, curs: Cursor[DictRow]) -> None:
-        for name in (*self.tables, "tracking"):
+        # The position first, in the order a batch locks (position, then rows): a batch in
+        # flight finishes before the drop, where rows first deadlocked with it.
+        for name in ("tracking", *self.tables):
             if not name.endswith("_idx"):
                 curs.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._names[name]))
 
@@ -483,10 +485,11 @@ def _nul_free(text: str) -> str:
 
 def postgres_views(
     datastore: PostgresDatastore, application_name: str = "Interlock",
-    read_models: Iterable[ReadModel] = READ_MODELS,
+    read_models: Iterable[ReadModel] = READ_MODELS, *, prefix: str | None = None,
 ) -> list[SqlView]:
-    """The views of `read_models` (the registry's by default) in the store, created if missing."""
-    prefix = application_name.lower()
+    """The views of `read_models` (the registry's by default) in the store, created if missing;
+    tables are named `<prefix>_<view>` (the application's name by default)."""
+    prefix = prefix or application_name.lower()
     return [m.open(PostgresViewStore(datastore, m.view, prefix=prefix,
                                      application_name=application_name))
             for m in read_models]

@@ -154,9 +154,10 @@ class SQLiteViewStore(ViewStore):
 
 def sqlite_views(
     db: SQLiteDb, application_name: str = "Interlock",
-    read_models: Iterable[ReadModel] = READ_MODELS,
+    read_models: Iterable[ReadModel] = READ_MODELS, *, prefix: str | None = None,
 ) -> list[SqlView]:
-    """The views of `read_models` (the registry's by default) in `db`, created if missing."""
-    prefix = application_name.lower()
+    """The views of `read_models` (the registry's by default) in `db`, created if missing;
+    tables are named `<prefix>_<view>` (the application's name by default)."""
+    prefix = prefix or application_name.lower()
     return [m.open(SQLiteViewStore(db, m.view, prefix=prefix, application_name=application_name))
             for m in read_models]

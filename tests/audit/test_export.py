@@ -110,3 +110,13 @@ def test_the_standalone_verifier_imports_only_the_standard_library_and_cryptogra
     roots |= {(node.module or "").split(".")[0] for node in ast.walk(tree)
               if isinstance(node, ast.ImportFrom)}
     assert roots - set(sys.stdlib_module_names) == {"cryptography"}
+
+
+def test_the_standalone_verifier_given_the_private_key_says_so(
+    keys: tuple[str, str], tmp_path: Path
+) -> None:
+    out = tmp_path / "events.jsonl"
+    out.write_text("")
+    code, text = standalone(str(out), "--public-key", keys[0])
+    assert code == 1 and "--public-key names a private key: give the public one" in text
+    assert "non-hexadecimal" not in text

@@ -45,3 +45,28 @@ def test_an_audit_of_a_store_that_is_not_there_fails_and_makes_none(
     assert "names no file" in capsys.readouterr().err and not mistyped.exists()
     assert main([*command, "--store", "memory://"]) == 2
     assert "holds nothing to audit" in capsys.readouterr().err
+
+
+def test_demo_asks_again_on_an_unknown_answer_and_leaves_on_ctrl_d(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    typed = iter(["Transfer $500 to savings.", "maybe", "yes", ""])
+
+    def keyboard(prompt: str = "") -> str:
+        return next(typed)
+
+    monkeypatch.setattr("builtins.input", keyboard)
+    assert main(["demo", "--store", "memory://"]) == 0
+    out = capsys.readouterr().out
+    assert "'maybe' is not an answer: type y, n or r" in out
+    assert "balance is now $4,500.00" in out  # "yes" was taken, not "maybe" as a no
+
+    def ctrl_d(prompt: str = "") -> str:
+        if prompt.startswith("  approve?"):
+            raise EOFError
+        return "Transfer $500 to savings."
+
+    monkeypatch.setattr("builtins.input", ctrl_d)
+    assert main(["demo", "--store", "memory://"]) == 0
+    out = capsys.readouterr().out
+    assert "no decision: chat" in out and "keeps its call pending; bye" in out

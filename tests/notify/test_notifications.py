@@ -192,6 +192,8 @@ def test_a_held_call_tells_the_routed_people_once_by_mail_and_slack(world: World
     body = mail.get_content()
     assert mail["Subject"] == "Approval needed: pay"
     assert "alice asks to run pay (treasury, 2 approvals; decide by" in body
+    deadline = body.split("decide by ")[1].split(")")[0]  # as people read it, in UTC
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", deadline), deadline
     assert '"amount": 500' in body
     assert f"http://console.test/ui/chats/{chat_id}/interrupts/{held.ref}" in body
     assert "approve" not in body.lower().split("open the call")[1]  # no action in a link

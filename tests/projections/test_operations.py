@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import psycopg
 import pytest
 from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Tracking
@@ -33,6 +34,7 @@ from interlock.projections.engine import cursors
 from interlock.projections.engine.interface import ChatFilter, InboxFilter
 from interlock.projections.engine.sql import SqlView
 from interlock.projections.views.chats import ChatsView
+from tests.conftest import PG_URL
 from tests.projections.conftest import dumps, rebuilt
 from tests.projections.flows import app_for, seed
 
@@ -121,6 +123,68 @@ async def test_a_rebuild_under_a_running_server_keeps_its_views_serving(
     finally:
         stop.set()
         server.close()
+
+
+def _lock_waiters(store: str) -> int:
+    """Sessions of this test's schema waiting on a lock now."""
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND application_name = %s", (os.environ["PGAPPNAME"],)).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def test_a_reset_waits_for_a_batch_in_flight_instead_of_deadlocking(
+    pg_store: str,
+) -> None:
+    """A batch locks its position, then writes its rows; a reset takes the position first
+    too, so it queues behind the batch (it dropped the rows' tables first: a deadlock, one
+    of the two aborted, and a rebuild beside a live server failed)."""
+    app = app_for(pg_store)
+    await seed(app)
+    live, rebuilder = open_views(app), open_views(app)
+    runner, holding, go = live.runner("decisions"), threading.Event(), threading.Event()
+    process = runner._process  # the live batch pauses after its first event, its rows unsent
+
+    def pausing(event: Any, tracking: Tracking) -> None:
+        process(event, tracking)
+        holding.set()
+        go.wait(30)
+
+    runner._process = pausing
+    errors: list[BaseException] = []
+
+    def run(step: Callable[[], object]) -> Callable[[], None]:
+        def target() -> None:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - any error is the failure under test
+                errors.append(exc)
+        return target
+
+    batch = threading.Thread(target=run(runner.catch_up))
+    reset = threading.Thread(target=run(rebuilder.runner("decisions").view.reset))
+    try:
+        batch.start()
+        assert holding.wait(30)
+        reset.start()
+        deadline = time.monotonic() + 30
+        while _lock_waiters(pg_store) == 0:  # the reset queues behind the batch
+            assert time.monotonic() < deadline, "the reset never waited"
+            time.sleep(0.01)
+        go.set()
+        batch.join(60)
+        reset.join(60)
+        assert errors == []
+        assert rebuilder.runner("decisions").view.position() == 0  # the reset came last
+        runner._process = process
+        live.catch_up()
+        assert dumps(live) == rebuilt(app)
+    finally:
+        go.set()
+        live.close()
+        rebuilder.close()
+        app.close()
 
 
 async def test_views_whose_tables_vanish_recreate_them_and_catch_up(

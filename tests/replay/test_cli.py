@@ -90,6 +90,9 @@ def test_policy_what_if_counts_by_agent_and_tool(
                  "tests.replay.variants:POLICY_CHANGED", "--report", str(report)]) == 0
     out = capsys.readouterr().out
     assert "9 recorded calls, 3 judged otherwise" in out
+    example = next(line for line in out.splitlines() if line.startswith("  held: bankingAgent/"))
+    assert example.endswith(": was not held, now held for approver, 1 approval")
+    assert ' input {"amount": ' in example and "{'" not in example and "None" not in example
     rows = {(t["agent"], t["tool"]): t for t in json.loads(report.read_text())["tools"]}
     banking = rows["bankingAgent", "transferMoney"]
     assert banking["counts"]["held"] == 2  # $500 and $2500: over the new $100 threshold

@@ -173,3 +173,13 @@ def test_the_cli_block_of_review_md_runs_line_by_line(
     assert parties == (["alice"], ["carol"], ["bob", "carol"])  # rita is none of them
     found = shown["assessments"]["1"]
     assert (found["verdict"], found["severity"], found["actor"]) == ("finding", "high", "rita")
+
+
+def test_review_queries_takes_a_store_as_every_review_command_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """It was refused by the top-level parser ("unrecognized arguments: --store")."""
+    mistyped = tmp_path / "nowhere.db"
+    assert main(["review", "queries", "--store", f"sqlite:///{mistyped}"]) == 0
+    listed = [json.loads(line)["name"] for line in capsys.readouterr().out.splitlines()]
+    assert listed == list(SHIPPED) and not mistyped.exists()  # none is opened, none made

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from interlock.api.auth import Principal
+from interlock.api.auth import DEV_PRINCIPAL, Principal
 from interlock.api.ui.policy import deciders, held_summary, policy_view, time_left, why_not_vote
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.policies import ApprovalState, ApprovalTerms, Vote
@@ -106,3 +106,14 @@ def test_an_inbox_row_shows_its_tally_and_time_left() -> None:
     assert (summary.tally, summary.votes, summary.time_left) == (
         "1 of 3 approvals", 2, "10 min left")
     assert held_summary(row.model_copy(update={"approval": None}), NOW) is None
+
+
+def test_dev_mode_s_one_user_is_told_how_to_act_as_an_approver() -> None:
+    """Plain dev mode: `dev` asked for every call, so four-eyes refuses it every vote."""
+    call = _call(_state([])).model_copy(update={"requested_by": DEV_PRINCIPAL.id})
+    reason = why_not_vote(DEV_PRINCIPAL, call, NOW)
+    assert reason is not None and reason.startswith("Four-eyes: dev ")
+    assert "--dev-principals alice,tina:treasury,tom:treasury" in reason
+    named = Principal(id="alice", tenant="acme", roles=frozenset({"treasury"}))
+    mine = why_not_vote(named, call.model_copy(update={"requested_by": "alice"}), NOW)
+    assert mine is not None and "--dev-principals" not in mine  # a named user knows who asked
