@@ -14,7 +14,6 @@ from interlock.bootstrap import build_service
 from interlock.domain import Interlock
 from interlock.domain.chat import events as ev
 from interlock.domain.chat.aggregate import Chat
-from interlock.domain.chat.messages import Message
 from interlock.domain.chat.state import ToolCall
 from interlock.examples.banking import AGENTS
 from interlock.projections import SqlReadModels, open_views
@@ -22,22 +21,15 @@ from interlock.projections.engine.interface import DecisionFilter, InboxFilter
 from interlock.projections.views.decisions import DecisionsView
 from interlock.stores.erasure_keys import KeyStore
 from tests.projections.conftest import dumps, rebuilt
-from tests.projections.flows import banking_flows, expected_decisions, expected_inbox
+from tests.projections.flows import as_carried, banking_flows, expected_decisions, expected_inbox
 
 pytestmark = pytest.mark.anyio
-
-
-def _as_carried(self: Chat, message: Message, usage: dict[str, int] | None = None) -> None:
-    """How a reply was recorded while it carried its requests (commit 9181cf1): one event."""
-    message = self._with_unique_refs(message)
-    requests = [ev.Requested(ref=r.ref or "", name=r.name) for r in message.tool_requests]
-    self._trigger(ev.ModelResponded, message=message, usage=usage, requests=requests or None)
 
 
 @pytest.fixture
 def recorded_carried(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     with monkeypatch.context() as patched:
-        patched.setattr(Chat, "record_model_reply", _as_carried)
+        patched.setattr(Chat, "record_model_reply", as_carried)
         yield
 
 
@@ -51,7 +43,7 @@ async def test_both_forms_of_a_reply_give_the_same_calls_and_views(
     app: Interlock, models: SqlReadModels, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with monkeypatch.context() as patched:
-        patched.setattr(Chat, "record_model_reply", _as_carried)
+        patched.setattr(Chat, "record_model_reply", as_carried)
         old, _ = await banking_flows(app)
     new, position = await banking_flows(app)
     old_events = [e for c in old for e in app.chat_events(c)]
@@ -112,7 +104,7 @@ async def test_an_erased_chat_keeps_its_calls_without_their_inputs(
     store: str, carried: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if carried:
-        monkeypatch.setattr(Chat, "record_model_reply", _as_carried)
+        monkeypatch.setattr(Chat, "record_model_reply", as_carried)
     app = build_service(store, AGENTS)
     keys = KeyStore.open(app)
     app.protect_personal_data(keys)
