@@ -65,7 +65,7 @@ async def test_a_store_with_both_forms_of_a_reply_verifies_with_its_input_hashes
 ) -> None:
     with monkeypatch.context() as patched:  # chats recorded while replies carried requests
         patched.setattr(Chat, "record_model_reply", as_carried)
-        carried, _ = await banking_flows(app)
+        await banking_flows(app)
     requested, _ = await banking_flows(app)  # and chats with one ToolRequested per request
     topics = {(n.originator_id, n.topic) for n in app.recorder.select_notifications(0, 10_000)}
     assert {c for c, t in topics if t == "interlock:ToolRequested"} == set(requested)
