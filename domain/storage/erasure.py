@@ -81,8 +81,8 @@ def sealed_body(event: Any, cipher: FieldCipher) -> bytes | None:
     fields = [name for name, erased in PERSONAL[event.TOPIC].items()
               if erased is not None or getattr(event, name) is not None]
     chat_id, version = event.originator_id, event.originator_version
-    if not fields and cipher.readable(chat_id):
-        return None  # an erased chat's key is gone: it goes on to be refused below
+    if not fields and version > 1 and cipher.readable(chat_id):
+        return None  # (version 1 makes the chat's key; an erased chat's is gone: refused below)
     fields = fields or list(PERSONAL[event.TOPIC])
     serializer = event.__pydantic_serializer__
     sealed = []
