@@ -7,7 +7,7 @@ Counted by callgrind like `bench_instructions`, so the figures compare with its 
 - `http`: the cycle's three requests answered by FastAPI under uvicorn (httptools) with
   Interlock's request and response models and canned answers (bench/floor_app.py): no
   store, auth, views, access log or middleware of ours.
-- `store`: eventsourcing's own PostgreSQL recorder (no Interlock code) storing the 10
+- `store`: eventsourcing's own PostgreSQL recorder (no Interlock code) storing the 12
   events a banking cycle records, as Interlock stores them, in the cycle's 4 transactions,
   and reading the chat back twice (the cycle's two loads), rows only, nothing decoded;
   then the same with the recorder Interlock serves with (one call per group commit).
@@ -35,8 +35,8 @@ from bench.common import scratch_schema
 from interlock.process import tune_gc
 
 # Events per transaction: create; send; resume's write-ahead (the decision and the reply that
-# requests the side-effecting tool); the rest of its turn.
-CHAT_SAVES = (1, 4, 2, 3)
+# requests the side-effecting tool, with its ToolRequested); the rest of its turn.
+CHAT_SAVES = (1, 5, 3, 3)
 
 
 def http_floor(cycles: int) -> float:
@@ -59,7 +59,7 @@ def store_floor(cycles: int, recorder: str = "library") -> float:
 
 
 def _cycle_states() -> list[tuple[str, bytes]]:
-    """The topics and stored bytes of one real banking cycle's 10 events."""
+    """The topics and stored bytes of one real banking cycle's 12 events."""
     from interlock.bootstrap import build_service
     from interlock.domain import RespondEntry
     from interlock.examples.banking import AGENTS
@@ -84,7 +84,7 @@ def store_worker(store: str, cycles: int, which: str) -> None:
     from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 
     states = _cycle_states()
-    assert len(states) == sum(CHAT_SAVES), "the banking cycle records 10 events"
+    assert len(states) == sum(CHAT_SAVES), "the banking cycle records 12 events"
     url = urlparse(store)
     datastore = PostgresDatastore(
         dbname=url.path.lstrip("/"), host=url.hostname or "127.0.0.1", port=url.port or 5432,

@@ -225,8 +225,8 @@ class Chat:
         return None, str(chain)
 
     def _requested(self, reply: dict[str, Any]) -> None:
-        """The inputs of the calls a reply requests (`requests`: refs in the clear, inputs
-        in its message, which may be encrypted)."""
+        """The inputs of the calls a reply carrying its requests names (`requests`, chats
+        recorded in that form: refs in the clear, inputs in its message, maybe encrypted)."""
         message = reply.get("message")
         parts = message.get("content", []) if isinstance(message, dict) else []
         inputs = {p["tool_request"].get("ref"): p["tool_request"].get("input") for p in parts
@@ -239,7 +239,7 @@ class Chat:
         """input_sha256 of a decision is the hash of the call's input at that moment."""
         digest = sha256_v2 if self.format == 2 else sha256_v1
         ref = str(event.get("ref"))
-        if topic == "interlock:ModelResponded":  # a reply carrying its tool requests
+        if topic == "interlock:ModelResponded":  # its carried requests, if any (old logs)
             self._requested(event)
         elif "$personal" in event:  # encrypted personal data: its hashes need the plaintext
             self.inputs[ref] = ENCRYPTED

@@ -191,11 +191,13 @@ class Chat:
         self._trigger(ev.TurnHeartbeat)
 
     def record_model_reply(self, message: Message, usage: dict[str, int] | None = None) -> None:
-        """Record the model's reply with unique refs; its tool requests are calls from
-        then on (one event: the reply carries them, `ModelResponded.requests`)."""
+        """Record the model's reply with unique refs, and one ToolRequested per request
+        (the card's event: each request is a call from then on)."""
         message = self._with_unique_refs(message)
-        requests = [ev.Requested(ref=r.ref or "", name=r.name) for r in message.tool_requests]
-        self._trigger(ev.ModelResponded, message=message, usage=usage, requests=requests or None)
+        self._trigger(ev.ModelResponded, message=message, usage=usage)
+        for request in message.tool_requests:
+            assert request.ref is not None
+            self._trigger(ev.ToolRequested, ref=request.ref, name=request.name, input=request.input)
 
     def record_completed(self, ref: str, output: Any) -> None:
         self._trigger(ev.ToolCompleted, ref=ref, output=output)

@@ -137,8 +137,8 @@ class TurnHeartbeat(ChatEvent):
 
 
 class Requested(BaseModel):
-    """A tool request a model reply makes: its ref and tool, in the clear (its input is in
-    the reply's message, personal data, so that an erased chat still knows its calls)."""
+    """A tool request named by a reply recorded in the form some chats have (Dec 2026,
+    `ModelResponded.requests`): its ref and tool in the clear, its input in the message."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -147,9 +147,12 @@ class Requested(BaseModel):
 
 
 class ModelResponded(ChatEvent):
-    """The model's reply. `requests` names the tool requests it makes, each a call from
-    now on: the reply records them itself. None in replies recorded before that (each
-    request then followed as its own ToolRequested event) and in replies without any."""
+    """The model's reply; each tool request it makes follows it as a ToolRequested event.
+
+    `requests` is None but in replies of the chats recorded while a reply carried its
+    requests itself (no ToolRequested followed them): those still apply their calls, and
+    read sides see them as the ToolRequested events they stand for (`requested_calls`).
+    """
 
     message: Message
     usage: dict[str, int] | None = None
@@ -163,8 +166,8 @@ class ModelResponded(ChatEvent):
             call.apply(state)
 
     def calls(self) -> list[ToolRequested]:
-        """The requests as the ToolRequested events that recorded them before: each with
-        its input from the message (None once the chat is erased), at this reply's version."""
+        """A carried reply's requests as ToolRequested events: each with its input from the
+        message (None once the chat is erased), at this reply's version. [] for the rest."""
         if not self.requests:
             return []
         inputs = {r.ref: r.input for r in self.message.tool_requests}
@@ -175,8 +178,8 @@ class ModelResponded(ChatEvent):
 
 
 class ToolRequested(ChatEvent):
-    """A tool request of the reply before it (replies now carry their requests: see
-    ModelResponded.requests; read sides see those as these, `requested_calls`)."""
+    """A tool request of the reply before it: a call from now on, held, run or answered.
+    `input` is personal data (domain/storage/erasure.py)."""
 
     makes_call: ClassVar[bool] = True
 
@@ -197,8 +200,8 @@ class ToolRequested(ChatEvent):
 
 
 def requested_calls(events: Iterable[ChatEvent]) -> Iterator[ChatEvent]:
-    """`events`, each reply followed by the ToolRequested events it stands for: the form
-    every chat had before replies carried their requests, for readers written for it."""
+    """`events`, each reply that carries its requests (`ModelResponded.requests`, old logs
+    only) followed by the ToolRequested events it stands for: every chat in one form."""
     for event in events:
         yield event
         if isinstance(event, ModelResponded) and event.requests:

@@ -70,13 +70,20 @@ class PersonalDataLockedError(InternalError):
 
 def sealed_body(event: Any, cipher: FieldCipher) -> bytes | None:
     """The event's JSON without its chain, its personal fields encrypted; None for a chat
-    kept in plaintext (begun before protection).
+    kept in plaintext (begun before protection), and for an event of a chat whose key is
+    there with nothing to seal.
 
     Each field's plaintext is that field's JSON, as pydantic serialises it in the event;
-    the other members are serialised once, and the sealed fields follow them.
+    the other members are serialised once, and the sealed fields follow them. A field that
+    is null and reads back null once erased holds nothing: it stays as it is, in the clear
+    (a turn's `error`, a decision's `metadata`: most events of a cycle have some).
     """
-    fields = PERSONAL[event.TOPIC]
+    fields = [name for name, erased in PERSONAL[event.TOPIC].items()
+              if erased is not None or getattr(event, name) is not None]
     chat_id, version = event.originator_id, event.originator_version
+    if not fields and version > 1 and cipher.readable(chat_id):
+        return None  # (version 1 makes the chat's key; an erased chat's is gone: refused below)
+    fields = fields or list(PERSONAL[event.TOPIC])
     serializer = event.__pydantic_serializer__
     sealed = []
     for name in fields:

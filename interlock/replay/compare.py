@@ -23,7 +23,8 @@ _RUN_FIELDS = {"originator_id", "originator_version", "timestamp", "chain", "usa
                "fingerprint"}  # a message's record of the agent that ran its turn
 # A vote recorded before a reason was required replays with this one, compared as none.
 UNSAID = "(no reason recorded)"
-# A reply's requests compare as the ToolRequested events that follow it (`compared`).
+# A reply that carries its requests (old logs) compares as the ToolRequested events it
+# stands for (`compared`), as a reply followed by its ToolRequested events does.
 _CARRIED = {"requests"}
 
 
@@ -61,8 +62,8 @@ def _mask(data: dict[str, Any]) -> None:
 
 
 def compared(events: Sequence[ev.ChatEvent]) -> list[ev.ChatEvent]:
-    """The events that compare, a reply's requests as the ToolRequested events they were
-    recorded as before (so a recording made before replies carried them compares alike)."""
+    """The events that compare, a reply that carries its requests (old logs) followed by
+    the ToolRequested events it stands for, so recordings of either form compare alike."""
     return [e for e in ev.requested_calls(events)
             if not isinstance(e, (*UNCOMPARED, ev.ChatStarted))]
 

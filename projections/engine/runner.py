@@ -22,16 +22,16 @@ _REPLY, _REQUESTED = ModelResponded.TOPIC, ToolRequested.TOPIC
 
 def reading(topics: Sequence[str]) -> tuple[str, ...]:
     """The topics to read from the log for a projection of `topics`: replies too, when it
-    takes ToolRequested (replies carry their requests now: `with_calls`)."""
+    takes ToolRequested (some chats' replies carry their requests: `with_calls`)."""
     if _REQUESTED in topics and _REPLY not in topics:
         return (*topics, _REPLY)
     return tuple(topics)
 
 
 def with_calls(events: Sequence[Noted]) -> list[Noted]:
-    """The events, each reply that carries tool requests followed by the ToolRequested
-    events it stands for (same notification id): the views read every chat as one whose
-    requests were recorded one by one, as they were before."""
+    """The events, each reply that carries tool requests (chats recorded while replies did,
+    Dec 2026) followed by the ToolRequested events it stands for (same notification id):
+    the views read every chat as one whose requests were recorded one by one."""
     out: list[Noted] = []
     for note in events:
         out.append(note)

@@ -67,3 +67,20 @@ def test_another_tenants_chat_is_refused_after_its_first_event(
                          headers={"Authorization": "Bearer key-eve"})
     assert response.status_code == 404
     assert reads == [{"lte": 1}]  # the first event only, whatever the chat's size
+
+
+def test_a_banking_cycle_lists_each_tool_request_before_its_interrupt(
+    live: Live, client_for: ClientFor
+) -> None:
+    chat = client_for("alice").chat("bankingAgent")
+    [approval] = chat.send("Transfer $120 to savings.").interrupts
+    client_for("bob").open_chat(chat.id).resume(respond=[approval.respond({"approved": True})])
+    events = _page(live, chat.id)["events"]
+    assert [e["type"] for e in events] == [
+        "ChatStarted", "UserMessageSent", "ModelResponded", "ToolRequested", "Interrupted",
+        "TurnFinished", "Responded", "ModelResponded", "ToolRequested", "ToolCompleted",
+        "ModelResponded", "TurnFinished"]
+    asked, held = events[3]["data"], events[4]["data"]
+    assert (asked["ref"], asked["name"], held["ref"]) == (approval.ref, "userApproval",
+                                                          approval.ref)
+    assert asked["input"] == approval.input

@@ -64,8 +64,8 @@ def _race(servers: list[ServeProcess], chat_id: str, call: Callable[[Chat], Turn
 
 def _effects(chat: Chat) -> dict[str, int]:
     events = chat.events()
-    transfers = {r["ref"] for e in events if e["type"] == "ModelResponded"
-                 for r in e["data"].get("requests") or [] if r["name"] == "transferMoney"}
+    transfers = {e["data"]["ref"] for e in events
+                 if e["type"] == "ToolRequested" and e["data"]["name"] == "transferMoney"}
     return {
         "decisions": sum(e["type"] in ("Responded", "Restarted") for e in events),
         "transfers": sum(e["type"] == "ToolCompleted" and e["data"]["ref"] in transfers

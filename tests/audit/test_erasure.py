@@ -13,9 +13,10 @@ import pytest
 from interlock.bootstrap import build_service
 from interlock.cli.main import main
 from interlock.domain import Interlock, RespondEntry
-from interlock.domain.chat.events import ChatEvent
+from interlock.domain.chat.events import ChatEvent, TurnFinished
+from interlock.domain.errors import InvalidRequestError
 from interlock.domain.storage import snapshots
-from interlock.domain.storage.erasure import ERASED, PERSONAL
+from interlock.domain.storage.erasure import ERASED, PERSONAL, sealed_body
 from interlock.domain.streams import StreamEvent
 from interlock.projections import open_views
 from interlock.stores.erasure_keys import KeyStore
@@ -98,6 +99,30 @@ async def test_after_erasure_no_plaintext_is_left_and_everything_verifies(
     out = capsys.readouterr().out
     assert "personal data of this chat was erased at" in out and SECRET not in out
     assert SECRET not in caplog.text
+
+
+async def test_a_null_that_reads_back_null_once_erased_is_not_encrypted(
+    protected: Interlock, store: str
+) -> None:
+    chat_id = await _subject_chat(protected)
+    records = EventsTable(store, chat_id).records()
+    stored = {v: json.loads(state) for v, (_, state) in records.items()}
+    finished = [stored[e.originator_version] for e in protected.chat_events(chat_id)
+                if isinstance(e, TurnFinished)]
+    assert finished and all(s["error"] is None and "$personal" not in s for s in finished)
+    [responded] = [s for _, s in sorted(stored.items()) if "input_sha256" in s
+                   and "output" in s]
+    assert responded["metadata"] is None and set(responded["output"]) == {"$erasable"}
+    assert protected.get_chat(chat_id).state.calls[responded["ref"]].output == {
+        "approved": True, "feedback": f"ok for {SECRET}"}
+    cipher = protected.mapper.personal
+    assert isinstance(cipher, KeyStore)
+    cipher.erase(chat_id)
+    last = protected.chat_events(chat_id)[-1]
+    more = TurnFinished(originator_id=chat_id, originator_version=last.originator_version + 1,
+                        timestamp=last.timestamp, reason="stop")
+    with pytest.raises(InvalidRequestError, match="was erased"):  # nothing to seal, still no
+        sealed_body(more, cipher)
 
 
 async def test_views_apply_what_this_process_committed_without_decoding_it_again(

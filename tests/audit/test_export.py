@@ -13,7 +13,8 @@ import pytest
 
 from interlock.cli.main import main
 from interlock.domain import Interlock
-from tests.projections.flows import banking_flows, ops_flow
+from interlock.domain.chat.aggregate import Chat
+from tests.projections.flows import as_carried, banking_flows, ops_flow
 from tests.projections.tamper import EventsTable
 
 pytestmark = pytest.mark.anyio
@@ -56,6 +57,24 @@ async def test_the_standalone_verifier_recomputes_a_v2_chain_and_its_input_hashe
     secrets.write_text("a wrong secret\n")
     code, text = standalone(str(out), "--public-key", keys[1], "--secrets-file", str(secrets))
     assert code == 1 and f"chat {chats[0]}: version 1: seal does not match" in text
+
+
+async def test_a_store_with_both_forms_of_a_reply_verifies_with_its_input_hashes(
+    app: Interlock, store: str, keys: tuple[str, str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as patched:  # chats recorded while replies carried requests
+        patched.setattr(Chat, "record_model_reply", as_carried)
+        await banking_flows(app)
+    requested, _ = await banking_flows(app)  # and chats with one ToolRequested per request
+    topics = {(n.originator_id, n.topic) for n in app.recorder.select_notifications(0, 10_000)}
+    assert {c for c, t in topics if t == "interlock:ToolRequested"} == set(requested)
+    out = tmp_path / "events.jsonl"
+    _export(store, keys, out)
+    # Every decision's input_sha256 is recomputed from its call's input, found in either form
+    # (a call the verifier could not find would be a problem of that chat).
+    code, text = standalone(str(out), "--public-key", keys[1])
+    assert (code, text.strip()) == (0, "export verifies")
 
 
 async def test_an_edited_export_is_refused(

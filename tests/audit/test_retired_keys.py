@@ -109,7 +109,7 @@ async def test_an_approval_sealed_with_a_retired_key_is_refused_everywhere(
     app = _app(store, _rotated(rotated_at))
     try:
         [(version, reason)] = _breaks(app)
-        assert version == 6 and reason in (
+        assert version == 7 and reason in (
             f"sealed with key '{key_id(S1)}' after it was retired ({rotated_at.isoformat()})",
             f"goes back to an older key '{key_id(S1)}' after '{key_id(S2)}'")
         with pytest.raises(TamperedEventError, match="after it was retired"):
@@ -131,7 +131,7 @@ async def test_a_chat_that_goes_back_to_an_older_key_is_a_break_however_it_is_da
     _forge_approval(store, chat_id, ref)
     app = _app(store, _rotated(datetime(2100, 1, 1, tzinfo=UTC)))
     try:
-        assert _breaks(app) == [(6, f"goes back to an older key '{key_id(S1)}' after "
+        assert _breaks(app) == [(7, f"goes back to an older key '{key_id(S1)}' after "
                                     f"'{key_id(S2)}'")]
     finally:
         app.close()
@@ -148,7 +148,7 @@ async def test_what_a_key_sealed_before_its_retirement_still_verifies_and_loads(
         approve = RespondEntry(ref=ref, name="userApproval", output={"approved": True})
         await app.resume(chat_id, respond=[approve], actor="bob")
         assert _breaks(app) == []
-        assert app.get_chat(chat_id).version > 6  # S1 up to 6, S2 after
+        assert app.get_chat(chat_id).version > 7  # S1 up to 6, S2 from 7
     finally:
         app.close()
 
@@ -202,7 +202,7 @@ async def test_verify_exits_1_on_a_late_seal(
     assert "rotation checkpoint 1: " in capsys.readouterr().out
     _forge_approval(store, chat_id, ref)
     assert main(["verify", "--all", "--store", store]) == 1
-    assert f"chat {chat_id}: broken at version 6: sealed with key" in capsys.readouterr().out
+    assert f"chat {chat_id}: broken at version 7: sealed with key" in capsys.readouterr().out
 
 
 def _checkpoint(app: Interlock, signer: Signer) -> Checkpoint:
@@ -240,11 +240,11 @@ async def test_an_approval_a_retired_key_seals_after_the_rotation_pays_nothing_h
             await app.retry(chat_id, actor="alice", stale_after=STALE)
         assert app.store.get_many([chat_id]) == {}
         assert LEDGER.transfers == paid  # the payment did not run
-        assert _breaks(app) == [(6, refused)]
+        assert _breaks(app) == [(7, refused)]
         with pytest.raises(ChainsBrokenError) as refusal:
             _checkpoint(app, signer)
         [(version, reason)] = [(b.version, b.reason) for b in refusal.value.breaks]
-        assert version == 6 and reason in (  # the checkpoint's own rule may say it first
+        assert version == 7 and reason in (  # the checkpoint's own rule may say it first
             refused, f"sealed with key '{key_id(S1)}' after a checkpoint signed once it was "
                      "retired")
         assert len(log.all()) == signed  # nothing signed the forgery into history
@@ -321,5 +321,5 @@ async def test_the_offline_verifier_refuses_a_retired_keys_seal_past_the_rotatio
                               since=None, until=None, tool=None, actor=None)
     write_manifest(args, signer, careless, rotated)
     code, out = verifier_tool(str(export), "--public-key", str(public))
-    assert code == 1 and (f"chat {chat_id}: version 6: sealed with key '{key_id(S1)}' after "
+    assert code == 1 and (f"chat {chat_id}: version 7: sealed with key '{key_id(S1)}' after "
                           "rotation checkpoint 1: past it only the active key seals") in out

@@ -16,7 +16,7 @@ def test_demo_plays_the_seed_flow_unattended(capsys: pytest.CaptureFixture[str])
     assert "interrupt userApproval-1: userApproval" in out
     assert "interrupt transferMoney-2: transferMoney" in out  # over the limit: restarted
     assert "Done. Your checking balance is now" in out and out.rstrip().endswith(
-        "[stop, version 13]"
+        "[stop, version 15]"
     )
 
 

@@ -22,6 +22,8 @@ from interlock.domain import (
     ToolRequest,
     tool,
 )
+from interlock.domain.chat import events as ev
+from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.events import Responded, Restarted
 from interlock.examples.banking import banking
 from interlock.projections.engine.interface import ChatSummary, DecisionRow, InboxRow
@@ -55,6 +57,15 @@ AGENTS = [banking, ops]
 
 def app_for(store: str) -> Interlock:
     return build_service(store, AGENTS)
+
+
+def as_carried(self: Chat, message: Message, usage: dict[str, int] | None = None) -> None:
+    """`Chat.record_model_reply` as it was while a reply carried its requests (commit 9181cf1,
+    until ToolRequested came back): one event, `requests`, no ToolRequested. Patched in, it
+    records chats in that form, as some stores hold them."""
+    message = self._with_unique_refs(message)
+    requests = [ev.Requested(ref=r.ref or "", name=r.name) for r in message.tool_requests]
+    self._trigger(ev.ModelResponded, message=message, usage=usage, requests=requests or None)
 
 
 async def banking_flows(app: Interlock) -> tuple[list[UUID], int]:

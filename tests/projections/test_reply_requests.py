@@ -1,5 +1,6 @@
-"""A model reply records its tool requests itself (`ModelResponded.requests`); chats recorded
-before, with one ToolRequested event per request, read the same everywhere."""
+"""A model reply is followed by one ToolRequested event per tool request (the card's event);
+chats recorded while a reply carried its requests itself (`ModelResponded.requests`, no
+ToolRequested) read the same everywhere."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from interlock.bootstrap import build_service
 from interlock.domain import Interlock
 from interlock.domain.chat import events as ev
 from interlock.domain.chat.aggregate import Chat
-from interlock.domain.chat.messages import Message
 from interlock.domain.chat.state import ToolCall
 from interlock.examples.banking import AGENTS
 from interlock.projections import SqlReadModels, open_views
@@ -21,23 +21,15 @@ from interlock.projections.engine.interface import DecisionFilter, InboxFilter
 from interlock.projections.views.decisions import DecisionsView
 from interlock.stores.erasure_keys import KeyStore
 from tests.projections.conftest import dumps, rebuilt
-from tests.projections.flows import banking_flows, expected_decisions, expected_inbox
+from tests.projections.flows import as_carried, banking_flows, expected_decisions, expected_inbox
 
 pytestmark = pytest.mark.anyio
 
 
-def _as_before(self: Chat, message: Message, usage: dict[str, int] | None = None) -> None:
-    """How a reply was recorded before it carried its requests: one event per request."""
-    message = self._with_unique_refs(message)
-    self._trigger(ev.ModelResponded, message=message, usage=usage)
-    for request in message.tool_requests:
-        self._trigger(ev.ToolRequested, ref=request.ref, name=request.name, input=request.input)
-
-
 @pytest.fixture
-def recorded_before(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def recorded_carried(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     with monkeypatch.context() as patched:
-        patched.setattr(Chat, "record_model_reply", _as_before)
+        patched.setattr(Chat, "record_model_reply", as_carried)
         yield
 
 
@@ -51,14 +43,15 @@ async def test_both_forms_of_a_reply_give_the_same_calls_and_views(
     app: Interlock, models: SqlReadModels, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with monkeypatch.context() as patched:
-        patched.setattr(Chat, "record_model_reply", _as_before)
+        patched.setattr(Chat, "record_model_reply", as_carried)
         old, _ = await banking_flows(app)
     new, position = await banking_flows(app)
-    old_topics = {type(e).__name__ for c in old for e in app.chat_events(c)}
+    old_events = [e for c in old for e in app.chat_events(c)]
     new_events = [e for c in new for e in app.chat_events(c)]
-    assert "ToolRequested" in old_topics  # the test holds both forms of a reply
-    assert not any(isinstance(e, ev.ToolRequested) for e in new_events)
-    assert any(isinstance(e, ev.ModelResponded) and e.requests for e in new_events)
+    assert not any(isinstance(e, ev.ToolRequested) for e in old_events)  # both forms here
+    assert any(isinstance(e, ev.ModelResponded) and e.requests for e in old_events)
+    assert any(isinstance(e, ev.ToolRequested) for e in new_events)
+    assert not any(isinstance(e, ev.ModelResponded) and e.requests for e in new_events)
     for before, now in zip(old, new, strict=True):
         assert _calls(app, before) == _calls(app, now)
     models.wait(position)
@@ -71,7 +64,26 @@ async def test_both_forms_of_a_reply_give_the_same_calls_and_views(
     assert dumps(models) == rebuilt(app)  # applied live (kept events) and read back alike
 
 
-async def test_a_reply_records_its_calls_in_one_event_at_its_version(app: Interlock) -> None:
+async def test_each_request_follows_its_reply_as_a_tool_requested_event(app: Interlock) -> None:
+    [chat_id, *_], _ = await banking_flows(app)
+    events = app.chat_events(chat_id)
+    state = app.get_chat(chat_id).state
+    replies = [(i, e) for i, e in enumerate(events) if isinstance(e, ev.ModelResponded)]
+    assert any(reply.message.tool_requests for _, reply in replies)
+    for i, reply in replies:
+        assert reply.requests is None  # the ToolRequested events say it
+        wanted = [(r.ref, r.name, r.input) for r in reply.message.tool_requests]
+        following = events[i + 1:i + 1 + len(wanted)]
+        assert [(e.ref, e.name, e.input) for e in following
+                if isinstance(e, ev.ToolRequested)] == wanted
+        for call in following:
+            assert state.calls[call.ref].requested_at == call.timestamp
+    assert list(ev.requested_calls(events)) == events  # nothing to stand in for
+
+
+async def test_a_carried_reply_reads_as_its_calls_at_its_version(
+    app: Interlock, recorded_carried: None
+) -> None:
     [chat_id, *_], _ = await banking_flows(app)
     events = app.chat_events(chat_id)
     replies = [e for e in events if isinstance(e, ev.ModelResponded) and e.requests]
@@ -87,7 +99,12 @@ async def test_a_reply_records_its_calls_in_one_event_at_its_version(app: Interl
                   for r in reply.requests or []]
 
 
-async def test_an_erased_chat_keeps_its_calls_without_their_inputs(store: str) -> None:
+@pytest.mark.parametrize("carried", [False, True], ids=["requested", "carried"])
+async def test_an_erased_chat_keeps_its_calls_without_their_inputs(
+    store: str, carried: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if carried:
+        monkeypatch.setattr(Chat, "record_model_reply", as_carried)
     app = build_service(store, AGENTS)
     keys = KeyStore.open(app)
     app.protect_personal_data(keys)

@@ -6,7 +6,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from interlock.domain import Interlock, StreamEvent
-from interlock.domain.chat.events import ChatEvent, requested_calls
+from interlock.domain.chat.events import ChatEvent
 
 E = TypeVar("E", bound=ChatEvent)
 
@@ -32,4 +32,4 @@ def event_types(app: Interlock, chat_id: UUID) -> list[str]:
 
 
 def events_of(app: Interlock, chat_id: UUID, kind: type[E]) -> list[E]:
-    return [e for e in requested_calls(app.chat_events(chat_id)) if isinstance(e, kind)]
+    return [e for e in app.chat_events(chat_id) if isinstance(e, kind)]

@@ -99,7 +99,7 @@ def test_a_changed_tool_input_is_a_tool_call_changed(recorded: Recorded) -> None
     assert changed is not None and changed.event == "ToolRequested"
     assert changed.expected == [{"amount": 500.0, "to_account": "savings"}]
     assert changed.actual["input"] == {"amount": 500.0, "to_account": "SAVINGS"}
-    assert changed.version == 7  # the recorded reply that requested that call
+    assert changed.version == 9  # the recorded ToolRequested of that call
     assert LEDGER.transfers == transfers
 
 

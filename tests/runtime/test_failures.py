@@ -9,7 +9,6 @@ import pytest
 
 from interlock.bootstrap import build_service
 from interlock.domain import Agent, FunctionModel, Interlock, RespondEntry, ToolContext, tool
-from interlock.domain.chat.events import requested_calls
 from interlock.domain.errors import IdempotencyKeyReusedError, NothingToRetryError
 from tests.kit import LookupInput, Script, call, make_app, run, say
 
@@ -113,9 +112,9 @@ def test_a_side_effect_tool_runs_only_after_its_request_is_committed(store: str)
         reader = build_service(store)
         events = reader.chat_events(UUID(ctx.chat_id))
         reader.close()
-        return any(  # the committed reply that requests it (its requests are its calls)
+        return any(
             type(e).__name__ == "ToolRequested" and e.ref == ctx.ref  # type: ignore[attr-defined]
-            for e in requested_calls(events)
+            for e in events
         )
 
     @tool(name="charge")

@@ -46,16 +46,18 @@ def test_respond_flow_banking(store: str) -> None:
     assert event_types(app, chat.id) == [
         "ChatStarted",
         "UserMessageSent",  # with the fingerprint of the agent definition that runs the turn
-        "ModelResponded",  # with its tool request: the reply records its calls itself
+        "ModelResponded",
+        "ToolRequested",  # one per request of the reply before it
         "Interrupted",
         "TurnFinished",
         "Responded",
         "ModelResponded",
+        "ToolRequested",
         "ToolCompleted",
         "ModelResponded",
         "TurnFinished",
     ]
-    responded = app.chat_events(chat.id)[5]
+    responded = app.chat_events(chat.id)[6]
     assert responded.actor == "bob"  # type: ignore[attr-defined]
     banking = app.agent("bankingAgent")
     sent_event = app.chat_events(chat.id)[1]

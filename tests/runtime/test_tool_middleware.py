@@ -29,12 +29,7 @@ from interlock.domain import (
     tool,
 )
 from interlock.domain.chat.canonical import sha256_hex
-from interlock.domain.chat.events import (
-    ToolCompleted,
-    ToolFailed,
-    ToolRequested,
-    requested_calls,
-)
+from interlock.domain.chat.events import ToolCompleted, ToolFailed, ToolRequested
 from interlock.domain.runtime.tools import ToolInterrupt
 from tests.kit import LookupInput, Script, call, run, say
 
@@ -122,7 +117,7 @@ def test_middleware_may_change_the_input_and_the_change_is_checked(sqlite_store:
     run(app.send(chat.id, "go", actor="alice"))
     assert ran == ["mixed"]
     events = app.chat_events(chat.id)
-    assert [e.input for e in requested_calls(events) if isinstance(e, ToolRequested)] == [
+    assert [e.input for e in events if isinstance(e, ToolRequested)] == [
         {"key": "MiXed"}, {"key": "BAD"}]
     assert [e.output for e in events if isinstance(e, ToolCompleted)] == ["MIXED"]
     [failed] = [e for e in events if isinstance(e, ToolFailed)]
