@@ -195,6 +195,7 @@ _NOT_PERSONAL = {"agent", "tenant", "actor", "ref", "name", "usage", "reason", "
                  "outcome", "expires_at", "fingerprint", "input_sha256", "replaced_input_sha256",
                  "edited_input_sha256", "request_key", "request_sha256", "source_id",
                  "source_version", "fork_id", "version",
+                 "as_part",  # a flag: the respond came as a raw Genkit part
                  "requests"}  # a reply's requests: refs and tool names, as ToolRequested's
 
 
