@@ -258,16 +258,21 @@ def _rotate(args: argparse.Namespace) -> int:
     try:
         cp = rotation.rotate(app, key_id=signer.key_id, sign=signer.sign, now=_now)
     except ChainsBrokenError as exc:
-        for b in exc.breaks:
-            print(describe(b))
-        print(exc.message, file=sys.stderr)
-        return 1
+        return _broken(exc)
     finally:
         app.close()
     keys = cp.statement["keys"]
     print(f"rotation checkpoint {cp.seq}: {cp.statement['chats']} chats; key {keys['active']} "
           f"seals from now on, retired: {', '.join(keys['retired'])}", flush=True)
     return 0
+
+
+def _broken(exc: ChainsBrokenError) -> int:
+    """What broke, then why nothing was signed; exit 1."""
+    for b in exc.breaks:
+        print(describe(b))
+    print(exc.message, file=sys.stderr)
+    return 1
 
 
 def _export_checkpoints(args: argparse.Namespace) -> int:
@@ -297,10 +302,7 @@ def _retention(args: argparse.Namespace) -> int:
         removals = retention.enforce(app, policy, signer, lambda: datetime.now(UTC),
                                      dry_run=args.dry_run)
     except ChainsBrokenError as exc:
-        for b in exc.breaks:
-            print(describe(b))
-        print(exc.message, file=sys.stderr)
-        return 1
+        return _broken(exc)
     finally:
         app.close()
     verb = "would remove" if args.dry_run else "removed"
