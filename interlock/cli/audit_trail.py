@@ -217,14 +217,19 @@ def _keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+def signer_of(args: argparse.Namespace) -> Signer:
+    """The checkpoint key `--key` (or INTERLOCK_CHECKPOINT_KEY) names; refused if none."""
+    if not args.key:
+        raise InvalidRequestError(f"give --key or set {PRIVATE_ENV}")
+    return Signer.load(args.key)
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
-    if not args.key:
-        raise InvalidRequestError(f"give --key or set {PRIVATE_ENV}")
-    signer = Signer.load(args.key)
+    signer = signer_of(args)
     app = plain_app(args.store)
     try:
         log = checkpoint_log(app)
@@ -234,10 +239,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
                 cp = take_checkpoint(log, verifier, key_id=signer.key_id, sign=signer.sign,
                                      now=_now, retention=retention_log(app).all())
             except ChainsBrokenError as exc:
-                for b in exc.breaks:
-                    print(describe(b))
-                print(exc.message, file=sys.stderr)
-                return 1
+                return _broken(exc)
             s = cp.statement
             print(f"checkpoint {cp.seq}: {s['chats']} chats, {s['events']} events, "
                   f"root {s['root']}, position {s['position']}", flush=True)
@@ -251,9 +253,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
 
 
 def _rotate(args: argparse.Namespace) -> int:
-    if not args.key:
-        raise InvalidRequestError(f"give --key or set {PRIVATE_ENV}")
-    signer = Signer.load(args.key)
+    signer = signer_of(args)
     app = plain_app(args.store)
     try:
         cp = rotation.rotate(app, key_id=signer.key_id, sign=signer.sign, now=_now)

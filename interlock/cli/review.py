@@ -19,7 +19,6 @@ from uuid import UUID
 
 from interlock.api.auth import load_auth
 from interlock.audit import evidence
-from interlock.audit.signing import Signer
 from interlock.cli import audit_trail
 from interlock.cli.audit_trail import PRIVATE_ENV
 from interlock.domain.errors import InvalidRequestError
@@ -239,9 +238,7 @@ def register_evidence(sub: Any, add_store: Any) -> None:
 
 
 def _evidence(args: argparse.Namespace) -> int:
-    if not args.key:
-        raise InvalidRequestError(f"give --key or set {PRIVATE_ENV}")
-    signer = Signer.load(args.key)
+    signer = audit_trail.signer_of(args)
     app = audit_trail.open_app(args.store)
     try:
         manifest = evidence.write(app, args.review, signer, Path(args.output),
