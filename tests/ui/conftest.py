@@ -19,6 +19,18 @@ from tests.api.server import ThreadServer
 from tests.ui.agents import AGENTS
 
 CHROMIUM = Path("/usr/bin/chromium")
+HERE = Path(__file__).parent
+UI_STORE = os.environ.get("INTERLOCK_UI_STORE", "pg_store")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The console's live server is on PostgreSQL unless INTERLOCK_UI_STORE names another."""
+    if UI_STORE != "pg_store":
+        return
+    for item in items:
+        if item.path.is_relative_to(HERE) and "live" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
 
 
 @pytest.fixture(scope="package")  # closed before other packages run: it holds a loop
@@ -46,7 +58,7 @@ class ConsoleLive(Live):
 
 @pytest.fixture
 def live(request: pytest.FixtureRequest) -> Iterator[ConsoleLive]:
-    store = request.getfixturevalue(os.environ.get("INTERLOCK_UI_STORE", "pg_store"))
+    store = request.getfixturevalue(UI_STORE)
     server = ConsoleLive(store)
     try:
         yield server
