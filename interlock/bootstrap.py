@@ -30,6 +30,7 @@ from interlock.notify.slack_actions import SlackActions
 from interlock.process import tune_gc
 from interlock.projections import open_read_models
 from interlock.settings import Settings, load_settings
+from interlock.stores.console_sessions import open_sessions
 from interlock.stores.erasure_keys import KeyStore
 from interlock.stores.postgres import store_guard
 from interlock.stores.snapshots import open_snapshots
@@ -117,7 +118,8 @@ def build_app(settings: Settings) -> FastAPI:
 
     app = make_app(service, views, auth, on_shutdown=closing,
                    delivery=delivery_policy(settings), signer=checkpoint_signer(settings),
-                   cors_origins=settings.cors_origin_list())
+                   cors_origins=settings.cors_origin_list(), guard=guard,
+                   sessions=open_sessions(service))
     app.state.slack_actions = slack_actions(settings, service, auth, notifier)
     if notifier is not None:
         app.state.notifier = notifier

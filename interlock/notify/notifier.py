@@ -19,7 +19,6 @@ from eventsourcing.persistence import PersistenceError
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackClientError
 
-from interlock.api.auth import AuthConfig
 from interlock.domain import Interlock
 from interlock.domain.channels import QuietHours
 from interlock.domain.chat.approval_events import (
@@ -31,6 +30,7 @@ from interlock.domain.chat.approval_events import (
 from interlock.domain.chat.events import ChatEvent
 from interlock.domain.email_address import addr_spec
 from interlock.domain.errors import InterlockError, UnavailableError
+from interlock.domain.principals import Directory
 from interlock.notify import messages
 from interlock.notify.config import NotifyConfig
 from interlock.notify.routing import routed
@@ -89,7 +89,7 @@ def _batches(rows: list[Row]) -> list[list[Row]]:
 class Notifier:
     """Queues and delivers notifications for one service; `run_once` is one whole pass."""
 
-    def __init__(self, service: Interlock, auth: AuthConfig, config: NotifyConfig,
+    def __init__(self, service: Interlock, auth: Directory, config: NotifyConfig,
                  store: NotifyStore | None = None) -> None:
         self.service, self.auth, self.config = service, auth, config
         self.store = store or NotifyStore(service)

@@ -14,6 +14,7 @@ from interlock.api.auth import AuthConfig
 from interlock.bootstrap import build_service
 from interlock.client import Client
 from interlock.projections import open_read_models
+from interlock.stores.console_sessions import open_sessions
 from tests.api.conftest import KEYS, Live
 from tests.api.server import ThreadServer
 from tests.ui.agents import AGENTS
@@ -52,7 +53,8 @@ class ConsoleLive(Live):
         self.service = build_service(store, AGENTS)
         self.views = open_read_models(self.service)
         self.server = ThreadServer(make_app(self.service, self.views,
-                                            AuthConfig.from_mapping(KEYS)))
+                                            AuthConfig.from_mapping(KEYS),
+                                            sessions=open_sessions(self.service)))
         self.url = self.server.url
 
 
