@@ -33,6 +33,7 @@ from interlock.api.routers import (
     interrupts,
     notifications,
     reviews,
+    slack,
     webhooks,
 )
 from interlock.api.streaming import KEEPALIVE, TurnStreams
@@ -173,7 +174,7 @@ def make_app(
     app.state.guard = guard
     errors.install(app)
     routers = [m.router for m in (health, chats, interrupts, decisions, agents, webhooks,
-                                  agent_protocol, reviews, notifications)]
+                                  agent_protocol, reviews, notifications, slack)]
     for router in routers:
         app.include_router(router)
     install_openapi(app, routers)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs
 from uuid import UUID
@@ -27,6 +28,7 @@ from interlock.notify.store import NotifyStore
 
 COMMAND = "/interlock-link"
 TIMESTAMP = re.compile(r"[0-9]{1,12}")  # seconds since the epoch, as Slack sends them
+TIMESTAMP_HEADER, SIGNATURE_HEADER = "X-Slack-Request-Timestamp", "X-Slack-Signature"
 
 
 class Button(BaseModel):
@@ -42,8 +44,9 @@ class SlackActions:
         self.verifier = SignatureVerifier(signing_secret)
         self.console_url = console_url.rstrip("/")
 
-    def verify(self, body: bytes, timestamp: str | None, signature: str | None) -> dict[str, Any]:
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
         """The callback's payload, once Slack's signature says Slack sent it, just now, once."""
+        timestamp, signature = headers.get(TIMESTAMP_HEADER), headers.get(SIGNATURE_HEADER)
         if not timestamp or not signature:
             raise UnauthenticatedError("a Slack callback must be signed")
         if not TIMESTAMP.fullmatch(timestamp) or not signature.isascii():
