@@ -21,7 +21,7 @@ from interlock.api.dev_principals import EXAMPLE
 from interlock.api.hot import HotRoutes
 from interlock.api.limits import BodyLimit
 from interlock.api.observability.metrics import CONTENT_TYPE as METRICS_TYPE
-from interlock.api.observability.metrics import Metrics
+from interlock.api.observability.metrics import Metrics, StoreProbe
 from interlock.api.observability.middleware import Observe, Observed
 from interlock.api.observability.openapi import install_openapi, operation_id, package_version
 from interlock.api.reference import install_reference
@@ -33,10 +33,12 @@ from interlock.api.routers import (
     interrupts,
     notifications,
     reviews,
+    slack,
     webhooks,
 )
 from interlock.api.streaming import KEEPALIVE, TurnStreams
 from interlock.api.ui import console
+from interlock.api.ui.session import SessionStore
 from interlock.audit.signing import Signer
 from interlock.domain import Interlock
 from interlock.domain.errors import ConfigurationError
@@ -122,6 +124,8 @@ def make_app(
     tracer: Any = None,
     signer: Signer | None = None,
     cors_origins: Sequence[str] = (),
+    guard: StoreProbe | None = None,
+    sessions: SessionStore | None = None,
 ) -> FastAPI:
     """The API; without `auth` keys it runs in dev mode (loopback clients only).
 
@@ -130,6 +134,8 @@ def make_app(
     `tracer`: an OpenTelemetry tracer; turns and requests are traced with it (off if None).
     `signer`: the checkpoint key that signs reviews' evidence packs (none: they are refused).
     `cors_origins`: origins browsers may call the API from (INTERLOCK_CORS_ORIGINS; none).
+    `guard`: the store's probe, read by /readyz and /metrics (PostgreSQL's; none: asked).
+    `sessions`: where console sign-ins are kept (the store's table; none: in this process).
     """
     auth = auth or AuthConfig(None)
     streams = TurnStreams(keepalive)
@@ -165,16 +171,17 @@ def make_app(
     app.state.service, app.state.read_models = service, read_models
     app.state.auth, app.state.streams, app.state.signer = auth, streams, signer
     app.state.webhooks, app.state.subscriptions = hooks, subscriptions
+    app.state.guard = guard
     errors.install(app)
     routers = [m.router for m in (health, chats, interrupts, decisions, agents, webhooks,
-                                  agent_protocol, reviews, notifications)]
+                                  agent_protocol, reviews, notifications, slack)]
     for router in routers:
         app.include_router(router)
     install_openapi(app, routers)
     install_reference(app)
-    app.mount("/ui", console(service, read_models, auth, signer))
+    app.mount("/ui", console(service, read_models, auth, signer, sessions))
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY)
-    metrics = Metrics(service, read_models)
+    metrics = Metrics(service, read_models, guard)
     app.state.metrics = metrics
 
     async def scrape() -> Response:

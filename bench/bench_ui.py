@@ -34,6 +34,7 @@ from interlock.projections import SqlReadModels, open_views
 from interlock.projections.backends.postgres import PostgresViewStore
 from interlock.projections.engine.interface import DecisionFilter, InboxFilter
 from interlock.projections.views.decisions import DecisionsView
+from interlock.stores.console_sessions import open_sessions
 from tests.api.server import ThreadServer
 
 KEYS = {"key-reviewer": {"id": "reviewer", "tenant": "tenant4",
@@ -138,7 +139,8 @@ def main() -> None:
         real = models.inbox(InboxFilter(tenant="tenant4", agent="bankingAgent",
                                         tool="userApproval", older_than=None), 1000)
         mine = next(r for r in real.items if not r.ref.startswith("ref-"))
-        server = ThreadServer(make_app(app, models, AuthConfig.from_mapping(KEYS)))
+        server = ThreadServer(make_app(app, models, AuthConfig.from_mapping(KEYS),
+                                       sessions=open_sessions(app)))
         pages = {
             "inbox, oldest first": "/ui/inbox",
             "inbox, newest, tool + age": "/ui/inbox?order=newest&tool=deploy&age=1d",

@@ -9,8 +9,11 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import fields
+from typing import Any
 
 from fastapi import FastAPI
+from pydantic import SecretStr
 
 from interlock.api.app import enable_tracing, make_app
 from interlock.api.auth import AuthConfig, is_loopback, load_auth
@@ -23,13 +26,14 @@ from interlock.domain.application import DEV_SECRET
 from interlock.domain.errors import ConfigurationError, InvalidRequestError
 from interlock.domain.runtime.models import Model
 from interlock.domain.storage.keys import Keyring
+from interlock.notify.channels.registry import CHANNELS
 from interlock.notify.config import NotifyConfig
 from interlock.notify.gauges import NotifyGauges
 from interlock.notify.notifier import Notifier
-from interlock.notify.slack_actions import SlackActions
 from interlock.process import tune_gc
 from interlock.projections import open_read_models
 from interlock.settings import Settings, load_settings
+from interlock.stores.console_sessions import open_sessions
 from interlock.stores.erasure_keys import KeyStore
 from interlock.stores.postgres import store_guard
 from interlock.stores.snapshots import open_snapshots
@@ -117,8 +121,9 @@ def build_app(settings: Settings) -> FastAPI:
 
     app = make_app(service, views, auth, on_shutdown=closing,
                    delivery=delivery_policy(settings), signer=checkpoint_signer(settings),
-                   cors_origins=settings.cors_origin_list())
-    app.state.slack_actions = slack_actions(settings, service, auth, notifier)
+                   cors_origins=settings.cors_origin_list(), guard=guard,
+                   sessions=open_sessions(service))
+    app.state.callbacks = notifier.callbacks() if notifier is not None else {}
     if notifier is not None:
         app.state.notifier = notifier
         app.state.metrics.registry.register(NotifyGauges(notifier.store))
@@ -137,29 +142,20 @@ def checkpoint_signer(settings: Settings) -> Signer | None:
 
 
 def notify_config(settings: Settings) -> NotifyConfig:
-    secret = settings.smtp_password.get_secret_value() if settings.smtp_password else None
-    token = settings.slack_token.get_secret_value() if settings.slack_token else None
-    return NotifyConfig(
-        smtp_host=settings.smtp_host, smtp_port=settings.smtp_port,
-        smtp_starttls=settings.smtp_starttls, smtp_user=settings.smtp_user,
-        smtp_password=secret, mail_from=settings.mail_from, slack_token=token,
-        slack_base_url=settings.slack_base_url, console_url=settings.console_base())
+    """Each channel's settings, by name (a secret as its value), and the console's URL."""
+    named = {f.name: getattr(settings, f.name) for f in fields(NotifyConfig)
+             if f.name in Settings.model_fields}
+    values: dict[str, Any] = {name: v.get_secret_value() if isinstance(v, SecretStr) else v
+              for name, v in named.items()}
+    return NotifyConfig(**{**values, "console_url": settings.console_base()})
 
 
 def notifications(settings: Settings, service: Interlock, auth: AuthConfig) -> Notifier | None:
-    """The notifier, when mail or Slack is configured and the store keeps tables."""
-    if settings.smtp_host is None and settings.slack_token is None:
+    """The notifier, when some channel is configured and the store keeps tables."""
+    config = notify_config(settings)
+    if not any(t.enabled(config) for t in CHANNELS):
         return None
-    return Notifier(service, auth, notify_config(settings))
-
-
-def slack_actions(settings: Settings, service: Interlock, auth: AuthConfig,
-                  notifier: Notifier | None) -> SlackActions | None:
-    """Slack's callbacks are taken only with a signing secret to check them by."""
-    if settings.slack_signing_secret is None or notifier is None:
-        return None
-    return SlackActions(service, auth, settings.slack_signing_secret.get_secret_value(),
-                        notifier.store, notifier.slack, notifier.config.console_url)
+    return Notifier(service, auth, config)
 
 
 def delivery_policy(settings: Settings) -> DeliveryPolicy:

@@ -1,6 +1,6 @@
 """The house's import rules, read from the source: no circle between modules, no import
-inside a function to hide one, the API is built by the wiring and never imports it, and the
-read side issues no commands."""
+inside a function to hide one, the API is built by the wiring and never imports it nor a
+store, nothing below the API imports it, and the read side issues no commands."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ PACKAGES = {"interlock.domain": "domain", "interlock.projections": "projections"
 LINKED = {"domain", "projections", "api"}
 WIRING = {"interlock.bootstrap", "interlock.cli", "interlock.settings"}
 COMMANDS = {"interlock.sweeper", "interlock.bootstrap", "interlock.cli"}
+ABOVE_THE_API = ("interlock.api", *sorted(WIRING))  # the API, and what builds or runs it
 
 Graph = dict[str, set[str]]
 
@@ -180,3 +181,19 @@ def test_the_checks_see_what_they_forbid(tmp_path: Path) -> None:
     assert hidden_imports(found["interlock.domain.c"], set(found)) == []
     assert reaches(edges, "interlock.domain.c", {"interlock.domain.a"}) == {
         "interlock.domain.a"}
+
+
+def test_the_api_imports_no_store() -> None:
+    """The wiring hands the API its store guard and console sessions."""
+    edges = graph(modules())
+    api = [m for m in edges if m.startswith("interlock.api")]
+    assert {m: sorted(s for s in edges[m] if s.startswith("interlock.stores")) for m in api
+            if any(s.startswith("interlock.stores") for s in edges[m])} == {}
+
+
+def test_nothing_below_the_api_imports_it() -> None:
+    """Only the wiring and the entry points stand above the API."""
+    edges = graph(modules())
+    below = [m for m in edges if not m.startswith(ABOVE_THE_API)]
+    assert {m: sorted(reaches(edges, m, {"interlock.api"})) for m in below
+            if reaches(edges, m, {"interlock.api"})} == {}

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from eventsourcing.persistence import PersistenceError
@@ -44,7 +44,6 @@ from interlock.domain.chat.events import (
 )
 from interlock.domain.errors import UnavailableError
 from interlock.projections.engine.interface import InboxFilter, ReadModels
-from interlock.stores.postgres import store_guard
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BATCH = 1000
@@ -76,11 +75,23 @@ def provider_of(model: object) -> str:
     return str(getattr(model, "name", "unknown"))
 
 
+class StoreProbe(Protocol):
+    """What the API reads of the store's guard (PostgreSQL's probe), handed over by the
+    wiring: whether the store answers now, and how often it stopped."""
+
+    @property
+    def up(self) -> bool: ...
+
+    @property
+    def outages(self) -> int: ...
+
+
 class Metrics:
     """The registry, the process's HTTP counts, and the log follower feeding the rest."""
 
-    def __init__(self, service: Interlock, views: ReadModels) -> None:
-        self.service, self.views = service, views
+    def __init__(self, service: Interlock, views: ReadModels,
+                 guard: StoreProbe | None = None) -> None:
+        self.service, self.views, self.guard = service, views, guard
         self.registry = r = CollectorRegistry()
         shared = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
         if shared:
@@ -216,7 +227,7 @@ class _ScrapeTime(Collector):
 
 def _store_state(metrics: Metrics) -> Iterator[Metric]:
     """Whether the store answers (PostgreSQL's probe), its outages, views failing or stuck."""
-    guard = store_guard(metrics.service)
+    guard = metrics.guard
     if guard is not None:
         up = GaugeMetricFamily("interlock_store_up", "1 while the store answers its probe")
         up.add_metric([], 1 if guard.up else 0)

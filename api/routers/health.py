@@ -17,12 +17,12 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from interlock.api.deps import ReadModelsDep, ServiceDep
+from interlock.api.observability.metrics import StoreProbe
 from interlock.api.schemas import Health
 from interlock.domain import Interlock
 from interlock.domain.errors import UnavailableError
 from interlock.notify.notifier import Notifier
 from interlock.projections.engine.interface import ReadModels
-from interlock.stores.postgres import store_guard
 
 # Views a few events behind a busy writer are still serving (lists wait for them);
 # a server catching up a backlog, or whose views stopped, is not.
@@ -43,7 +43,7 @@ async def readyz(request: Request, service: ServiceDep,
                  views: ReadModelsDep) -> Health | JSONResponse:
     """Ready: the store answers, the views run, none is stuck; else 503 and which is not.
     Notifications given up are counted, and do not make the server unready."""
-    guard = store_guard(service)
+    guard: StoreProbe | None = request.app.state.guard  # the wiring's (PostgreSQL only)
     if guard is not None and not guard.up:
         store, current = False, False
     else:

@@ -13,22 +13,22 @@ from interlock.api.ui.links import router as linking
 from interlock.api.ui.render import HERE, on_bad_query, on_error, on_http_error
 from interlock.api.ui.reviews import router as reviewing
 from interlock.api.ui.router import router
-from interlock.api.ui.session import Sessions
+from interlock.api.ui.session import MemorySessions, Sessions, SessionStore
 from interlock.audit.signing import Signer
 from interlock.domain import Interlock
 from interlock.domain.errors import InterlockError
 from interlock.projections.engine.interface import ReadModels
-from interlock.stores.console_sessions import open_sessions
 
 
 def console(service: Interlock, read_models: ReadModels, auth: AuthConfig,
-            signer: Signer | None = None) -> FastAPI:
+            signer: Signer | None = None, sessions: SessionStore | None = None) -> FastAPI:
     """The console as an app of its own (mounted at /ui): its errors are pages, not JSON.
-    `signer`: the checkpoint key evidence packs are signed with (none: refused)."""
+    `signer`: the checkpoint key evidence packs are signed with (none: refused).
+    `sessions`: where sign-ins are kept (the store's table; none: in this process)."""
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.state.service, app.state.read_models = service, read_models
     app.state.auth, app.state.signer = auth, signer
-    app.state.sessions = Sessions(auth, open_sessions(service))
+    app.state.sessions = Sessions(auth, sessions or MemorySessions())
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.include_router(router)
     app.include_router(deciding)

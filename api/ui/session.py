@@ -13,19 +13,52 @@ import base64
 import hashlib
 import hmac
 import secrets
+import threading
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from fastapi import Request, Response
 
 from interlock.api.auth import DEV_PRINCIPAL, AuthConfig, Principal, is_loopback
 from interlock.domain.errors import ForbiddenError, UnauthenticatedError
-from interlock.stores.console_sessions import MemorySessions, SessionStore
 
 SESSION_COOKIE = "interlock_session"
 CSRF_COOKIE = "interlock_csrf"
 SESSION_SECONDS = 8 * 3600
 _ID_LENGTH = 43  # secrets.token_urlsafe(32)
+
+
+class SessionStore(Protocol):
+    """Where sessions live: `add` one, `key_of` a live one, `remove` one (the wiring hands
+    the store's table over; interlock/stores/console_sessions.py)."""
+
+    def add(self, session: str, key: str, expires: int, now: int) -> None: ...
+
+    def key_of(self, session: str, now: int) -> str | None: ...
+
+    def remove(self, session: str) -> None: ...
+
+
+class MemorySessions:
+    """Sessions of one process (a memory store: nothing else can share them)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, session: str, key: str, expires: int, now: int) -> None:
+        with self._lock:
+            self._rows = {s: r for s, r in self._rows.items() if r[1] > now}
+            self._rows[session] = (key, expires)
+
+    def key_of(self, session: str, now: int) -> str | None:
+        row = self._rows.get(session)
+        return row[0] if row is not None and row[1] > now else None
+
+    def remove(self, session: str) -> None:
+        with self._lock:
+            self._rows.pop(session, None)
 
 
 def _b64(data: bytes) -> str:

@@ -6,22 +6,14 @@ event's position, the channel and the recipient) and sent until it is marked sen
 from __future__ import annotations
 
 import logging
-import math
-import smtplib
 import threading
 from dataclasses import replace
-from datetime import UTC, datetime
-from email.message import EmailMessage
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import PersistenceError
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackClientError
 
-from interlock.api.auth import AuthConfig
 from interlock.domain import Interlock
-from interlock.domain.channels import QuietHours
 from interlock.domain.chat.approval_events import (
     ApprovalRequested,
     ApprovalVoted,
@@ -29,9 +21,11 @@ from interlock.domain.chat.approval_events import (
     InterruptWithdrawn,
 )
 from interlock.domain.chat.events import ChatEvent
-from interlock.domain.email_address import addr_spec
 from interlock.domain.errors import InterlockError, UnavailableError
+from interlock.domain.principals import Directory
 from interlock.notify import messages
+from interlock.notify.channels.port import Asked, Callbacks, Channel, UndeliverableError
+from interlock.notify.channels.registry import CHANNELS
 from interlock.notify.config import NotifyConfig
 from interlock.notify.routing import routed
 from interlock.notify.store import NotifyStore, Row
@@ -41,14 +35,7 @@ log = logging.getLogger("interlock.notify")
 TOPICS = [f"interlock:{c.__name__}" for c in (
     ApprovalRequested, ApprovalVoted, InterruptExpired, InterruptWithdrawn)]
 PAGE = 500
-# A send that failed on the way (mail server, network, Slack): tried again, with backoff.
-DELIVERY_ERRORS = (smtplib.SMTPException, OSError, SlackClientError)
 STORE_ERRORS = (PersistenceError, UnavailableError)  # the store is away: the pass pauses
-
-
-class UndeliverableError(Exception):
-    """A row that can never be sent as it is (a malformed address, its call not found):
-    given up at once, counted, and the rows after it go on."""
 
 
 def ending(event: ChatEvent) -> str | None:
@@ -62,42 +49,44 @@ def ending(event: ChatEvent) -> str | None:
     return None
 
 
-def due(quiet: QuietHours | None, digest_minutes: int | None) -> float | None:
-    """When a notification asked now may be sent: at the end of its digest's period, and
-    never inside quiet hours (then when they end); None: now."""
-    at = datetime.now(UTC)
-    if digest_minutes:
-        period = digest_minutes * 60
-        at = datetime.fromtimestamp(math.ceil(at.timestamp() / period) * period, UTC)
-    until = quiet.until(at) if quiet is not None else None
-    at = until or at
-    return at.timestamp() if (digest_minutes or until) else None
-
-
-def _batches(rows: list[Row]) -> list[list[Row]]:
-    """Digest mails to one address go together; every other row alone."""
-    digests: dict[str, list[Row]] = {}
-    alone: list[list[Row]] = []
-    for row in rows:
-        if row.kind == "email" and row.payload.get("digest"):
-            digests.setdefault(row.recipient, []).append(row)
+def _batches(rows: list[tuple[Channel, Row]]) -> list[tuple[Channel, list[Row]]]:
+    """A digest's rows (to one address) go together; every other row alone."""
+    digests: dict[str, tuple[Channel, list[Row]]] = {}
+    alone: list[tuple[Channel, list[Row]]] = []
+    for channel, row in rows:
+        key = channel.batch(row)
+        if key is not None:
+            digests.setdefault(key, (channel, []))[1].append(row)
         else:
-            alone.append([row])
+            alone.append((channel, [row]))
     return [*digests.values(), *alone]
 
 
 class Notifier:
     """Queues and delivers notifications for one service; `run_once` is one whole pass."""
 
-    def __init__(self, service: Interlock, auth: AuthConfig, config: NotifyConfig,
+    def __init__(self, service: Interlock, auth: Directory, config: NotifyConfig,
                  store: NotifyStore | None = None) -> None:
-        self.service, self.auth, self.config = service, auth, config
+        self.service, self.auth = service, auth
         self.store = store or NotifyStore(service)
-        self.slack = WebClient(token=config.slack_token, base_url=config.slack_base_url,
-                               timeout=10) if config.slack_token else None
+        self.config = config
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failing = False
+
+    @property
+    def config(self) -> NotifyConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: NotifyConfig) -> None:
+        """The settings, and the channels opened with them (again, when they change)."""
+        self._config = config
+        self.channels = [t.open(self.service, self.store, config) for t in CHANNELS]
+        self._by_row = {k: c for t, c in zip(CHANNELS, self.channels, strict=True)
+                        for k in t.row_kinds}
+        # A send that failed on the way (mail server, network, Slack): tried again, later.
+        self.delivery_errors = tuple({e for c in self.channels for e in c.delivery_errors})
 
     # -- queueing ----------------------------------------------------------------------------
 
@@ -130,11 +119,7 @@ class Notifier:
         if outcome is None:
             return []
         chat_id, ref = str(event.originator_id), str(getattr(event, "ref", ""))
-        tenant = self.store.tenant_told(chat_id, ref)
-        if tenant is None:  # nobody was told on Slack: nothing to update, no chat to load
-            return []
-        return [Row(f"{position:015d}:update", tenant, "slack_update", chat_id, ref, "",
-                    {"outcome": outcome}, 0)]
+        return [row for c in self.channels for row in c.decided(position, chat_id, ref, outcome)]
 
     def _asked(self, position: int, event: ApprovalRequested) -> list[Row]:
         chat = self.service.get_chat(event.originator_id, version=event.originator_version)
@@ -142,23 +127,14 @@ class Notifier:
         if call.approval is None:
             return []
         told = routed(call.approval, call.approval.terms.requested_by, self.auth, tenant)
-        channels = self.service.get_channels(tenant)
-        told_at = {"version": event.originator_version}  # what is said: read when it is sent
-        rows: list[Row] = []
-        email, slack = channels.email(), channels.slack()
-        mailed = {**told_at, "digest": True} if email and email.digest_minutes else told_at
-        mail_due = email and due(email.quiet_hours, email.digest_minutes)
-        slack_due = slack and due(slack.quiet_hours, None)
-        for p in told:
-            if email is not None and p.id in email.addresses:
-                rows.append(Row(f"{position:015d}:email:{p.id}", tenant, "email", str(chat.id),
-                                call.ref, email.addresses[p.id], mailed, 0, mail_due or None))
-            for user, principal in sorted((channels.linked() if slack else {}).items()):
-                if principal == p.id:
-                    rows.append(Row(f"{position:015d}:slack:{user}", tenant, "slack",
-                                    str(chat.id), call.ref, user, told_at, 0,
-                                    slack_due or None))
-        return rows
+        asked = Asked(position, event.originator_version, tenant, str(chat.id), call.ref, told,
+                      self.service.get_channels(tenant))
+        return [row for c in self.channels for row in c.rows(asked)]
+
+    def callbacks(self) -> dict[str, Callbacks]:
+        """Each channel's handler of its signed callbacks, by kind, for those that take any."""
+        found = {c.kind: c.callbacks(self.auth) for c in self.channels}
+        return {kind: handler for kind, handler in found.items() if handler is not None}
 
     # -- delivering --------------------------------------------------------------------------
 
@@ -166,17 +142,18 @@ class Notifier:
         """Send the due rows (a digest's rows to one address as one mail); how many. Each
         row fails on its own (retried, or given up): it never stops the rows after it."""
         sent = 0
-        for batch in _batches(self._ready(self.store.due())):
-            sent += self._deliver(batch)
+        for channel, batch in _batches(self._ready(self.store.due())):
+            sent += self._deliver(channel, batch)
         return sent
 
-    def _ready(self, rows: list[Row]) -> list[Row]:
+    def _ready(self, rows: list[Row]) -> list[tuple[Channel, Row]]:
         """The rows with what they say, read now from their chat; a row of an erased chat
         is marked erased, one that cannot be read given up (each logged, none sent)."""
         ready = []
         for row in rows:
             try:
-                facts = self._said(row)
+                channel = self._channel(row)
+                facts = self._said(channel, row)
             except STORE_ERRORS:
                 raise
             except (UndeliverableError, InterlockError) as exc:
@@ -190,20 +167,22 @@ class Notifier:
                 self.store.erased(row)
                 log.info("notification %s not sent: its chat was erased", row.id)
             else:
-                ready.append(replace(row, payload=facts))
+                ready.append((channel, replace(row, payload=facts)))
         return ready
 
-    def _said(self, row: Row) -> dict[str, Any] | None:
+    def _channel(self, row: Row) -> Channel:
+        found = self._by_row.get(row.kind)
+        if found is None:
+            raise UndeliverableError(f"no channel sends {row.kind!r} rows")
+        return found
+
+    def _said(self, channel: Channel, row: Row) -> dict[str, Any] | None:
         """What the row tells, as its chat says it now; None once the chat is erased."""
-        if row.kind == "slack_update":  # an outcome: no personal data
+        if not channel.needs_chat(row):  # an outcome: no personal data
             return row.payload
         if self._erased(row.chat_id):
             return None
-        if row.kind == "email":
-            try:
-                addr_spec(row.recipient)
-            except ValueError as exc:
-                raise UndeliverableError(f"bad address: {exc}") from None
+        channel.check(row)
         if "version" not in row.payload:
             return row.payload  # queued by an older version, with its facts
         chat = self.service.get_chat(UUID(row.chat_id), version=int(row.payload["version"]))
@@ -218,13 +197,13 @@ class Notifier:
         keys = getattr(self.service.mapper, "personal", None)
         return isinstance(keys, KeyStore) and keys.erased_at(UUID(chat_id)) is not None
 
-    def _deliver(self, batch: list[Row]) -> int:
+    def _deliver(self, channel: Channel, batch: list[Row]) -> int:
         """Send one batch; how many rows it sent (none when it failed: retried later)."""
         try:
-            receipt = self._digest(batch) if len(batch) > 1 else self._send(batch[0])
+            receipt = channel.send(batch)
         except STORE_ERRORS:
             raise
-        except DELIVERY_ERRORS as exc:
+        except self.delivery_errors as exc:
             self._failed(batch, exc)
             return 0
         except (InterlockError, ValueError) as exc:  # e.g. a header the row cannot make
@@ -242,50 +221,6 @@ class Notifier:
         for row in rows:
             if self.store.failed(row, self.config.max_attempts, for_good=for_good):
                 log.error("notification %s given up: %s", row.id, type(exc).__name__)
-
-    def _digest(self, rows: list[Row]) -> dict[str, Any]:
-        c = self.config
-        return self._mail(messages.digest(
-            [r.payload for r in rows], rows[0].recipient, c.mail_from), rows[0].recipient)
-
-    def _send(self, row: Row) -> dict[str, Any]:
-        if row.kind == "email":
-            return self._email(row)
-        if self.slack is None:
-            raise SlackClientError("no Slack token is configured (INTERLOCK_SLACK_TOKEN)")
-        if row.kind == "slack":
-            if not self._still_pending(row):
-                return {"skipped": "decided before it was sent"}
-            answer = self.slack.chat_postMessage(channel=row.recipient, text=messages.summary(
-                row.payload), blocks=messages.slack_blocks(row.payload))
-            told = {k: v for k, v in row.payload.items() if k != "input"}  # kept: no input
-            return {"channel": answer["channel"], "ts": answer["ts"], "facts": told}
-        for kept in self.store.receipts(row.chat_id, row.ref):
-            if "ts" in kept:
-                self.slack.chat_update(channel=kept["channel"], ts=kept["ts"],
-                                       text=row.payload["outcome"], blocks=messages.slack_decided(
-                                           kept["facts"], row.payload["outcome"]))
-        return {"updated": True}
-
-    def _still_pending(self, row: Row) -> bool:
-        chat = self.service.get_chat(UUID(row.chat_id))
-        return any(c.ref == row.ref for c in chat.pending_interrupts())
-
-    def _email(self, row: Row) -> dict[str, Any]:
-        return self._mail(messages.email(row.payload, row.recipient, self.config.mail_from),
-                          row.recipient)
-
-    def _mail(self, message: EmailMessage, to: str) -> dict[str, Any]:
-        c = self.config
-        if c.smtp_host is None:
-            raise smtplib.SMTPException("no SMTP host is configured (INTERLOCK_SMTP_HOST)")
-        with smtplib.SMTP(c.smtp_host, c.smtp_port, timeout=10) as smtp:
-            if c.smtp_starttls:
-                smtp.starttls()
-            if c.smtp_user:
-                smtp.login(c.smtp_user, c.smtp_password or "")
-            smtp.send_message(message)
-        return {"to": to}
 
     # -- running -----------------------------------------------------------------------------
 

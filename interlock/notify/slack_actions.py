@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs
 from uuid import UUID
@@ -18,16 +19,16 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackClientError
 from slack_sdk.signature import SignatureVerifier
 
-from interlock.api.auth import AuthConfig, Principal
 from interlock.domain import ApproveEntry, Chat, Interlock, RejectEntry
 from interlock.domain.errors import InterlockError, InvalidRequestError, UnauthenticatedError
 from interlock.domain.links import SLACK_USER
+from interlock.domain.principals import Directory, Principal, of_tenant
 from interlock.notify import messages
-from interlock.notify.routing import principals
 from interlock.notify.store import NotifyStore
 
 COMMAND = "/interlock-link"
 TIMESTAMP = re.compile(r"[0-9]{1,12}")  # seconds since the epoch, as Slack sends them
+TIMESTAMP_HEADER, SIGNATURE_HEADER = "X-Slack-Request-Timestamp", "X-Slack-Signature"
 
 
 class Button(BaseModel):
@@ -37,14 +38,15 @@ class Button(BaseModel):
 
 
 class SlackActions:
-    def __init__(self, service: Interlock, auth: AuthConfig, signing_secret: str,
+    def __init__(self, service: Interlock, auth: Directory, signing_secret: str,
                  store: NotifyStore, slack: WebClient | None, console_url: str = "") -> None:
         self.service, self.auth, self.store, self.slack = service, auth, store, slack
         self.verifier = SignatureVerifier(signing_secret)
         self.console_url = console_url.rstrip("/")
 
-    def verify(self, body: bytes, timestamp: str | None, signature: str | None) -> dict[str, Any]:
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
         """The callback's payload, once Slack's signature says Slack sent it, just now, once."""
+        timestamp, signature = headers.get(TIMESTAMP_HEADER), headers.get(SIGNATURE_HEADER)
         if not timestamp or not signature:
             raise UnauthenticatedError("a Slack callback must be signed")
         if not TIMESTAMP.fullmatch(timestamp) or not signature.isascii():
@@ -105,7 +107,7 @@ class SlackActions:
         """`/interlock-link [tenant]`: a one-time code for this Slack user, told to it alone;
         the principal it is confirms it signed in as itself."""
         tenant = text.strip() or self._only_tenant()
-        if not re.fullmatch(SLACK_USER, user) or not principals(self.auth, tenant):
+        if not re.fullmatch(SLACK_USER, user) or not of_tenant(self.auth, tenant):
             return _say(f"Nothing was recorded: say which tenant: {COMMAND} <tenant>")
         code, proposal = self.service.propose_link(tenant, user, principal=None,
                                                    proposer=f"slack:{user}")
@@ -124,7 +126,7 @@ class SlackActions:
         tenant = chat.state.tenant
         channels = self.service.get_channels(tenant)
         principal_id = channels.principal_of(user) if channels.slack() is not None else None
-        found = principals(self.auth, tenant).get(principal_id or "")
+        found = of_tenant(self.auth, tenant).get(principal_id or "")
         if found is None:
             old = (" (an admin's mapping no longer counts: its principal confirms a link)"
                    if user in channels.unconfirmed else "")

@@ -6,24 +6,23 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from interlock.domain import Interlock
 from interlock.domain.errors import ConfigurationError
 from interlock.stores.tables import table_of
-
-Kind = Literal["email", "slack", "slack_update"]
 
 
 @dataclass(frozen=True)
 class Row:
     """One notification to send. Its payload holds no personal data: the event's version
     (what is said is read from the chat when sent, so it follows the chat's erasure) and
-    whether it waits for a digest, or a decided call's outcome for `slack_update`."""
+    whether it waits for a digest, or a decided call's outcome for an update. `kind` names the
+row's channel (interlock/notify/channels/registry.py)."""
 
     id: str
     tenant: str
-    kind: Kind
+    kind: str
     chat_id: str
     ref: str
     recipient: str
@@ -114,18 +113,20 @@ class NotifyStore:
                                     None if receipt is None else json.dumps(receipt), row_id))
         return len(waiting)
 
-    def receipts(self, chat_id: str, ref: str) -> list[dict[str, Any]]:
-        """Where the Slack messages about a call went (channel and ts), to update them."""
+    def receipts(self, chat_id: str, ref: str, kind: str) -> list[dict[str, Any]]:
+        """What the `kind` rows about a call left when sent (e.g. where a message went), to
+        update them."""
         rows = self.outbox.run(self.outbox.sql(
-            "SELECT sent FROM {t} WHERE chat_id = ? AND ref = ? AND kind = 'slack'"
-            " AND status = 'sent'"), (chat_id, ref))
+            "SELECT sent FROM {t} WHERE chat_id = ? AND ref = ? AND kind = ?"
+            " AND status = 'sent'"), (chat_id, ref, kind))
         return [json.loads(r[0]) for r in rows]
 
-    def tenant_told(self, chat_id: str, ref: str) -> str | None:
-        """The tenant of a call some Slack user was (or is to be) told of; None if nobody."""
+    def tenant_told(self, chat_id: str, ref: str, kind: str) -> str | None:
+        """The tenant of a call someone was (or is to be) told of by a `kind` row; None if
+        nobody."""
         rows = self.outbox.run(self.outbox.sql(
-            "SELECT tenant FROM {t} WHERE chat_id = ? AND ref = ? AND kind = 'slack' LIMIT 1"),
-            (chat_id, ref))
+            "SELECT tenant FROM {t} WHERE chat_id = ? AND ref = ? AND kind = ? LIMIT 1"),
+            (chat_id, ref, kind))
         return str(rows[0][0]) if rows else None
 
     def stuck(self) -> int:

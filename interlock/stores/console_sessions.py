@@ -7,42 +7,8 @@ digest of the API key it signed in with (removing the key ends the session) and 
 
 from __future__ import annotations
 
-import threading
-from typing import Protocol
-
 from interlock.domain import Interlock
 from interlock.stores.tables import Table, table_of
-
-
-class SessionStore(Protocol):
-    """Where sessions live: `add` one, `key_of` a live one, `remove` one."""
-
-    def add(self, session: str, key: str, expires: int, now: int) -> None: ...
-
-    def key_of(self, session: str, now: int) -> str | None: ...
-
-    def remove(self, session: str) -> None: ...
-
-
-class MemorySessions:
-    """Sessions of a memory store (one process: nothing else can share them)."""
-
-    def __init__(self) -> None:
-        self._rows: dict[str, tuple[str, int]] = {}
-        self._lock = threading.Lock()
-
-    def add(self, session: str, key: str, expires: int, now: int) -> None:
-        with self._lock:
-            self._rows = {s: r for s, r in self._rows.items() if r[1] > now}
-            self._rows[session] = (key, expires)
-
-    def key_of(self, session: str, now: int) -> str | None:
-        row = self._rows.get(session)
-        return row[0] if row is not None and row[1] > now else None
-
-    def remove(self, session: str) -> None:
-        with self._lock:
-            self._rows.pop(session, None)
 
 
 class SqlSessions:
@@ -69,7 +35,8 @@ class SqlSessions:
         self.table.run(self._remove, (session,))
 
 
-def open_sessions(app: Interlock) -> SessionStore:
-    """The console's session table beside the app's events (created if missing)."""
+def open_sessions(app: Interlock) -> SqlSessions | None:
+    """The console's session table beside the app's events (created if missing); None for
+    a store that keeps no tables (memory: the console keeps them in its process)."""
     table = table_of(app, "interlock_console_sessions")
-    return MemorySessions() if table is None else SqlSessions(table)
+    return None if table is None else SqlSessions(table)

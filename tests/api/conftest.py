@@ -11,6 +11,8 @@ from interlock.api.auth import AuthConfig
 from interlock.bootstrap import build_service
 from interlock.client import Client
 from interlock.projections import open_read_models
+from interlock.stores.console_sessions import open_sessions
+from interlock.stores.postgres import store_guard
 from tests.api.agents import AGENTS
 from tests.api.server import ThreadServer
 
@@ -33,8 +35,9 @@ class Live:
     def __init__(self, store: str) -> None:
         self.service = build_service(store, AGENTS)
         self.views = open_read_models(self.service)
-        self.server = ThreadServer(make_app(self.service, self.views,
-                                              AuthConfig.from_mapping(KEYS)))
+        self.server = ThreadServer(make_app(  # handed the store's parts as the wiring does
+            self.service, self.views, AuthConfig.from_mapping(KEYS),
+            guard=store_guard(self.service), sessions=open_sessions(self.service)))
         self.url = self.server.url
 
     def close(self) -> None:

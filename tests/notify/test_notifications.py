@@ -32,7 +32,6 @@ from interlock.domain.errors import ConcurrencyError
 from interlock.notify.config import NotifyConfig
 from interlock.notify.gauges import NotifyGauges
 from interlock.notify.notifier import Notifier
-from interlock.notify.slack_actions import SlackActions
 from interlock.projections import open_read_models
 from interlock.stores.erasure_keys import KeyStore
 from tests.api.agents import AGENTS, PAID
@@ -140,12 +139,11 @@ def world(store: str) -> Iterator[World]:
     auth = AuthConfig.from_mapping(KEYS)
     config = NotifyConfig(smtp_host="127.0.0.1", smtp_port=smtp.port, smtp_starttls=False,
                           slack_token="xoxb-test", slack_base_url=f"{slack.url}/api/",
-                          console_url="http://console.test")
+                          slack_signing_secret=SIGNING, console_url="http://console.test")
     notifier = Notifier(service, auth, config)
     app = make_app(service, views, auth)
-    app.state.slack_actions = SlackActions(service, auth, SIGNING, notifier.store,
-                                           notifier.slack)
-    app.state.notifier = notifier  # as bootstrap wires it
+    app.state.callbacks = notifier.callbacks()  # as bootstrap wires it
+    app.state.notifier = notifier
     app.state.metrics.registry.register(NotifyGauges(notifier.store))
     server = ThreadServer(app)
     client = httpx.Client(base_url=server.url)

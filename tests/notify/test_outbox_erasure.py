@@ -100,6 +100,6 @@ def test_rows_an_older_version_queued_in_clear_are_emptied_and_never_sent(
     assert SECRET not in _outbox(world)
     assert outbox.due() == [] and outbox.counts() == {"erased": 1, "sent": 1}
     assert world.notifier.deliver_due() == 0 and world.mailbox.mails == []
-    assert outbox.receipts(erased, held.ref) == [
+    assert outbox.receipts(erased, held.ref, "slack") == [
         {"channel": "UTOM", "ts": "1.0", "facts": {k: v for k, v in facts.items()
                                                    if k != "input"}}]

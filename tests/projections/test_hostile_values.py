@@ -132,6 +132,7 @@ def _create_vals(conn: psycopg.Connection[Any]) -> None:
                  " naive timestamp, j json, f float8, n numeric)")
 
 
+@pytest.mark.postgres
 def test_the_direct_pipeline_stores_each_value_as_psycopg_would() -> None:
     rows: list[dict[str, Any]] = [
         {"t": HOSTILE, "i": -7, "b": True, "u": uuid.uuid4(), "ts": datetime.now(UTC),
@@ -155,6 +156,7 @@ def test_the_direct_pipeline_stores_each_value_as_psycopg_would() -> None:
             assert g == w or (w != w and g != g), (w, g)
 
 
+@pytest.mark.postgres
 def test_a_failing_row_fails_the_direct_pipeline_and_names_the_error() -> None:
     with psycopg.connect(PG_URL) as conn:
         _create_vals(conn)
@@ -166,6 +168,7 @@ def test_a_failing_row_fails_the_direct_pipeline_and_names_the_error() -> None:
         assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection is usable again
 
 
+@pytest.mark.postgres
 def test_the_direct_pipeline_writes_nothing_outside_a_transaction() -> None:
     """Each statement would commit on its own: a batch's rows must be all or nothing."""
     row = {"t": "x", "i": 1, "b": None, "u": None, "ts": None, "naive": None, "j": None,
@@ -177,6 +180,7 @@ def test_the_direct_pipeline_writes_nothing_outside_a_transaction() -> None:
         assert conn.execute("SELECT count(*) FROM vals").fetchone() == (0,)
 
 
+@pytest.mark.postgres
 def test_the_direct_pipeline_sleeps_while_postgresql_works() -> None:
     """Once sent, the pass waits for an answer: it does not wake for a writable socket
     (that spun the views thread, hundreds of wake-ups a pass, beside the server's work)."""

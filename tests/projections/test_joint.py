@@ -11,6 +11,7 @@ from interlock.projections import SqlReadModels
 from interlock.projections.engine.sql import JointBatchError
 from interlock.projections.views.inbox import InboxView
 from interlock.projections.views.webhooks import WebhooksView
+from tests.conftest import ON_POSTGRES
 from tests.projections.conftest import dumps
 from tests.projections.flows import banking_flows
 
@@ -45,7 +46,7 @@ async def test_a_view_reset_on_an_idle_log_is_caught_up(
     assert dumps(views) == before
 
 
-@pytest.mark.parametrize("store", ["postgres"], indirect=True)  # SQLite passes are serialised
+@pytest.mark.parametrize("store", [ON_POSTGRES], indirect=True)  # SQLite passes are serialised
 async def test_a_write_from_another_thread_during_a_pass_is_a_transaction_of_its_own(
     app: Interlock, views: SqlReadModels
 ) -> None:
@@ -74,7 +75,7 @@ async def test_a_write_from_another_thread_during_a_pass_is_a_transaction_of_its
     assert hooks.position() == start
 
 
-@pytest.mark.parametrize("store", ["postgres"], indirect=True)  # SQLite has no joint batch
+@pytest.mark.parametrize("store", [ON_POSTGRES], indirect=True)  # SQLite has no joint batch
 @pytest.mark.parametrize("moved", [0, 1])
 async def test_a_joint_batch_whose_position_moved_under_one_view_writes_nothing(
     app: Interlock, views: SqlReadModels, moved: int

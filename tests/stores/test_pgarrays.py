@@ -21,6 +21,7 @@ CASES = [
 ]
 
 
+@pytest.mark.postgres
 @pytest.mark.parametrize(("sent", "cast", "expected"), CASES + [
     (type(sent)(), cast, []) for sent, cast, _ in CASES])
 def test_postgresql_reads_back_what_was_packed(sent: list[object], cast: str,

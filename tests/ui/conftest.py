@@ -14,11 +14,24 @@ from interlock.api.auth import AuthConfig
 from interlock.bootstrap import build_service
 from interlock.client import Client
 from interlock.projections import open_read_models
+from interlock.stores.console_sessions import open_sessions
 from tests.api.conftest import KEYS, Live
 from tests.api.server import ThreadServer
 from tests.ui.agents import AGENTS
 
 CHROMIUM = Path("/usr/bin/chromium")
+HERE = Path(__file__).parent
+UI_STORE = os.environ.get("INTERLOCK_UI_STORE", "pg_store")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The console's live server is on PostgreSQL unless INTERLOCK_UI_STORE names another."""
+    if UI_STORE != "pg_store":
+        return
+    for item in items:
+        if item.path.is_relative_to(HERE) and "live" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
 
 
 @pytest.fixture(scope="package")  # closed before other packages run: it holds a loop
@@ -40,13 +53,14 @@ class ConsoleLive(Live):
         self.service = build_service(store, AGENTS)
         self.views = open_read_models(self.service)
         self.server = ThreadServer(make_app(self.service, self.views,
-                                            AuthConfig.from_mapping(KEYS)))
+                                            AuthConfig.from_mapping(KEYS),
+                                            sessions=open_sessions(self.service)))
         self.url = self.server.url
 
 
 @pytest.fixture
 def live(request: pytest.FixtureRequest) -> Iterator[ConsoleLive]:
-    store = request.getfixturevalue(os.environ.get("INTERLOCK_UI_STORE", "pg_store"))
+    store = request.getfixturevalue(UI_STORE)
     server = ConsoleLive(store)
     try:
         yield server

@@ -19,6 +19,7 @@ from interlock.audit.signing import Signer
 from interlock.bootstrap import build_service
 from interlock.client import Client
 from interlock.projections import open_read_models
+from interlock.stores.console_sessions import open_sessions
 from tests.api.conftest import KEYS
 from tests.api.server import ThreadServer
 from tests.review.test_evidence import verifier
@@ -37,7 +38,8 @@ class ReviewLive:
         self.service = build_service(store, AGENTS)
         self.views = open_read_models(self.service)
         self.server = ThreadServer(make_app(self.service, self.views,
-                                            AuthConfig.from_mapping(REVIEW_KEYS), signer=signer))
+                                            AuthConfig.from_mapping(REVIEW_KEYS), signer=signer,
+                                            sessions=open_sessions(self.service)))
         self.url = self.server.url
 
     def client(self, name: str) -> Client:
