@@ -16,7 +16,8 @@ import pytest
 from interlock.mcp import McpConfig, close_mcp
 
 SERVER = Path(__file__).parent / "servers" / "billing.py"
-CONFIG = McpConfig(timeout=10.0)
+HOSTILE = Path(__file__).parent / "servers" / "hostile.py"
+CONFIG = McpConfig(timeout=10.0)  # its pin file, mcp-pins.json, is in no test's directory
 
 
 class Ledger:
@@ -45,16 +46,18 @@ def free_port() -> int:
 class HttpServer:
     """The billing server over streamable HTTP, in a subprocess; `restart` keeps the URL."""
 
-    def __init__(self, ledger: Ledger, *flags: str) -> None:
+    def __init__(self, ledger: Ledger, *flags: str, script: Path = SERVER,
+                 scheme: str = "http") -> None:
         self.ledger = ledger
+        self.script = script
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.url = f"{scheme}://127.0.0.1:{self.port}/mcp"
         self.proc: subprocess.Popen[bytes] | None = None
         self.start(*flags)
 
     def start(self, *flags: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), "--ledger", str(self.ledger.path),
+            [sys.executable, str(self.script), "--ledger", str(self.ledger.path),
              "--http", str(self.port), *flags],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
