@@ -81,6 +81,7 @@ class Connection:
         self._built: set[str] = set()  # the tool lists tools were built from
         self._contradicted: set[str] = set()  # ... that this connection has since seen changed
         self._lock: asyncio.Lock | None = None
+        self._refreshing: set[asyncio.Task[None]] = set()
 
     def built_from(self, sha256: str) -> None:
         """Tools were built from this list: their calls run only while the server serves it."""
@@ -182,6 +183,8 @@ class Connection:
                         raise
                 assert self._listing is not None
                 return session, self._listing
+            if session is not None:
+                await self._drop(session)  # dead, or deaf to list changes
             await self._check_identity()
             session = Session(on_tools_changed=self._tools_changed)
             self._session, self._listing, self._stale = session, None, False
@@ -211,7 +214,9 @@ class Connection:
     def _tools_changed(self) -> None:
         """The server says its tool list changed: read it before the next call, and now."""
         self._stale = True
-        asyncio.get_running_loop().create_task(self._refresh())
+        task = asyncio.get_running_loop().create_task(self._refresh())
+        self._refreshing.add(task)
+        task.add_done_callback(self._refreshing.discard)
 
     async def _refresh(self) -> None:
         try:

@@ -2,7 +2,10 @@
 
 The SDK's context managers (the stdio subprocess, the HTTP client, the session's task
 group) must be left by the task that entered them, so one task enters them and waits;
-calls from other tasks go over the session it holds.
+calls from other tasks go over the session it holds. It tells its connection when the
+server says its tool list changed (a notification, or the 2026-07-28 change stream it
+subscribes to); its transports read each message within the answer cap, and an https
+one checks the pinned certificate key at each handshake.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class Session:
         self.client: Client | None = None
         self.impostor: str | None = None  # why the server is not the pinned one
         self.unattributed_oversize = False  # a message past the cap ended the session
+        self.deaf = False  # its stream of list changes ended: changes could go unheard
         self._on_tools_changed = on_tools_changed
         self.error: BaseException | None = None
         self.refused_with: int | None = None  # the HTTP status of a refusal (the SDK drops it)
@@ -67,7 +71,7 @@ class Session:
 
     @property
     def alive(self) -> bool:
-        return self._task is not None and not self._task.done()
+        return self._task is not None and not self._task.done() and not self.deaf
 
     async def close(self) -> None:
         self._closing.set()
@@ -122,11 +126,16 @@ class Session:
             return None  # the server offers no stream: its notifications are all there is
 
     async def _watch(self, subscription: Subscription) -> None:
+        """Each change event marks the list stale; when the stream ends (the server
+        restarted, the connection dropped) the session is no longer trusted to hear of a
+        change: the next call opens a new one, which reads the list again."""
         try:
             async for _ in subscription:
                 self._on_tools_changed()
         except (SubscriptionLost, MCPError):
-            return
+            pass
+        if not self._closing.is_set():
+            self.deaf = True
 
     async def _transport(self, spec: ServerSpec, config: McpConfig, tls_key: str | None,
                          stack: AsyncExitStack) -> Any:

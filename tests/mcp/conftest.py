@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from interlock.mcp import McpConfig, close_mcp
+from interlock.mcp import McpConfig, Pin, close_mcp, pin_server
+from interlock.mcp.pins import identity_of, save_pin
+from interlock.mcp.spec import ServerSpec
 
 SERVER = Path(__file__).parent / "servers" / "billing.py"
 HOSTILE = Path(__file__).parent / "servers" / "hostile.py"
@@ -108,9 +110,26 @@ def http_server(ledger: Ledger) -> Iterator[HttpServer]:
         server.stop()
 
 
+_listed: dict[str, Pin] = {}
+
+
+def pin_billing(spec: str, pins: Path) -> None:
+    """Pin the billing server `spec` (its list read once a run, its identity each time)."""
+    kind = spec.partition(":")[0]
+    if kind not in _listed:
+        _listed[kind], _ = pin_server(spec, McpConfig(pins=str(pins.with_suffix(".first"))))
+    first = _listed[kind]
+    save_pin(pins, Pin(spec, identity_of(ServerSpec.parse(spec)), first.server, first.version,
+                       first.tools, first.tools_sha256, first.pinned_at))
+
+
 @pytest.fixture(params=["stdio", "http"])
-def spec(request: pytest.FixtureRequest, ledger: Ledger) -> str:
-    """The billing server over each transport."""
-    if request.param == "stdio":
-        return stdio_spec(ledger)
-    return str(request.getfixturevalue("http_server").url)
+def spec(request: pytest.FixtureRequest, ledger: Ledger, tmp_path: Path,
+         monkeypatch: pytest.MonkeyPatch) -> str:
+    """The billing server over each transport, pinned by the operator in mcp-pins.json of
+    the test's directory (its working directory)."""
+    text = (stdio_spec(ledger) if request.param == "stdio"
+            else str(request.getfixturevalue("http_server").url))
+    monkeypatch.chdir(tmp_path)
+    pin_billing(text, tmp_path / "mcp-pins.json")
+    return text

@@ -267,18 +267,29 @@ def _fifty_megabytes(spec: str, config: McpConfig) -> None:
 
 
 def test_the_operator_pins_and_accepts_with_the_command_line(
-    ledger: Ledger, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ledger: Ledger, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     hostile = stdio_hostile(ledger, tmp_path)
     pins = str(tmp_path / "pins.json")
     assert main(["mcp", "accept", hostile, "--pins", pins]) == 2
-    assert "is not pinned" in capsys.readouterr().err
+    assert "is not pinned" in capfd.readouterr().err
     assert main(["mcp", "pin", hostile, "--pins", pins]) == 0
-    assert "pinned catalog 1.0.0: 4 tools" in capsys.readouterr().out
+    assert "pinned catalog 1.0.0: 5 tools" in capfd.readouterr().out
     assert main(["mcp", "pin", hostile, "--pins", pins]) == 2
-    assert "pinned already" in capsys.readouterr().err
+    assert "pinned already" in capfd.readouterr().err
     (tmp_path / "turned").touch()
     assert main(["mcp", "accept", hostile, "--pins", pins]) == 0
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert "changed tool lookup: annotations, description, inputSchema" in out
     assert load_pins(pins)[hostile].tools_sha256 != ""
+
+
+def test_a_read_only_call_lost_mid_call_is_not_tried_again(
+    hostile: str, config: McpConfig, ledger: Ledger
+) -> None:
+    pin_server(hostile, config)
+    die = by_name(mcp_tools(hostile, config=config))["die"]
+    assert die.approval is None  # pinned, and it claims to only read
+    with pytest.raises(McpCallError, match=r"lost mid-call|connection failed"):
+        run_tool(die, {})
+    assert [c["tool"] for c in ledger.calls()] == ["die"]  # once: it may have acted
