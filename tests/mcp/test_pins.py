@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from interlock import Agent
+from interlock.bootstrap import build_service
 from interlock.cli.main import main
 from interlock.domain.runtime.tools import Tool, ToolContext
 from interlock.mcp import (
@@ -35,7 +36,7 @@ from interlock.mcp import (
 )
 from interlock.mcp.connection import connection_for
 from interlock.mcp.spec import ServerSpec
-from tests.kit import FunctionModel, say
+from tests.kit import FunctionModel, Script, call, run, say
 from tests.mcp.conftest import HOSTILE, HttpServer, Ledger
 
 MB = 1024 * 1024
@@ -293,3 +294,25 @@ def test_a_read_only_call_lost_mid_call_is_not_tried_again(
     with pytest.raises(McpCallError, match=r"lost mid-call|connection failed"):
         run_tool(die, {})
     assert [c["tool"] for c in ledger.calls()] == ["die"]  # once: it may have acted
+
+
+def test_in_a_turn_the_model_is_told_of_a_huge_answer_and_of_a_changed_server(
+    ledger: Ledger, config: McpConfig, tmp_path: Path, store: str
+) -> None:
+    spec = stdio_hostile(ledger, tmp_path)
+    pin_server(spec, config)
+    script = Script([call(("huge", {"megabytes": 5}, "h1")), call(("turn", {}, "t1")),
+                     call(("lookup", {"query": "tea"}, "l1")), call(("ping", {}, "p1")),
+                     say("done")])
+    agent = Agent(name="catalog", system="You look things up.",
+                  tools=mcp_tools(spec, config=config), model=FunctionModel(script))
+    app = build_service(store, [agent])
+    chat = app.start_chat("catalog", actor="alice")
+    result = run(app.send(chat.id, "go", actor="alice"))
+    assert result.finish_reason == "stop" and result.interrupts == []  # pinned, read-only
+    outputs = [m.content[0].tool_response.output for r in script.requests[1:]
+               for m in r.messages[-1:] if m.role == "tool"]
+    assert "larger than 1048576 bytes (INTERLOCK_MCP_MAX_ANSWER_BYTES)" in str(outputs[0])
+    assert "another tool list than the one an operator pinned" in str(outputs[2])
+    assert "another tool list" in str(outputs[3])  # every call to the server
+    assert [c["tool"] for c in ledger.calls()] == ["huge", "turn"]
