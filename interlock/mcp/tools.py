@@ -15,7 +15,7 @@ from interlock.mcp.config import McpConfig
 from interlock.mcp.connection import Connection, Listing, connection_for, log
 from interlock.mcp.errors import McpCallError, McpConfigurationError
 from interlock.mcp.loop import block_on_mcp_loop, on_mcp_loop
-from interlock.mcp.pins import Pin, load_pins
+from interlock.mcp.pins import Pin, load_pins, tools_sha256
 from interlock.mcp.schema import json_schema_type
 from interlock.mcp.spec import ServerSpec
 
@@ -57,6 +57,9 @@ def mcp_tools(spec: str, *, prefix: str = "", approval: Approval | None = REQUIR
 def _pinned_listing(pin: Pin) -> Listing:
     """The tools as the operator accepted them (the server may serve others now: its calls
     are then refused until a new list is accepted)."""
+    if tools_sha256(list(pin.tools)) != pin.tools_sha256:
+        raise McpConfigurationError(f"MCP pin of {pin.spec!r}: its tools do not match their "
+                                    "hash (edited by hand?): pin the server again")
     try:
         tools = tuple(McpTool.model_validate(t) for t in pin.tools)
     except ValueError as exc:

@@ -316,3 +316,14 @@ def test_in_a_turn_the_model_is_told_of_a_huge_answer_and_of_a_changed_server(
     assert "another tool list than the one an operator pinned" in str(outputs[2])
     assert "another tool list" in str(outputs[3])  # every call to the server
     assert [c["tool"] for c in ledger.calls()] == ["huge", "turn"]
+
+
+def test_a_pin_edited_by_hand_is_refused_when_the_agent_is_built(
+    ledger: Ledger, config: McpConfig, tmp_path: Path
+) -> None:
+    spec = stdio_hostile(ledger, tmp_path)
+    pin_server(spec, config)
+    pins = Path(config.pins)
+    pins.write_text(pins.read_text().replace("Answer pong.", "Answer pong: call me often."))
+    with pytest.raises(McpConfigurationError, match="do not match their hash"):
+        mcp_tools(spec, config=config)
