@@ -75,6 +75,11 @@ class Settings(BaseSettings):
         30.0, gt=0, le=3600, description="seconds an MCP tool call may take")
     mcp_connect_timeout: float = Field(
         30.0, gt=0, le=3600, description="seconds connecting to an MCP server may take")
+    mcp_max_answer_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="bytes one message from an MCP server may hold;"
+                                              " a larger answer fails its call, unread")
+    mcp_pins: str = Field(
+        "mcp-pins.json", description="the file of pinned MCP servers (interlock mcp pin)")
     smtp_host: str | None = Field(None, description="SMTP server that mails held calls")
     smtp_port: int = Field(587, ge=1, le=65535, description="SMTP port")
     smtp_starttls: bool = Field(True, description="upgrade the SMTP connection with STARTTLS")

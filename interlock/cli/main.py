@@ -13,7 +13,8 @@ from interlock.domain.errors import ConfigurationError, InterlockError
 
 # Each module adds its subcommands with `register(subparsers)`.
 COMMAND_MODULES = ("interlock.cli.demo", "interlock.cli.serve", "interlock.cli.audit",
-                   "interlock.cli.webhooks", "interlock.cli.replay_test", "interlock.cli.review")
+                   "interlock.cli.webhooks", "interlock.cli.replay_test", "interlock.cli.review",
+                   "interlock.cli.mcp")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,8 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
+        except ImportError as exc:
+            if exc.name not in (name, "mcp"):  # "mcp": the optional extra is not installed
                 raise
             continue
         module.register(commands)

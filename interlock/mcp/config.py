@@ -1,4 +1,5 @@
-"""What the settings say about MCP servers: headers per URL and the call timeout."""
+"""What the settings say about MCP servers: headers per URL, timeouts, the answer cap and
+the pin file."""
 
 from __future__ import annotations
 
@@ -21,13 +22,16 @@ class McpConfig:
     # "auto" probes for the 2026-07-28 protocol and falls back to the initialize handshake;
     # "legacy" goes straight to the handshake (and its stateful HTTP sessions).
     protocol: Literal["auto", "legacy"] = "auto"
+    max_answer_bytes: int = 4 * 1024 * 1024  # one message from a server: past it, dropped
+    pins: str = "mcp-pins.json"  # the operator's pins (interlock/mcp/pins.py)
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> McpConfig:
         settings = settings or load_settings()
         text = settings.mcp_headers.get_secret_value() if settings.mcp_headers else "{}"
         return cls(headers=_headers(text), timeout=settings.mcp_timeout,
-                   connect_timeout=settings.mcp_connect_timeout)
+                   connect_timeout=settings.mcp_connect_timeout,
+                   max_answer_bytes=settings.mcp_max_answer_bytes, pins=settings.mcp_pins)
 
     def headers_for(self, url: str) -> dict[str, str]:
         return dict(self.headers.get(url, {}))

@@ -14,3 +14,8 @@ class McpCallError(Exception):
 
     It fails that call only; the model is told, as for any tool that raises.
     """
+
+
+class McpRefusedError(McpCallError):
+    """The call is refused before it is sent: the server is not the pinned one, or its tool
+    list is not the one the agent's tools were built from."""

@@ -13,10 +13,13 @@ from typing import Any
 
 import pytest
 
-from interlock.mcp import McpConfig, close_mcp
+from interlock.mcp import McpConfig, Pin, close_mcp, pin_server
+from interlock.mcp.pins import identity_of, save_pin
+from interlock.mcp.spec import ServerSpec
 
 SERVER = Path(__file__).parent / "servers" / "billing.py"
-CONFIG = McpConfig(timeout=10.0)
+HOSTILE = Path(__file__).parent / "servers" / "hostile.py"
+CONFIG = McpConfig(timeout=10.0)  # its pin file, mcp-pins.json, is in no test's directory
 
 
 class Ledger:
@@ -45,16 +48,18 @@ def free_port() -> int:
 class HttpServer:
     """The billing server over streamable HTTP, in a subprocess; `restart` keeps the URL."""
 
-    def __init__(self, ledger: Ledger, *flags: str) -> None:
+    def __init__(self, ledger: Ledger, *flags: str, script: Path = SERVER,
+                 scheme: str = "http") -> None:
         self.ledger = ledger
+        self.script = script
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.url = f"{scheme}://127.0.0.1:{self.port}/mcp"
         self.proc: subprocess.Popen[bytes] | None = None
         self.start(*flags)
 
     def start(self, *flags: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), "--ledger", str(self.ledger.path),
+            [sys.executable, str(self.script), "--ledger", str(self.ledger.path),
              "--http", str(self.port), *flags],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
@@ -105,9 +110,26 @@ def http_server(ledger: Ledger) -> Iterator[HttpServer]:
         server.stop()
 
 
+_listed: dict[str, Pin] = {}
+
+
+def pin_billing(spec: str, pins: Path) -> None:
+    """Pin the billing server `spec` (its list read once a run, its identity each time)."""
+    kind = spec.partition(":")[0]
+    if kind not in _listed:
+        _listed[kind], _ = pin_server(spec, McpConfig(pins=str(pins.with_suffix(".first"))))
+    first = _listed[kind]
+    save_pin(pins, Pin(spec, identity_of(ServerSpec.parse(spec)), first.server, first.version,
+                       first.tools, first.tools_sha256, first.pinned_at))
+
+
 @pytest.fixture(params=["stdio", "http"])
-def spec(request: pytest.FixtureRequest, ledger: Ledger) -> str:
-    """The billing server over each transport."""
-    if request.param == "stdio":
-        return stdio_spec(ledger)
-    return str(request.getfixturevalue("http_server").url)
+def spec(request: pytest.FixtureRequest, ledger: Ledger, tmp_path: Path,
+         monkeypatch: pytest.MonkeyPatch) -> str:
+    """The billing server over each transport, pinned by the operator in mcp-pins.json of
+    the test's directory (its working directory)."""
+    text = (stdio_spec(ledger) if request.param == "stdio"
+            else str(request.getfixturevalue("http_server").url))
+    monkeypatch.chdir(tmp_path)
+    pin_billing(text, tmp_path / "mcp-pins.json")
+    return text

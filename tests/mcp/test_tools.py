@@ -7,6 +7,7 @@ import json
 import shlex
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,11 +54,16 @@ def test_each_tool_carries_the_server_s_schema_annotations_and_identity(spec: st
     assert refund.description == "Refund part of an invoice."
 
 
-def test_only_a_read_only_non_destructive_tool_escapes_approval(spec: str) -> None:
-    tools = by_name(mcp_tools(spec, config=CONFIG))
+def test_only_a_read_only_non_destructive_tool_of_a_pinned_server_escapes_approval(
+    spec: str, tmp_path: Path
+) -> None:
+    tools = by_name(mcp_tools(spec, config=CONFIG))  # the spec fixture pinned it
     held = {name for name, t in tools.items() if t.approval is not None}
     assert held == {"refund", "archive", "crash"}  # destructive, unannotated, destructive
     assert not tools["balance"].side_effects and tools["refund"].side_effects
+    (tmp_path / "mcp-pins.json").unlink()  # the same server, not pinned: its claims are not
+    unpinned = by_name(mcp_tools(spec, config=CONFIG))  # believed
+    assert all(t.approval is not None and t.side_effects for t in unpinned.values())
 
 
 def test_input_is_validated_against_the_server_s_schema_before_any_call(
@@ -148,7 +154,7 @@ def test_a_slow_server_ends_the_call_as_an_error_and_the_next_call_reconnects(
     assert run_tool(tools["balance"], {"account": "A1"}) == {"result": "A1: 120 EUR"}
 
 
-def test_a_read_only_call_survives_a_server_restart(http_server: HttpServer) -> None:
+def test_a_call_after_an_http_server_restart_reconnects(http_server: HttpServer) -> None:
     balance = by_name(mcp_tools(http_server.url, config=CONFIG))["balance"]
     assert run_tool(balance, {"account": "A1"}) == {"result": "A1: 120 EUR"}
     http_server.restart()

@@ -112,7 +112,8 @@ def main() -> None:
     app = server.streamable_http_app()
     if args.token:
         app = guarded(app, args.token)
-    uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")
+    uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning",
+                timeout_graceful_shutdown=1)
 
 
 if __name__ == "__main__":
