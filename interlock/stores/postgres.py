@@ -45,6 +45,7 @@ from eventsourcing.postgres import (
 )
 from eventsourcing.utils import Environment, EnvType, retry
 from psycopg import Connection, pq
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 from psycopg.types.composite import register_composite
@@ -56,6 +57,7 @@ from interlock.stores import libpq
 from interlock.stores.groupcommit import Append, GroupCommit, conflict
 from interlock.stores.guard import DEFAULT_DEADLINE, StoreGuard
 from interlock.stores.pgarrays import Blobs, Int4s, Int8s, Texts, Uuids, packed
+from interlock.stores.urls import STORE_CONNINFO
 
 STORE_DEADLINE = "STORE_DEADLINE"  # the setting (seconds) in the store's environment
 PURGE_EVERY = 0.5  # seconds: a restart breaks every pooled connection at once; purge once
@@ -439,17 +441,24 @@ class GuardedDatastore(PostgresDatastore):
     _parked: tuple[Connection[DictRow], Any, float, float] | None
 
     @classmethod
-    def adopt(cls, datastore: PostgresDatastore, deadline: float) -> GuardedDatastore:
-        """`datastore` (built by the library from the environment) with these bounds."""
+    def adopt(cls, datastore: PostgresDatastore, deadline: float,
+              conninfo: str | None = None) -> GuardedDatastore:
+        """`datastore` (built by the library from the environment) with these bounds; its
+        connections made from `conninfo` (libpq's reading of the store URL: several hosts,
+        target_session_attrs, ...) rather than the library's five settings, when given."""
         datastore.__class__ = cls  # the library builds it in its factory: same state, our calls
         assert isinstance(datastore, GuardedDatastore)
         pool = datastore.pool
         pool.timeout = deadline  # the wait for a pooled connection
         pool.reconnect_timeout = max(deadline, 1.0)  # then a slot is freed; grown on demand
         assert isinstance(pool.kwargs, dict)
-        pool.kwargs.update(connect_timeout=max(2, math.ceil(deadline)),
-                           keepalives_idle=max(1, math.ceil(deadline)), keepalives_interval=1,
-                           keepalives_count=3, tcp_user_timeout=int(deadline * 1000))
+        given = pool.kwargs if conninfo is None else conninfo_to_dict(conninfo)
+        pool.kwargs = {  # the URL's own values win over these bounds
+            "row_factory": pool.kwargs["row_factory"],
+            "connect_timeout": max(2, math.ceil(deadline)),
+            "keepalives_idle": max(1, math.ceil(deadline)), "keepalives_interval": 1,
+            "keepalives_count": 3, "tcp_user_timeout": int(deadline * 1000),
+            **{k: v for k, v in given.items() if k != "row_factory"}}
         datastore.guard = StoreGuard(datastore.probe_connection, deadline=deadline)
         datastore.guard.listeners.append(datastore._store_changed)
         datastore._purged = 0.0
@@ -595,7 +604,8 @@ class InterlockPostgresFactory(PostgresFactory):
     def __init__(self, env: Environment | EnvType | None) -> None:
         super().__init__(env)
         deadline = float(self.env.get(STORE_DEADLINE) or DEFAULT_DEADLINE)
-        self.datastore = GuardedDatastore.adopt(self.datastore, deadline)
+        self.datastore = GuardedDatastore.adopt(self.datastore, deadline,
+                                                self.env.get(STORE_CONNINFO))
         self.datastore.guard.first_contact()
 
     def application_recorder(self) -> ApplicationRecorder:
