@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import httpx
 from tests.faults.cluster import BIN, _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "ha.md"
 PATRONI = Path(os.environ.get("INTERLOCK_PATRONI", "/opt/interlock-patroni/bin/patroni"))
 if not PATRONI.is_file():
     PATRONI = ROOT / ".venv-patroni" / "bin" / "patroni"
@@ -52,21 +54,6 @@ name: {name}
 log: {{dir: {root}, level: WARNING}}
 restapi: {{listen: '127.0.0.1:{rest}', connect_address: '127.0.0.1:{rest}'}}
 etcd3: {{hosts: '127.0.0.1:{etcd}'}}
-bootstrap:
-  dcs:
-    ttl: 20
-    loop_wait: 1
-    retry_timeout: 5
-    primary_start_timeout: 0
-    maximum_lag_on_failover: 1048576
-    synchronous_mode: true
-    synchronous_mode_strict: false
-    postgresql:
-      use_pg_rewind: true
-      use_slots: true
-      parameters: {{wal_level: replica, hot_standby: 'on', wal_log_hints: 'on',
-                    max_wal_senders: 10, max_replication_slots: 10, wal_keep_size: 64MB}}
-  initdb: [{{encoding: UTF8}}, {{auth: trust}}]
 postgresql:
   listen: '127.0.0.1:{port}'
   connect_address: '127.0.0.1:{port}'
@@ -86,6 +73,13 @@ postgresql:
 """
 
 
+def cluster_settings() -> str:
+    """The cluster-wide part of every node's patroni.yml: docs/ha.md's YAML block, as written."""
+    blocks = re.findall(r"```yaml\n(.*?)```", DOC.read_text(), re.DOTALL)
+    assert len(blocks) == 1, "docs/ha.md shows one Patroni configuration"
+    return str(blocks[0])
+
+
 class Node:
     def __init__(self, root: Path, name: str, etcd: int) -> None:
         self.name, self.root = name, root / name
@@ -94,7 +88,7 @@ class Node:
         self.config = self.root / "patroni.yml"
         self.config.write_text(NODE_CONFIG.format(
             scope=SCOPE, name=name, root=self.root, rest=self.rest, etcd=etcd, port=self.port,
-            bin=BIN))
+            bin=BIN) + cluster_settings())
         self.process: subprocess.Popen[bytes] | None = None
 
     def role(self) -> str | None:
