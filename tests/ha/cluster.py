@@ -155,7 +155,7 @@ class PatroniCluster:
         """Start every node's Patroni; the seconds until a primary and a sync standby."""
         began = time.monotonic()
         for node in self.nodes:
-            node.process = self._spawn(node.name, PATRONI, node.config)
+            self.start_node(node)
         self.wait(lambda: self.primary() is not None and self.sync_standby() is not None,
                   timeout, "a primary and a synchronous standby")
         return time.monotonic() - began
@@ -185,6 +185,15 @@ class PatroniCluster:
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
         return node
+
+    def stop_node(self, node: Node) -> None:
+        """Stop a node's Patroni, which stops its PostgreSQL: the machine gone, cleanly."""
+        assert node.process is not None
+        node.process.terminate()
+        node.process.wait(60)
+
+    def start_node(self, node: Node) -> None:
+        node.process = self._spawn(node.name, PATRONI, node.config)
 
     def switchover(self, to: Node) -> None:
         """A planned switchover to `to`, as an operator asks for it."""

@@ -8,6 +8,8 @@ service follows by itself, without a restart.
    store and every side effect ran once.
 2. Then a planned `patronictl switchover` back: the same, the gap counted from the first
    refusal (the switchover's own start is patronictl's business).
+3. The standby lost: the primary keeps committing (`synchronous_mode_strict: false`,
+   docs/ha.md says why), then the standby comes back as the synchronous one.
 """
 
 from __future__ import annotations
@@ -147,3 +149,27 @@ def test_a_planned_switchover_loses_nothing(patroni: PatroniCluster, served: Ser
     _report("patronictl switchover", load, began, back)
 
 
+
+
+def test_the_standby_lost_the_primary_keeps_committing(
+        patroni: PatroniCluster, served: Served) -> None:
+    patroni.wait(lambda: patroni.sync_standby() is not None, 90, "a synchronous standby")
+    standby = patroni.sync_standby()
+    assert standby is not None
+    RUNS.clear()
+    load = Load(served.url, clients=CLIENTS).start()
+    try:
+        patroni.wait(lambda: len(_sends(load)) >= BEFORE, 60, f"{BEFORE} turns before")
+        patroni.stop_node(standby)
+        stopped = time.monotonic()
+        patroni.wait(lambda: len([a for a in _sends(load) if a.started >= stopped]) >= BEFORE,
+                     SERVES_WITHIN, f"{BEFORE} turns on the primary alone")
+        alone = time.monotonic()
+    finally:
+        load.stop()
+        patroni.start_node(standby)
+    _check_only_503s(load)
+    _check_nothing_lost_nothing_twice(served.url, load)
+    patroni.wait(lambda: patroni.sync_standby() is standby, 90, "the standby back in sync")
+    print(f"\nstandby stopped: {BEFORE} turns acknowledged by the primary alone within"
+          f" {alone - stopped:.2f}s")
