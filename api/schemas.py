@@ -273,6 +273,7 @@ class ErrorBody(BaseModel):
 class Health(BaseModel):
     status: Literal["ok", "ready", "not_ready"]
     store: bool | None = None
+    store_reason: str | None = None  # why the store is unavailable (unreachable, read-only)
     views: bool | None = None
     stuck: list[StuckView] | None = None  # views stopped on an event, and which
     notifications_failed: int | None = None  # notifications given up (docs/notifications.md)

@@ -77,13 +77,16 @@ def provider_of(model: object) -> str:
 
 class StoreProbe(Protocol):
     """What the API reads of the store's guard (PostgreSQL's probe), handed over by the
-    wiring: whether the store answers now, and how often it stopped."""
+    wiring: whether the store answers now, why not, and how often it stopped."""
 
     @property
     def up(self) -> bool: ...
 
     @property
     def outages(self) -> int: ...
+
+    @property
+    def reason(self) -> str | None: ...
 
 
 class Metrics:

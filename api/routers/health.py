@@ -1,7 +1,8 @@
 """Liveness (`/healthz`) and readiness (`/readyz`: store reachable, views running and close).
 
-`/readyz` answers within a second, always: a store known to be down (its guard's last probe)
-is a 503 at once, without a thread or a connection; otherwise the store and the views are
+`/readyz` answers within a second, always: a store known to be down (its guard's last probe:
+unreachable, silent, or read-only as a standby is) is a 503 at once, saying why
+(`store_reason`), without a thread or a connection; otherwise the store and the views are
 asked, and whatever does not answer within READY_WITHIN is a 503 too. A view stuck on an
 event it cannot apply names the view, the event (notification id and topic) and the error's
 class, never its text (it may quote a row's personal data).
@@ -44,17 +45,19 @@ async def readyz(request: Request, service: ServiceDep,
     """Ready: the store answers, the views run, none is stuck; else 503 and which is not.
     Notifications given up are counted, and do not make the server unready."""
     guard: StoreProbe | None = request.app.state.guard  # the wiring's (PostgreSQL only)
+    reason = None
     if guard is not None and not guard.up:
-        store, current = False, False
+        store, current, reason = False, False, guard.reason
     else:
         try:
             store, current = await asyncio.wait_for(
                 run_in_threadpool(_probe, service, views), READY_WITHIN)
         except TimeoutError:
             store, current = False, False
+            reason = f"no answer within {READY_WITHIN}s"
     stuck = views.stuck()
     health = Health(status="ready" if store and current and not stuck else "not_ready",
-                    store=store, views=current, stuck=stuck or None,
+                    store=store, store_reason=reason, views=current, stuck=stuck or None,
                     notifications_failed=await _failed_notifications(request) if store else None)
     if health.status == "ready":
         return health

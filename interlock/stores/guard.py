@@ -6,6 +6,11 @@ that meets a broken connection asks for a probe at once. While the store is down
 call fails at once with StoreUnavailableError (503 with Retry-After) instead of waiting for the
 pool and retrying for the whole outage; when a probe answers again, calls go through and the
 listeners (the views, the sweeper) are told. Each change is one log line, not one per retry.
+
+A store that answers but cannot be written (a standby, a node in recovery, a server or role
+with `default_transaction_read_only`) is down too: `read_only` says so, and the probe
+connects anew each time, so that a multi-host URL with `target_session_attrs=read-write`
+finds the primary that Patroni (or whoever runs the cluster) promoted.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ log = logging.getLogger("interlock.store")
 PROBE_UP = 1.0  # seconds between probes while the store answers
 PROBE_DOWN = 0.25  # and while it does not: a store back is seen this soon
 DEFAULT_DEADLINE = 3.0
+PROBE = b"SELECT pg_is_in_recovery(), current_setting('transaction_read_only')"
+READ_ONLY = "the store is read-only"  # how a read-only verdict begins
 
 Listener = Callable[[bool], None]  # called with True when the store answers again
 
@@ -40,6 +47,8 @@ class StoreGuard:
         self.deadline = deadline
         self.up = True
         self.reason = ""  # what PostgreSQL (or the deadline) said when it went down
+        self.read_only = False  # down because the store answers but cannot be written
+        self.read_only_seen = False  # and so at some probe of the current (or last) outage
         self.outages = 0
         self.listeners: list[Listener] = []
         self._since = time.monotonic()
@@ -118,7 +127,10 @@ class StoreGuard:
         try:
             if self._conn is None or self._conn.closed:
                 self._conn = self._connect(self.deadline)
-            return _select_one(self._conn, self.deadline)
+            failure = _probe(self._conn, self.deadline)
+            if failure is not None and failure.startswith(READ_ONLY):
+                self._drop()  # the next probe connects anew: to the primary, if one is named
+            return failure
         except psycopg.Error as exc:
             self._drop()
             return " ".join(str(exc).split()) or type(exc).__name__  # PostgreSQL's reason
@@ -129,26 +141,32 @@ class StoreGuard:
             conn.close()
 
     def _record(self, failure: str | None) -> None:
+        if failure is not None and not self.up:  # still down: say the latest reason
+            self.reason, self.read_only = failure, failure.startswith(READ_ONLY)
+            self.read_only_seen |= self.read_only
+            return
         if (failure is None) == self.up:
             return
         elapsed = time.monotonic() - self._since
         self._since = time.monotonic()
         if failure is not None:
             self.up, self.reason, self.outages = False, failure, self.outages + 1
+            self.read_only = self.read_only_seen = failure.startswith(READ_ONLY)
             log.warning("store unavailable (%s): store calls answer 503 until it is back",
                         failure)
         else:
-            self.up = True
+            self.up, self.read_only = True, False
             log.warning("store available again after %.1fs down (%s)", elapsed, self.reason)
         for listener in list(self.listeners):
             listener(self.up)
 
 
-def _select_one(conn: psycopg.Connection[Any], deadline: float) -> str | None:
-    """Send `SELECT 1` and wait at most `deadline` for its answer, on the socket itself: a
-    server that accepts but never answers (frozen, or a lost network) is seen as down too."""
+def _probe(conn: psycopg.Connection[Any], deadline: float) -> str | None:
+    """Ask whether the store is writable and wait at most `deadline` for its answer, on the
+    socket itself: a server that accepts but never answers (frozen, or a lost network) is
+    seen as down too; one that answers read-only as well (READ_ONLY, and why)."""
     pgconn = conn.pgconn
-    pgconn.send_query(b"SELECT 1")
+    pgconn.send_query(PROBE)
     pgconn.flush()
     with selectors.DefaultSelector() as sel:
         sel.register(pgconn.socket, selectors.EVENT_READ)
@@ -164,4 +182,8 @@ def _select_one(conn: psycopg.Connection[Any], deadline: float) -> str | None:
     while (result := pgconn.get_result()) is not None:
         if result.status != ExecStatus.TUPLES_OK:
             failed = "the probe query failed"
+        elif result.get_value(0, 0) == b"t":
+            failed = f"{READ_ONLY}: it is in recovery (a standby, or not yet promoted)"
+        elif result.get_value(0, 1) == b"on":
+            failed = f"{READ_ONLY}: its sessions are read-only (default_transaction_read_only)"
     return failed

@@ -45,6 +45,8 @@ from eventsourcing.postgres import (
 )
 from eventsourcing.utils import Environment, EnvType, retry
 from psycopg import Connection, pq
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.errors import ReadOnlySqlTransaction
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 from psycopg.types.composite import register_composite
@@ -54,8 +56,9 @@ from interlock.domain.chat.ids import id_text
 from interlock.domain.errors import StoreUnavailableError
 from interlock.stores import libpq
 from interlock.stores.groupcommit import Append, GroupCommit, conflict
-from interlock.stores.guard import DEFAULT_DEADLINE, StoreGuard
+from interlock.stores.guard import DEFAULT_DEADLINE, READ_ONLY, StoreGuard
 from interlock.stores.pgarrays import Blobs, Int4s, Int8s, Texts, Uuids, packed
+from interlock.stores.urls import STORE_CONNINFO
 
 STORE_DEADLINE = "STORE_DEADLINE"  # the setting (seconds) in the store's environment
 PURGE_EVERY = 0.5  # seconds: a restart breaks every pooled connection at once; purge once
@@ -439,17 +442,24 @@ class GuardedDatastore(PostgresDatastore):
     _parked: tuple[Connection[DictRow], Any, float, float] | None
 
     @classmethod
-    def adopt(cls, datastore: PostgresDatastore, deadline: float) -> GuardedDatastore:
-        """`datastore` (built by the library from the environment) with these bounds."""
+    def adopt(cls, datastore: PostgresDatastore, deadline: float,
+              conninfo: str | None = None) -> GuardedDatastore:
+        """`datastore` (built by the library from the environment) with these bounds; its
+        connections made from `conninfo` (libpq's reading of the store URL: several hosts,
+        target_session_attrs, ...) rather than the library's five settings, when given."""
         datastore.__class__ = cls  # the library builds it in its factory: same state, our calls
         assert isinstance(datastore, GuardedDatastore)
         pool = datastore.pool
         pool.timeout = deadline  # the wait for a pooled connection
         pool.reconnect_timeout = max(deadline, 1.0)  # then a slot is freed; grown on demand
         assert isinstance(pool.kwargs, dict)
-        pool.kwargs.update(connect_timeout=max(2, math.ceil(deadline)),
-                           keepalives_idle=max(1, math.ceil(deadline)), keepalives_interval=1,
-                           keepalives_count=3, tcp_user_timeout=int(deadline * 1000))
+        given = pool.kwargs if conninfo is None else conninfo_to_dict(conninfo)
+        pool.kwargs = {  # the URL's own values win over these bounds
+            "row_factory": pool.kwargs["row_factory"],
+            "connect_timeout": max(2, math.ceil(deadline)),
+            "keepalives_idle": max(1, math.ceil(deadline)), "keepalives_interval": 1,
+            "keepalives_count": 3, "tcp_user_timeout": int(deadline * 1000),
+            **{k: v for k, v in given.items() if k != "row_factory"}}
         datastore.guard = StoreGuard(datastore.probe_connection, deadline=deadline)
         datastore.guard.listeners.append(datastore._store_changed)
         datastore._purged = 0.0
@@ -490,6 +500,9 @@ class GuardedDatastore(PostgresDatastore):
                         self._in_use.add(conn)
                     try:
                         yield conn
+                    except ReadOnlySqlTransaction:
+                        conn.close()  # a read-only server's session: the pool replaces it
+                        raise
                     except BaseException:
                         _roll_back(conn)  # as the pool's `with conn:` does
                         raise
@@ -501,6 +514,8 @@ class GuardedDatastore(PostgresDatastore):
                         self._in_use.discard(conn)
                     if not self._park(conn, pool, left_pool):
                         pool.putconn(conn)
+            except ReadOnlySqlTransaction as exc:
+                raise self._read_only(exc) from exc
             except psycopg.Error as exc:
                 raise _library_error(exc) from exc
         except (OperationalError, InterfaceError) as exc:
@@ -553,16 +568,38 @@ class GuardedDatastore(PostgresDatastore):
             self._give_back_parked()  # the pool closes it with the others
         super().close()
 
+    def _read_only(self, exc: ReadOnlySqlTransaction) -> StoreUnavailableError:
+        """A write met a read-only server (a standby, a demoted primary): unavailable, not a
+        bug. The pool's sessions, made before, are dropped at once (once per PURGE_EVERY):
+        new ones go where the URL says, to the primary when it names several hosts with
+        `target_session_attrs=read-write`."""
+        now = time.monotonic()
+        if now - self._purged >= PURGE_EVERY:
+            self._purged = now
+            with suppress(psycopg.Error):
+                self._give_back_parked()
+                self.pool.drain()
+        said = " ".join(str(exc).split())
+        return self.guard.refuse(f"{READ_ONLY} ({said})")
+
     def _store_changed(self, up: bool) -> None:
         """The guard found the store down: cut the connections in use, whose calls would
-        otherwise wait for a server that may never answer them. Back up: refill the pool now
-        (its reconnection attempts may be waiting out a backoff), so the first requests do
-        not wait for it."""
+        otherwise wait for a server that may never answer them; a read-only store's idle
+        sessions are dropped too. Back up: refill the pool now (its reconnection attempts
+        may be waiting out a backoff), so the first requests do not wait for it; after a
+        read-only spell, with new sessions (the old ones may still be read-only)."""
         if up:
             with suppress(psycopg.Error):
                 self._give_back_parked()  # checked with the others
-                self.pool.check()
+                if self.guard.read_only_seen:
+                    self.pool.drain()
+                else:
+                    self.pool.check()
             return
+        if self.guard.read_only:
+            with suppress(psycopg.Error):
+                self._give_back_parked()
+                self.pool.drain()
         with suppress(psycopg.Error):
             self._give_back_parked()  # idle: the pool drops it when it is found broken
         with self._in_use_lock:
@@ -595,7 +632,8 @@ class InterlockPostgresFactory(PostgresFactory):
     def __init__(self, env: Environment | EnvType | None) -> None:
         super().__init__(env)
         deadline = float(self.env.get(STORE_DEADLINE) or DEFAULT_DEADLINE)
-        self.datastore = GuardedDatastore.adopt(self.datastore, deadline)
+        self.datastore = GuardedDatastore.adopt(self.datastore, deadline,
+                                                self.env.get(STORE_CONNINFO))
         self.datastore.guard.first_contact()
 
     def application_recorder(self) -> ApplicationRecorder:

@@ -23,13 +23,15 @@ from typing import Protocol
 import psycopg
 from eventsourcing.persistence import PersistenceError
 
+from interlock.domain.errors import StoreUnavailableError
 from interlock.projections.views.webhooks import DeliveryStatus, Due
 from interlock.webhooks.addresses import AddressPolicy, RefusedAddressError
 from interlock.webhooks.sender import READ_LIMIT, DeliveryError, post
 from interlock.webhooks.signing import sign
 
 log = logging.getLogger("interlock.webhooks")
-STORE_ERRORS = (PersistenceError, psycopg.Error, sqlite3.Error)
+# the store is away (a guarded store refuses at once with StoreUnavailableError): pause
+STORE_ERRORS = (PersistenceError, psycopg.Error, sqlite3.Error, StoreUnavailableError)
 # What an attempt can meet on the way out: the address policy, DNS, sockets, TLS, a bad answer,
 # a host name the IDNA codec refuses (a label over 63 characters passes URL validation).
 SEND_ERRORS = (RefusedAddressError, DeliveryError, OSError, ssl.SSLError, UnicodeError,

@@ -71,8 +71,9 @@ def test_chat_as_of_a_version(dana: Client) -> None:
 
 def test_health_and_readiness(live: Live) -> None:
     with httpx.Client(base_url=live.url) as anonymous:
-        assert anonymous.get("/healthz").json() == {"status": "ok", "store": None, "views": None,
-                                                   "stuck": None, "notifications_failed": None}
+        assert anonymous.get("/healthz").json() == {
+            "status": "ok", "store": None, "store_reason": None, "views": None, "stuck": None,
+            "notifications_failed": None}
         ready = anonymous.get("/readyz")
     assert (ready.status_code, ready.json()["status"]) == (200, "ready")
 

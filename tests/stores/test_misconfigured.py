@@ -3,8 +3,10 @@ only a store that answered and then stopped is an outage (503, retry shortly).""
 
 from __future__ import annotations
 
+import os
 import socket
 import uuid
+from unittest import mock
 
 import psycopg
 import pytest
@@ -55,7 +57,8 @@ def test_serve_and_verify_exit_2_naming_the_missing_database(
     command: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     missing = f"nodb_{uuid.uuid4().hex[:8]}"
-    assert cli([*command, "--store", _where(dbname=missing)]) == 2
+    with mock.patch.dict(os.environ):  # `serve` exports its settings for its workers
+        assert cli([*command, "--store", _where(dbname=missing)]) == 2
     err = capsys.readouterr().err
     assert f'database "{missing}" does not exist' in err and "unavailable" not in err
 

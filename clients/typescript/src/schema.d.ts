@@ -1524,6 +1524,8 @@ export interface components {
             status: "ok" | "ready" | "not_ready";
             /** Store */
             store?: boolean | null;
+            /** Store Reason */
+            store_reason?: string | null;
             /** Views */
             views?: boolean | null;
             /** Stuck */

@@ -1,0 +1,22 @@
+"""HA tests: a Patroni cluster of their own (etcd and two PostgreSQL nodes), from nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.ha.cluster import PatroniCluster, missing
+
+
+@pytest.fixture(scope="module")
+def patroni() -> Iterator[PatroniCluster]:
+    lacking = missing()
+    if lacking is not None:
+        pytest.skip(f"{lacking} (.ci/run installs it)")
+    made = PatroniCluster()
+    try:
+        made.start()
+        yield made
+    finally:
+        made.remove()
