@@ -21,7 +21,7 @@ from interlock.api.schemas import Health
 from interlock.domain import Interlock
 from interlock.domain.errors import UnavailableError
 from interlock.notify.notifier import Notifier
-from interlock.projections.engine.interface import ReadModels
+from interlock.projections.interface import ReadModels
 from interlock.stores.postgres import store_guard
 
 # Views a few events behind a busy writer are still serving (lists wait for them);

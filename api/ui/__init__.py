@@ -17,7 +17,7 @@ from interlock.api.ui.session import Sessions
 from interlock.audit.signing import Signer
 from interlock.domain import Interlock
 from interlock.domain.errors import InterlockError
-from interlock.projections.engine.interface import ReadModels
+from interlock.projections.interface import ReadModels
 from interlock.stores.console_sessions import open_sessions
 
 
