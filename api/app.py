@@ -42,7 +42,7 @@ from interlock.api.ui.session import SessionStore
 from interlock.audit.signing import Signer
 from interlock.domain import Interlock
 from interlock.domain.errors import ConfigurationError
-from interlock.projections.engine.interface import ReadModels
+from interlock.projections.interface import ReadModels
 from interlock.projections.views.webhooks import WebhooksView
 from interlock.webhooks import Deliverer, DeliveryPolicy
 from interlock.webhooks.addresses import AddressPolicy
@@ -83,18 +83,6 @@ def enable_tracing(app: FastAPI, tracer: Any) -> None:
     tracer = tracer or tracing.default_tracer()
     app.state.service.tracer = tracing.OtelTracer(tracer)
     app.state.observed.spans = tracing.RequestSpans(tracer)
-
-
-def webhooks_view(read_models: ReadModels) -> WebhooksView | None:
-    """The webhooks read model, when these read models keep one."""
-    view = getattr(read_models, "view", None)
-    if view is None:
-        return None
-    try:
-        found: WebhooksView = view(WebhooksView)
-    except LookupError:
-        return None
-    return found
 
 
 class _App(FastAPI):
@@ -139,7 +127,7 @@ def make_app(
     """
     auth = auth or AuthConfig(None)
     streams = TurnStreams(keepalive)
-    hooks = webhooks_view(read_models)
+    hooks = read_models.find(WebhooksView)  # None: these read models keep no webhooks
     addresses = AddressPolicy((delivery or DeliveryPolicy()).allow)
     deliverer = Deliverer(hooks, delivery, addresses) if hooks is not None and delivery else None
     subscriptions = Subscriptions(service, hooks, addresses) if hooks is not None else None

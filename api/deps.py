@@ -13,7 +13,8 @@ from interlock.api.errors import ViewsBehindError
 from interlock.api.observability.context import note_principal
 from interlock.api.streaming import TurnStreams
 from interlock.domain import Interlock
-from interlock.projections.engine.interface import (
+from interlock.projections.engine.interface import V
+from interlock.projections.interface import (
     ChatFilter,
     ChatSummary,
     DecisionFilter,
@@ -138,6 +139,13 @@ class _ReadingAt:
     def export_decisions(self, f: DecisionFilter, fmt: Literal["csv", "jsonl"]
                          ) -> Iterator[str]:
         return self._current("decisions").export_decisions(f, fmt)
+
+    def view(self, kind: type[V]) -> V:
+        """The view itself: its reads wait for nothing (`wait` first)."""
+        return self._views.view(kind)
+
+    def find(self, kind: type[V]) -> V | None:
+        return self._views.find(kind)
 
     def wait(self, position: int | None, timeout: float = 5.0,
              views: Collection[str] | None = None) -> None:

@@ -32,7 +32,7 @@ from interlock.bootstrap import build_service
 from interlock.examples.banking import AGENTS
 from interlock.projections import SqlReadModels, open_views
 from interlock.projections.backends.postgres import PostgresViewStore
-from interlock.projections.engine.interface import DecisionFilter, InboxFilter
+from interlock.projections.interface import DecisionFilter, InboxFilter
 from interlock.projections.views.decisions import DecisionsView
 from interlock.stores.console_sessions import open_sessions
 from tests.api.server import ThreadServer

@@ -12,8 +12,8 @@ import psycopg
 from psycopg import sql
 
 if TYPE_CHECKING:
-    from interlock.projections.engine.readmodels import SqlReadModels
     from interlock.projections.engine.sql import SqlView
+    from interlock.projections.readmodels import SqlReadModels
 
 PG_URL = os.environ.get(
     "INTERLOCK_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/interlock_test"

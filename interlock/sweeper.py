@@ -27,7 +27,7 @@ from interlock.stores.erasure_keys import KeyStore
 
 if TYPE_CHECKING:
     from interlock.domain import Chat, Interlock
-    from interlock.projections.engine.readmodels import SqlReadModels
+    from interlock.projections.readmodels import SqlReadModels
 
 log = logging.getLogger(__name__)
 Pair = tuple[str, str]  # a held call: (chat id, ref)

@@ -1,4 +1,8 @@
-"""Interlock's read side: the inbox, the decision log and chat summaries, kept current."""
+"""Interlock's read side: the inbox, the decision log and chat summaries, kept current.
+
+The read side's wiring: it hands the registered views (`views.registry.READ_MODELS`) to
+the engine, which knows none of them.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,9 @@ from eventsourcing.sqlite import SQLiteFactory
 
 from interlock.projections.backends.postgres import ViewLeader, postgres_views
 from interlock.projections.backends.sqlite import SQLiteDb, sqlite_views
-from interlock.projections.engine.interface import ReadModels
-from interlock.projections.engine.readmodels import SqlReadModels
 from interlock.projections.engine.sql import ReadModel
+from interlock.projections.interface import ReadModels
+from interlock.projections.readmodels import SqlReadModels
 from interlock.projections.views.registry import READ_MODELS
 
 if TYPE_CHECKING:

@@ -1,6 +1,7 @@
 """The house's import rules, read from the source: no circle between modules, no import
 inside a function to hide one, the API is built by the wiring and never imports it nor a
-store, nothing below the API imports it, and the read side issues no commands."""
+store, nothing below the API imports it, the read side issues no commands, its engine knows
+no view, and the chat aggregate does not know the runtime."""
 
 from __future__ import annotations
 
@@ -41,9 +42,12 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     return skip
 
 
-def imports(tree: ast.Module, known: set[str]) -> Iterator[tuple[ast.AST, str]]:
-    """Each run-time import of a known module (`from p import m` names module p.m)."""
-    skip = _type_checking_only(tree)
+def imports(
+    tree: ast.Module, known: set[str], annotations: bool = False
+) -> Iterator[tuple[ast.AST, str]]:
+    """Each run-time import of a known module (`from p import m` names module p.m); with
+    `annotations`, the annotation-only ones (`if TYPE_CHECKING:`) too."""
+    skip = set() if annotations else _type_checking_only(tree)
     for node in ast.walk(tree):
         if id(node) in skip:
             continue
@@ -56,12 +60,14 @@ def imports(tree: ast.Module, known: set[str]) -> Iterator[tuple[ast.AST, str]]:
                 yield node, alias.name
 
 
-def graph(found: dict[str, Path]) -> Graph:
+def graph(found: dict[str, Path], annotations: bool = False) -> Graph:
+    """Who imports whom at run time (with `annotations`, for type checkers too)."""
     known = set(found)
     edges: Graph = {}
     for name, path in found.items():
         tree = ast.parse(path.read_text(), str(path))
-        edges[name] = {m for _, m in imports(tree, known) if m in known and m != name}
+        edges[name] = {m for _, m in imports(tree, known, annotations)
+                       if m in known and m != name}
     return edges
 
 
@@ -140,6 +146,44 @@ def test_no_module_circle_anywhere_in_the_house() -> None:
     assert circles(graph(found)) == []
 
 
+# Annotation-only circles left: an aggregate and its events name each other (an event's
+# `apply` takes its aggregate, as eventsourcing's nested events do). Any other is refused.
+AGGREGATE_CIRCLES = [
+    ["interlock.domain.chat.aggregate", "interlock.domain.chat.approval_events",
+     "interlock.domain.chat.erasure_events", "interlock.domain.chat.events",
+     "interlock.domain.chat.fork_events", "interlock.domain.chat.rules"],
+    ["interlock.domain.review.aggregate", "interlock.domain.review.events"],
+]
+
+
+def test_no_circle_even_for_the_type_checker_but_aggregate_and_events() -> None:
+    found = circles(graph(modules(), annotations=True))
+    assert sorted(found) == AGGREGATE_CIRCLES
+
+
+def below(edges: Graph, sources: str, targets: str) -> dict[str, list[str]]:
+    """The modules under `sources` that import a module under `targets` directly."""
+    return {m: sorted(t for t in ts if t.startswith(targets + "."))
+            for m, ts in edges.items() if m.startswith(sources + ".")
+            and any(t.startswith(targets + ".") for t in ts)}
+
+
+def test_the_read_engine_and_backends_import_no_view() -> None:
+    """Views are handed to the engine by the wiring (`projections/__init__.py` passes the
+    registry), as eventsourcing's ProjectionRunner is handed its view class."""
+    edges = graph(modules(), annotations=True)
+    views = "interlock.projections.views"
+    assert below(edges, "interlock.projections.engine", views) == {}
+    assert below(edges, "interlock.projections.backends", views) == {}
+
+
+def test_the_chat_domain_imports_nothing_of_the_runtime() -> None:
+    """The aggregate checks tool schemas through `chat.schema.ToolSchema`, which the
+    runtime's `Tool` satisfies: the runtime builds on the chat, not the other way."""
+    edges = graph(modules(), annotations=True)
+    assert below(edges, "interlock.domain.chat", "interlock.domain.runtime") == {}
+
+
 def test_no_import_of_the_house_inside_a_function() -> None:
     found = modules()
     late = [hit for path in found.values() for hit in hidden_imports(path, set(found))]
@@ -176,6 +220,12 @@ def test_the_checks_see_what_they_forbid(tmp_path: Path) -> None:
     edges = graph(found)
     assert circles(edges) == [["interlock.domain.a", "interlock.domain.b"]]
     assert "interlock.domain.c" not in edges["interlock.domain.b"]  # annotations only
+    assert circles(graph(found, annotations=True)) == [
+        ["interlock.domain.a", "interlock.domain.b", "interlock.domain.c"]]
+    assert below(graph(found, annotations=True), "interlock.domain", "interlock.domain") == {
+        "interlock.domain.a": ["interlock.domain.b"],
+        "interlock.domain.b": ["interlock.domain.a", "interlock.domain.c"],
+        "interlock.domain.c": ["interlock.domain.b"]}
     assert hidden_imports(found["interlock.domain.b"], set(found)) == [
         "b.py:5 interlock.domain.a"]
     assert hidden_imports(found["interlock.domain.c"], set(found)) == []

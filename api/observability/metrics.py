@@ -43,7 +43,7 @@ from interlock.domain.chat.events import (
     UserMessageSent,
 )
 from interlock.domain.errors import UnavailableError
-from interlock.projections.engine.interface import InboxFilter, ReadModels
+from interlock.projections.interface import InboxFilter, ReadModels
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BATCH = 1000

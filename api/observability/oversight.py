@@ -14,6 +14,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Met
 from prometheus_client.registry import Collector
 
 from interlock.domain.errors import UnavailableError
+from interlock.projections.engine.interface import ReadSide
 from interlock.projections.views.review_tables import BUCKETS, FAST
 from interlock.projections.views.reviews import ReviewsView
 
@@ -24,11 +25,11 @@ PEOPLE = ("approve", "respond", "restart", "edit", "reject")  # a person decided
 class Oversight(Collector):
     """Read when scraped; nothing when the read models keep no reviews view."""
 
-    def __init__(self, views: Any) -> None:
+    def __init__(self, views: ReadSide) -> None:
         self.views = views
 
     def collect(self) -> Iterator[Metric]:
-        view = _reviews(self.views)
+        view = self.views.find(ReviewsView)
         if view is None:
             return
         try:
@@ -43,17 +44,6 @@ class Oversight(Collector):
         for age, n in pending.items():
             ages.add_metric([str(age)], n)
         yield ages
-
-
-def _reviews(views: Any) -> ReviewsView | None:
-    view = getattr(views, "view", None)
-    if view is None:
-        return None
-    try:
-        found: ReviewsView = view(ReviewsView)
-    except LookupError:
-        return None
-    return found
 
 
 def _waits(rows: list[Any]) -> Metric:

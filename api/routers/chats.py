@@ -34,7 +34,7 @@ from interlock.api.schemas import (
 )
 from interlock.api.streaming import Turn
 from interlock.domain import Interlock
-from interlock.projections.engine.interface import ChatFilter, ChatSummary, Page
+from interlock.projections.interface import ChatFilter, ChatSummary, Page
 
 router = APIRouter(prefix="/v1/chats", tags=["chats"])
 ChatId = Annotated[UUID, "the chat's id"]

@@ -12,7 +12,7 @@ from fastapi.responses import StreamingResponse
 from interlock.api.deps import CurrentViews, Reader
 from interlock.api.routers.common import errors
 from interlock.api.schemas import MAX_LIMIT, Instant
-from interlock.projections.engine.interface import DecisionFilter, DecisionRow, DecisionStats, Page
+from interlock.projections.interface import DecisionFilter, DecisionRow, DecisionStats, Page
 
 router = APIRouter(prefix="/v1/decisions", tags=["decisions"])
 _MEDIA = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}

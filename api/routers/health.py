@@ -23,7 +23,7 @@ from interlock.api.schemas import Health
 from interlock.domain import Interlock
 from interlock.domain.errors import UnavailableError
 from interlock.notify.notifier import Notifier
-from interlock.projections.engine.interface import ReadModels
+from interlock.projections.interface import ReadModels
 
 # Views a few events behind a busy writer are still serving (lists wait for them);
 # a server catching up a backlog, or whose views stopped, is not.

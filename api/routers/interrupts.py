@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from interlock.api.deps import CurrentViews, Reader
 from interlock.api.routers.common import errors
 from interlock.api.schemas import MAX_LIMIT, Instant
-from interlock.projections.engine.interface import InboxFilter, InboxRow, Page
+from interlock.projections.interface import InboxFilter, InboxRow, Page
 from interlock.projections.views.inbox import Decidable
 
 router = APIRouter(prefix="/v1/interrupts", tags=["interrupts"])

@@ -32,7 +32,7 @@ from interlock.domain.errors import InternalError
 from interlock.domain.receipts import Receipts
 from interlock.domain.review.queries import SHIPPED, ReviewQuery
 from interlock.domain.review.service import Reviews
-from interlock.projections.engine.interface import ReadModels
+from interlock.projections.interface import ReadModels
 from interlock.projections.views.reviews import ReviewsView
 from interlock.reviewing import ReviewDesk
 
@@ -66,10 +66,9 @@ def desk_for(service: Interlock, views: ReadModels, auth: AuthConfig, tenant: st
 
 def reviews_view(views: ReadModels) -> ReviewsView:
     """The reviews read model of these read models (every SQL store keeps one)."""
-    view = getattr(views, "view", None)
-    if view is None:
+    found = views.find(ReviewsView)
+    if found is None:
         raise InternalError("these read models keep no reviews view")
-    found: ReviewsView = view(ReviewsView)
     return found
 
 

@@ -17,7 +17,7 @@ from interlock.api.ui.session import MemorySessions, Sessions, SessionStore
 from interlock.audit.signing import Signer
 from interlock.domain import Interlock
 from interlock.domain.errors import InterlockError
-from interlock.projections.engine.interface import ReadModels
+from interlock.projections.interface import ReadModels
 
 
 def console(service: Interlock, read_models: ReadModels, auth: AuthConfig,

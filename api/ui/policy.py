@@ -17,7 +17,7 @@ from interlock.domain.chat.policies import ApprovalState
 from interlock.domain.chat.rules import ApproveEntry, check_voter, held_call
 from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import AlreadyVotedError, ForbiddenError, InterruptExpiredError
-from interlock.projections.engine.interface import InboxRow
+from interlock.projections.interface import InboxRow
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from interlock.domain.errors import (
     InvalidRequestError,
     UnauthenticatedError,
 )
-from interlock.projections.engine.interface import DecisionFilter, InboxFilter, ReadModels
+from interlock.projections.interface import DecisionFilter, InboxFilter, ReadModels
 from interlock.projections.views.inbox import Decidable
 
 router = APIRouter()
@@ -188,12 +188,11 @@ def decisions(request: Request, views: CurrentViews, who: Visitor, f: DecisionQu
 
 
 @router.get("/decisions/stats", response_class=HTMLResponse)
-def decision_stats(request: Request, service: ServiceDep, views: CurrentViews,
-                   raw_views: ReadModelsDep, who: Visitor, f: DecisionQuery) -> Response:
+def decision_stats(request: Request, service: ServiceDep, views: ReadModelsDep, who: Visitor,
+                   f: DecisionQuery) -> Response:
     """Counts and percentiles, and the oversight charts (drawn here, as SVG)."""
     raw = dict(request.query_params)
-    read = oversight.read(service, raw_views, f)  # one read of the summary for both
-    stats, figures = read if read is not None else (views.decision_stats(f), None)
+    stats, figures = oversight.read(service, views, f)  # one read of the summary for both
     return render(request, "stats.html", who=who, stats=stats, raw=raw,
                   figures=figures, charts=oversight_charts(figures) if figures else None,
                   duration=duration, pending_label=pending_label)

@@ -21,7 +21,7 @@ from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.messages import Message
 from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import UnknownInterruptError
-from interlock.projections.engine.interface import DecisionFilter, DecisionRow, ReadModels
+from interlock.projections.interface import DecisionFilter, DecisionRow, ReadModels
 
 
 def pretty(value: Any) -> str:

@@ -40,6 +40,7 @@ from interlock.domain.chat.rules import (
     restart_decision,
     vote_decision,
 )
+from interlock.domain.chat.schema import ToolSchema
 from interlock.domain.chat.state import RUNNABLE, ChatState, ChatStatus, ToolCall
 from interlock.domain.errors import (
     ChatErasedError,
@@ -51,7 +52,6 @@ from interlock.domain.errors import (
     TurnInProgressError,
     UnknownInterruptError,
 )
-from interlock.domain.runtime.tools import Tool
 
 _PLAIN_REF = re.compile(r"[\w.:\-]{1,80}")
 Signer = Callable[[str | None, ev.ChatEvent], str]
@@ -217,7 +217,7 @@ class Chat:
         restart: Sequence[RestartEntry],
         *,
         actor: str,
-        tools: Mapping[str, Tool],
+        tools: Mapping[str, ToolSchema],
         request_key: str | None = None,
         request_sha256: str | None = None,
         metadata: dict[str, Any] | None = None,
@@ -259,7 +259,7 @@ class Chat:
             self._trigger(event_class, actor=actor, **keyed, **data)
 
     def _vote_decisions(
-        self, votes: Sequence[VoteEntry], decider: Decider, tools: Mapping[str, Tool],
+        self, votes: Sequence[VoteEntry], decider: Decider, tools: Mapping[str, ToolSchema],
         now: datetime,
     ) -> list[Decision]:
         decisions = []
@@ -363,7 +363,7 @@ class Chat:
         if self.state.status == "interrupted":
             raise PendingInterruptsError([c.ref for c in self.pending_interrupts()])
 
-    def _pending(self, entry: Entry, actor: str, tools: Mapping[str, Tool]) -> ToolCall:
+    def _pending(self, entry: Entry, actor: str, tools: Mapping[str, ToolSchema]) -> ToolCall:
         return pending_call(self.state.calls, entry, actor, tools)
 
     def _with_unique_refs(self, message: Message) -> Message:

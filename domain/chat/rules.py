@@ -14,6 +14,7 @@ from interlock.domain.chat.approval_events import ApprovalVoted
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.jsonsafe import check_json
 from interlock.domain.chat.policies import ApprovalState, Decider, Outcome, VoteKind, normalise_id
+from interlock.domain.chat.schema import SchemaError, ToolSchema
 from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import (
     AlreadyVotedError,
@@ -30,7 +31,6 @@ from interlock.domain.errors import (
     StaleInterruptError,
     UnknownInterruptError,
 )
-from interlock.domain.runtime.tools import SchemaError, Tool
 
 SHA256_HEX = r"^[0-9a-f]{64}$"
 Decision = tuple[type[ev.ChatEvent], dict[str, Any]]
@@ -104,7 +104,7 @@ def check_batch(refs: list[str]) -> None:
 
 
 def pending_call(
-    calls: Mapping[str, ToolCall], entry: Entry, actor: str, tools: Mapping[str, Tool]
+    calls: Mapping[str, ToolCall], entry: Entry, actor: str, tools: Mapping[str, ToolSchema]
 ) -> ToolCall:
     """The interrupted call an entry decides, checked against what the entry claims."""
     call = calls.get(entry.ref)
@@ -121,7 +121,7 @@ def pending_call(
     return call
 
 
-def respond_decision(entry: RespondEntry, call: ToolCall, tool: Tool | None) -> Decision:
+def respond_decision(entry: RespondEntry, call: ToolCall, tool: ToolSchema | None) -> Decision:
     output = entry.output
     if tool is not None:
         try:
@@ -138,7 +138,7 @@ def respond_decision(entry: RespondEntry, call: ToolCall, tool: Tool | None) -> 
     }
 
 
-def restart_decision(entry: RestartEntry, call: ToolCall, tool: Tool | None) -> Decision:
+def restart_decision(entry: RestartEntry, call: ToolCall, tool: ToolSchema | None) -> Decision:
     data: dict[str, Any] = {
         "ref": entry.ref,
         "name": entry.name,
@@ -152,7 +152,7 @@ def restart_decision(entry: RestartEntry, call: ToolCall, tool: Tool | None) -> 
     return ev.Restarted, data
 
 
-def _replaced_input(entry: RestartEntry, tool: Tool | None) -> Any:
+def _replaced_input(entry: RestartEntry, tool: ToolSchema | None) -> Any:
     if tool is None:
         return entry.replace_input
     try:
@@ -178,7 +178,7 @@ def check_seen(entry: Entry | VoteEntry, call: ToolCall, actor: str | None) -> N
         raise StaleInterruptError(entry.ref, None, current, changed_by=call.input_by)
 
 
-def _check_approver(tool: Tool | None, call: ToolCall, actor: str) -> None:
+def _check_approver(tool: ToolSchema | None, call: ToolCall, actor: str) -> None:
     """Four eyes: not who sent the turn, nor whoever last replaced the input (ids normalised)."""
     if tool is None or not tool.distinct_approver:
         return
@@ -306,7 +306,7 @@ def check_voter(call: ToolCall, decider: Decider) -> None:
         raise AlreadyVotedError(call.ref, earlier.actor, earlier.kind, earlier.at)
 
 
-def vote_decision(entry: VoteEntry, call: ToolCall, tool: Tool | None) -> Decision:
+def vote_decision(entry: VoteEntry, call: ToolCall, tool: ToolSchema | None) -> Decision:
     """The ApprovalVoted event's data, with the outcome this vote brings."""
     assert call.approval is not None
     kind = KIND[type(entry)]
@@ -332,7 +332,7 @@ def _outcome(kind: VoteKind, call: ToolCall) -> Outcome:
     return "approved" if count >= call.approval.terms.quorum else "pending"
 
 
-def _edited(entry: EditEntry, tool: Tool | None) -> Any:
+def _edited(entry: EditEntry, tool: ToolSchema | None) -> Any:
     if tool is None:
         return entry.input
     try:

@@ -14,6 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from interlock.domain.chat.policies import Approval
+from interlock.domain.chat.schema import SchemaError as SchemaError  # its old home: re-exported
 from interlock.domain.runtime.models import ToolDefinition
 
 
@@ -23,14 +24,6 @@ class ToolInterrupt(Exception):
     def __init__(self, metadata: Any) -> None:
         super().__init__("tool interrupted")
         self.metadata = metadata
-
-
-class SchemaError(ValueError):
-    """A value failed a tool's input or output schema."""
-
-    def __init__(self, errors: list[dict[str, Any]]) -> None:
-        super().__init__(f"{len(errors)} validation error(s)")
-        self.errors = errors
 
 
 class Resumed(dict[str, Any]):

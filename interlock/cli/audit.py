@@ -27,8 +27,8 @@ from interlock.notify import store as notify_store
 from interlock.process import tune_gc
 from interlock.projections import READ_MODELS, open_views
 from interlock.projections.backends.postgres import AppendWaker
-from interlock.projections.engine.interface import DecisionFilter
-from interlock.projections.engine.readmodels import SqlReadModels
+from interlock.projections.interface import DecisionFilter
+from interlock.projections.readmodels import SqlReadModels
 from interlock.projections.views.webhooks import WebhooksView
 from interlock.settings import flag_help as _help
 from interlock.settings import load_settings

@@ -24,8 +24,8 @@ try:
 except ImportError:  # an optional extra: the command says how to install it
     pa = pq = None
 
-from interlock.projections.engine.interface import DecisionFilter
-from interlock.projections.engine.readmodels import SqlReadModels
+from interlock.projections.interface import DecisionFilter
+from interlock.projections.readmodels import SqlReadModels
 from interlock.projections.views import analytics
 from interlock.projections.views.export import rows_of
 from interlock.projections.views.reviews import ReviewsView

@@ -39,7 +39,6 @@ from interlock.projections.engine.sql import (
     SqlView,
     ViewStore,
 )
-from interlock.projections.views.registry import READ_MODELS
 from interlock.stores.postgres import schema_lock
 
 # `json`, not `jsonb`: jsonb refuses "\u0000", and a view must accept every recorded event.
@@ -484,10 +483,10 @@ def _nul_free(text: str) -> str:
 
 
 def postgres_views(
-    datastore: PostgresDatastore, application_name: str = "Interlock",
-    read_models: Iterable[ReadModel] = READ_MODELS, *, prefix: str | None = None,
+    datastore: PostgresDatastore, application_name: str,
+    read_models: Iterable[ReadModel], *, prefix: str | None = None,
 ) -> list[SqlView]:
-    """The views of `read_models` (the registry's by default) in the store, created if missing;
+    """The views of `read_models` (the wiring's registry) in the store, created if missing;
     tables are named `<prefix>_<view>` (the application's name by default)."""
     prefix = prefix or application_name.lower()
     return [m.open(PostgresViewStore(datastore, m.view, prefix=prefix,

@@ -20,7 +20,6 @@ from interlock.projections.engine.sql import (
     SqlView,
     ViewStore,
 )
-from interlock.projections.views.registry import READ_MODELS
 
 _PARAM = re.compile(r"%\((\w+)\)s")
 _TYPES = {"json": "text", "ts": "text"}
@@ -153,10 +152,10 @@ class SQLiteViewStore(ViewStore):
 
 
 def sqlite_views(
-    db: SQLiteDb, application_name: str = "Interlock",
-    read_models: Iterable[ReadModel] = READ_MODELS, *, prefix: str | None = None,
+    db: SQLiteDb, application_name: str,
+    read_models: Iterable[ReadModel], *, prefix: str | None = None,
 ) -> list[SqlView]:
-    """The views of `read_models` (the registry's by default) in `db`, created if missing;
+    """The views of `read_models` (the wiring's registry) in `db`, created if missing;
     tables are named `<prefix>_<view>` (the application's name by default)."""
     prefix = prefix or application_name.lower()
     return [m.open(SQLiteViewStore(db, m.view, prefix=prefix, application_name=application_name))

@@ -16,9 +16,9 @@ so a duplicate fails (and is named) as it did.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from interlock.projections.engine.sql import Key
+from interlock.projections.engine.sql import Key, ReadModel, SqlView, ViewStore
 
 RunMany = Callable[[str, Sequence[Mapping[str, Any]]], None]
 
@@ -67,3 +67,62 @@ class Buffers:
         if key in held.rows:
             self.flush()
         held.rows[key] = row
+
+
+class Lookups:
+    """A view's own chats and calls tables (a chat's tenant and agent, a call's tool and
+    input...), which its rows are joined from, and their rows held in this batch; the
+    chats' are flushed first (a call's insert may read its chat's row)."""
+
+    __slots__ = ("buffers", "calls", "chats")
+
+    def __init__(self, run_many: RunMany, chats: str, calls: str) -> None:
+        """`chats`, `calls`: the INSERT templates of the two tables."""
+        self.chats, self.calls = Held(chats), Held(calls)
+        self.buffers = Buffers(run_many, self.chats, self.calls)
+
+    def chat_started(self, chat_id: str, row: dict[str, Any]) -> None:
+        self.buffers.insert(self.chats, (chat_id,), row)
+
+    def tool_requested(self, chat_id: str, ref: str, row: dict[str, Any]) -> None:
+        self.buffers.insert(self.calls, (chat_id, ref), row)
+
+    def fold_chat(self, chat_id: str, **changes: Any) -> bool:
+        """Fold `changes` into the chat's held row; False when it is not held (the caller
+        writes them in SQL)."""
+        return _fold(self.chats, (chat_id,), changes)
+
+    def fold_call(self, chat_id: str, ref: str, **changes: Any) -> bool:
+        """Fold `changes` into the call's held row; False when it is not held."""
+        return _fold(self.calls, (chat_id, ref), changes)
+
+    def flush(self) -> None:
+        self.buffers.flush()
+
+    def clear(self) -> None:
+        self.buffers.clear()
+
+
+def _fold(held: Held, key: Key, changes: dict[str, Any]) -> bool:
+    row = held.rows.get(key)
+    if row is None:
+        return False
+    row.update(changes)
+    return True
+
+
+class JoinedView(SqlView):
+    """A view whose rows are joined from its own chats and calls tables (`lookups`), their
+    rows of a batch held until a statement reads them or the batch ends."""
+
+    lookup_inserts: ClassVar[tuple[str, str]]  # the INSERT of a chat's row, then a call's
+
+    def __init__(self, store: ViewStore, read_model: ReadModel) -> None:
+        super().__init__(store, read_model)
+        self.lookups = Lookups(self._run_many, *self.lookup_inserts)
+
+    def _begin_batch(self) -> None:
+        self.lookups.clear()
+
+    def _before_commit(self) -> None:
+        self.lookups.flush()

@@ -1,55 +1,32 @@
-"""The read side's contract: the queries the HTTP layer and CLI call, and their row shapes.
+"""What any read side offers, whatever its views: freshness, and each view by its kind.
 
-Each row shape and filter lives with its read model (`inbox`, `decisions`, `chats`) and is
-re-exported here. Lists use keyset pagination: `cursor` is opaque, `next_cursor` is None
-on the last page.
+The engine knows no view (eventsourcing's `ProjectionRunner` is the model): the wiring hands
+it the views (`projections.views.registry`), and a caller finds one with `view(kind)`.
+The queries over particular views are `projections.interface.ReadModels`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
-from typing import Literal, Protocol
+from collections.abc import Collection
+from typing import Protocol, TypeVar
 
 from interlock.projections.engine.pages import Page
+from interlock.projections.engine.sql import SqlView
 from interlock.projections.engine.stuck import StuckView
-from interlock.projections.views.chats import ChatFilter, ChatSummary
-from interlock.projections.views.decisions import DecisionFilter, DecisionRow, DecisionStats
-from interlock.projections.views.inbox import InboxFilter, InboxRow
 
-__all__ = [
-    "ChatFilter",
-    "ChatSummary",
-    "DecisionFilter",
-    "DecisionRow",
-    "DecisionStats",
-    "InboxFilter",
-    "InboxRow",
-    "Page",
-    "ReadModels",
-    "StuckView",
-]
+__all__ = ["Page", "ReadSide", "StuckView", "V"]
+
+V = TypeVar("V", bound=SqlView)
 
 
-class ReadModels(Protocol):
-    """All queries of the read side, current to at least the position waited for."""
+class ReadSide(Protocol):
+    """Views kept current, current to at least the position waited for."""
 
-    def chats(
-        self, f: ChatFilter, limit: int = 50, cursor: str | None = None
-    ) -> Page[ChatSummary]: ...
+    def view(self, kind: type[V]) -> V:
+        """The view of read model `kind`; LookupError if these read models keep none."""
 
-    def inbox(
-        self, f: InboxFilter, limit: int = 50, cursor: str | None = None
-    ) -> Page[InboxRow]: ...
-
-    def decisions(
-        self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
-    ) -> Page[DecisionRow]: ...
-
-    def decision_stats(self, f: DecisionFilter) -> DecisionStats: ...
-
-    def export_decisions(
-        self, f: DecisionFilter, fmt: Literal["csv", "jsonl"]
-    ) -> Iterator[str]: ...
+    def find(self, kind: type[V]) -> V | None:
+        """The view of read model `kind`, or None if these read models keep none."""
 
     def wait(self, position: int | None, timeout: float = 5.0,
              views: Collection[str] | None = None) -> None:

@@ -6,15 +6,12 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Protocol
 
 from eventsourcing.persistence import PersistenceError, Recording
 
 from interlock.domain.errors import UnavailableError
-
-if TYPE_CHECKING:
-    from interlock.projections.engine.readmodels import SqlReadModels
 
 log = logging.getLogger(__name__)
 # A commit wakes the runner, which gathers the commits of this long before its pass (unless a
@@ -48,6 +45,26 @@ class Leader(Protocol):
     def close(self) -> None: ...
 
 
+class Driven(Protocol):
+    """What the runner drives: the read engine (`readmodels.ReadEngine`), as seen from here."""
+
+    @property
+    def app(self) -> object:
+        """The application whose commits wake the runner (its `commit_listeners`)."""
+
+    @property
+    def applied(self) -> Mapping[str, int]:
+        """Each view's position after the last pass."""
+
+    def committed(self, recordings: Sequence[Recording[Any]]) -> None: ...
+
+    def setup(self) -> None: ...
+
+    def catch_up(self) -> int: ...
+
+    def check_not_stuck(self, position: int, views: Collection[str] | None = None) -> None: ...
+
+
 class LiveRunner:
     """A thread that catches the views up after each commit and every `poll_interval`.
 
@@ -59,7 +76,7 @@ class LiveRunner:
     """
 
     def __init__(
-        self, models: SqlReadModels, poll_interval: float, leader: Leader | None = None
+        self, models: Driven, poll_interval: float, leader: Leader | None = None
     ) -> None:
         self.models = models
         self.poll_interval = poll_interval

@@ -1,17 +1,21 @@
-"""The read side as one object: keeps its views current and answers the queries."""
+"""The read engine: keeps whatever views the wiring hands it current, and finds each by kind.
+
+It imports no view (eventsourcing's `ProjectionRunner` is the model): the queries over
+particular views are `projections.readmodels.SqlReadModels`, built on this.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 from eventsourcing.application import Application
 from eventsourcing.persistence import Notification, Recording
 
+from interlock.projections.engine.interface import V
 from interlock.projections.engine.live import Leader, LiveRunner
-from interlock.projections.engine.pages import Page
 from interlock.projections.engine.runner import (
     BatchFailedError,
     BatchRunner,
@@ -22,23 +26,14 @@ from interlock.projections.engine.runner import (
 )
 from interlock.projections.engine.sql import JointBatchError, PositionConflictError, SqlView
 from interlock.projections.engine.stuck import StuckView, StuckViews
-from interlock.projections.views import export
-from interlock.projections.views.chats import ChatFilter, ChatSummary, ChatsView
-from interlock.projections.views.decisions import (
-    DecisionFilter,
-    DecisionRow,
-    DecisionStats,
-    DecisionsView,
-)
-from interlock.projections.views.inbox import InboxFilter, InboxRow, InboxView
 
-V = TypeVar("V", bound=SqlView)
 FRESH_KEPT = 10_000  # committed events kept for the next pass, at most
 POLL = 0.01  # seconds between reads of the views' positions while another process applies them
 
 
-class SqlReadModels:
-    """Queries over the views (the `ReadModels` contract) and, if asked, their runner."""
+class ReadEngine:
+    """The views handed in, each found by its kind (the `ReadSide` contract), kept current
+    when asked (`start`) or caught up in the caller's thread (`catch_up`)."""
 
     def __init__(
         self,
@@ -68,10 +63,17 @@ class SqlReadModels:
 
     def view(self, kind: type[V]) -> V:
         """The view of read model `kind` (a `SqlView` subclass) in this store."""
+        found = self.find(kind)
+        if found is None:
+            raise LookupError(f"no {kind.__name__} among the read models")
+        return found
+
+    def find(self, kind: type[V]) -> V | None:
+        """The view of read model `kind` in this store, or None if it keeps none."""
         for runner in self.runners:
             if isinstance(runner.view, kind):
                 return runner.view
-        raise LookupError(f"no {kind.__name__} among the read models")
+        return None
 
     def runner(self, name: str) -> BatchRunner:
         """The runner of the view called `name`."""
@@ -79,30 +81,6 @@ class SqlReadModels:
             if runner.name == name:
                 return runner
         raise LookupError(f"no read model named {name!r}")
-
-    # -- queries -----------------------------------------------------------------------------
-
-    def chats(self, f: ChatFilter, limit: int = 50, cursor: str | None = None) -> Page[ChatSummary]:
-        return self.view(ChatsView).page(f, limit, cursor)
-
-    def inbox(self, f: InboxFilter, limit: int = 50, cursor: str | None = None) -> Page[InboxRow]:
-        return self.view(InboxView).page(f, limit, cursor)
-
-    def decisions(
-        self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
-    ) -> Page[DecisionRow]:
-        return self.view(DecisionsView).page(f, limit, cursor)
-
-    def decision_stats(self, f: DecisionFilter) -> DecisionStats:
-        return self.view(DecisionsView).stats(f)
-
-    def export_decisions(self, f: DecisionFilter, fmt: Literal["csv", "jsonl"]) -> Iterator[str]:
-        # The first page is read now: a filter the store refuses (a NUL character) is
-        # answered before the response starts streaming, not by a broken stream.
-        first = self.decisions(f, 1000, None)
-        rows = export.rows_of(
-            lambda cursor: first if cursor is None else self.decisions(f, 1000, cursor))
-        return export.export(rows, fmt)
 
     # -- freshness ---------------------------------------------------------------------------
 

@@ -29,15 +29,13 @@ from interlock.domain.chat.events import (
 from interlock.domain.chat.fork_events import ChatForked, asked_in
 from interlock.domain.chat.ids import id_text
 from interlock.projections.engine import cursors
-from interlock.projections.engine.fold import Buffers, Held
+from interlock.projections.engine.fold import JoinedView
 from interlock.projections.engine.pages import Page, paginate
 from interlock.projections.engine.sql import (
     Key,
     PositionConflictError,
     ReadModel,
     Row,
-    SqlView,
-    ViewStore,
     equal_filters,
     where,
 )
@@ -137,7 +135,7 @@ _PG_PERCENTILES = (f"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY {_WAIT})
                    " FROM {decisions}")
 
 
-class DecisionsView(SqlView):
+class DecisionsView(JoinedView):
     """Decisions, plus the chats and calls they are joined from."""
 
     view_name = "decisions"
@@ -177,57 +175,39 @@ class DecisionsView(SqlView):
         *STATS_DDL,
     )
     dump_sql = f"SELECT {_COLUMNS} FROM {{decisions}} ORDER BY chat_id, version"
-
-    def __init__(self, store: ViewStore, read_model: ReadModel) -> None:
-        super().__init__(store, read_model)
-        # Chats and calls started in this batch, held until a statement reads them (a
-        # decision) or the batch ends: their fingerprint and interruption fold in.
-        self._chats = Held("INSERT INTO {decision_chats} VALUES (%(c)s, %(t)s, %(a)s, %(f)s)")
-        self._calls = Held("INSERT INTO {decision_calls} VALUES (%(c)s, %(r)s, %(n)s, %(i)s,"
-                           " %(at)s)")
-        self._held = Buffers(self._run_many, self._chats, self._calls)
-
-    def _begin_batch(self) -> None:
-        self._held.clear()
-
-    def _before_commit(self) -> None:
-        self._held.flush()
+    # Chats and calls started in this batch are held until a statement reads them (a
+    # decision) or the batch ends: their fingerprint and interruption fold in.
+    lookup_inserts = ("INSERT INTO {decision_chats} VALUES (%(c)s, %(t)s, %(a)s, %(f)s)",
+                      "INSERT INTO {decision_calls} VALUES (%(c)s, %(r)s, %(n)s, %(i)s, %(at)s)")
 
     def chat_started(self, chat_id: str, tenant: str, agent: str) -> None:
-        self._held.insert(self._chats, (chat_id,),
-                          {"c": chat_id, "t": tenant, "a": agent, "f": None})
+        self.lookups.chat_started(chat_id, {"c": chat_id, "t": tenant, "a": agent, "f": None})
 
     def tool_requested(self, chat_id: str, ref: str, name: str, input: Any) -> None:
-        self._held.insert(self._calls, (chat_id, ref),
-                          {"c": chat_id, "r": ref, "n": name, "i": self._json(input), "at": None})
+        self.lookups.tool_requested(
+            chat_id, ref, {"c": chat_id, "r": ref, "n": name, "i": self._json(input), "at": None})
 
     def interrupted(self, chat_id: str, ref: str, at: datetime) -> None:
-        held = self._calls.rows.get((chat_id, ref))
-        if held is not None:
-            held["at"] = self._ts(at)
+        if self.lookups.fold_call(chat_id, ref, at=self._ts(at)):
             return
         self._run("UPDATE {decision_calls} SET interrupted_at = %(at)s"
                   " WHERE chat_id = %(c)s AND ref = %(r)s",
                   {"c": chat_id, "r": ref, "at": self._ts(at)})
 
     def input_replaced(self, chat_id: str, ref: str, input: Any) -> None:
-        held = self._calls.rows.get((chat_id, ref))
-        if held is not None:
-            held["i"] = self._json(input)
+        if self.lookups.fold_call(chat_id, ref, i=self._json(input)):
             return
         self._run("UPDATE {decision_calls} SET input = %(i)s WHERE chat_id = %(c)s"
                   " AND ref = %(r)s", {"c": chat_id, "r": ref, "i": self._json(input)})
 
     def fingerprinted(self, chat_id: str, fingerprint: str) -> None:
-        held = self._chats.rows.get((chat_id,))
-        if held is not None:
-            held["f"] = fingerprint
+        if self.lookups.fold_chat(chat_id, f=fingerprint):
             return
         self._run("UPDATE {decision_chats} SET fingerprint = %(f)s WHERE chat_id = %(c)s",
                   {"c": chat_id, "f": fingerprint})
 
     def decided(self, d: Decided) -> None:
-        self._held.flush()  # the decision is joined from its call and chat
+        self.lookups.flush()  # the decision is joined from its call and chat
         original = "%(oi)s" if d.kind == "restart" else "c.input"
         self._run(
             "INSERT INTO {decisions} SELECT c.chat_id, %(v)s, c.ref, h.tenant, h.agent, c.name,"

@@ -35,9 +35,9 @@ from interlock.domain.chat.policies import ApprovalState, Vote, normalise_id
 from interlock.domain.chat.rules import AWAITS_AGENT, barred_voters
 from interlock.domain.chat.state import ToolCall
 from interlock.projections.engine import cursors
-from interlock.projections.engine.fold import Buffers, Held
+from interlock.projections.engine.fold import JoinedView
 from interlock.projections.engine.pages import Page, paginate
-from interlock.projections.engine.sql import Key, ReadModel, Row, SqlView, ViewStore, equal_filters
+from interlock.projections.engine.sql import Key, ReadModel, Row, ViewStore, equal_filters
 
 
 class InboxRow(BaseModel):
@@ -92,7 +92,7 @@ def _like(text: str) -> str:
     return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
 
 
-class InboxView(SqlView):
+class InboxView(JoinedView):
     """Pending interrupts, plus the chats and calls they are joined from."""
 
     view_name = "inbox"
@@ -122,20 +122,23 @@ class InboxView(SqlView):
         " agent text NOT NULL, since {ts} NOT NULL)",
     )
     dump_sql = f"SELECT {_COLUMNS} FROM {{inbox}} ORDER BY chat_id, ref"
+    # Chats and calls started in this batch are held until a statement reads or changes
+    # them in SQL or the batch ends (engine/fold.py): a chat's first turn folds in, and
+    # a held call reads its requester (the turn) when written: a new turn flushes it.
+    lookup_inserts = ("INSERT INTO {inbox_chats} VALUES (%(c)s, %(t)s, %(a)s, %(by)s)",
+                      "INSERT INTO {inbox_calls} SELECT chat_id, %(r)s, %(n)s, %(i)s,"
+                      " turn_by FROM {inbox_chats} WHERE chat_id = %(c)s")
 
     def chat_started(self, chat_id: str, tenant: str, agent: str) -> None:
-        self._held.insert(self._chats, (chat_id,),
-                          {"c": chat_id, "t": tenant, "a": agent, "by": None})
+        self.lookups.chat_started(chat_id, {"c": chat_id, "t": tenant, "a": agent, "by": None})
 
     def message_sent(self, chat_id: str, actor: str) -> None:
         """The chat's turn is `actor`'s, and it no longer waits for its agent."""
-        if self._calls.holds_chat(chat_id):  # its held calls read the turn they were
-            self._held.flush()                # asked in (other chats' calls read theirs)
-        held = self._chats.rows.get((chat_id,))
-        if held is not None:
-            # A chat held since it started this batch has no row waiting for its agent:
-            # one is written only from its row (awaits_agent), which flushes it.
-            held["by"] = actor
+        if self.lookups.calls.holds_chat(chat_id):  # its held calls read the turn they
+            self.lookups.flush()  # were asked in (other chats' calls read theirs)
+        # A chat held since it started this batch has no row waiting for its agent: one is
+        # written only from its row (awaits_agent), which flushes it.
+        if self.lookups.fold_chat(chat_id, by=actor):
             return
         self._run("UPDATE {inbox_chats} SET turn_by = %(a)s WHERE chat_id = %(c)s",
                   {"c": chat_id, "a": actor})
@@ -143,13 +146,13 @@ class InboxView(SqlView):
 
     def awaits_agent(self, chat_id: str, at: datetime) -> None:
         """The chat's turn ended for want of its agent after an expiry or a withdrawal."""
-        self._held.flush()
+        self.lookups.flush()
         self._run("INSERT INTO {inbox_awaiting} SELECT chat_id, agent, %(at)s FROM {inbox_chats}"
                   " WHERE chat_id = %(c)s ON CONFLICT (chat_id) DO NOTHING",
                   {"c": chat_id, "at": self._ts(at)})
 
     def turn_moved_on(self, chat_id: str) -> None:
-        if (chat_id,) in self._chats.rows:  # see message_sent
+        if (chat_id,) in self.lookups.chats.rows:  # see message_sent
             return
         self._run("DELETE FROM {inbox_awaiting} WHERE chat_id = %(c)s", {"c": chat_id})
 
@@ -166,7 +169,7 @@ class InboxView(SqlView):
 
     def call_copied(self, chat_id: str, call: ToolCall, at: datetime) -> None:
         """A fork's pending call, as its history brought it across (pending or held)."""
-        self._held.flush()
+        self.lookups.flush()
         self._run("INSERT INTO {inbox_calls} VALUES (%(c)s, %(r)s, %(n)s, %(i)s, %(by)s)",
                   {"c": chat_id, "r": call.ref, "n": call.name, "i": self._json(call.input),
                    "by": call.requested_by})
@@ -179,13 +182,13 @@ class InboxView(SqlView):
         self.approval_changed(chat_id, call.ref, call.approval, None)
 
     def tool_requested(self, chat_id: str, ref: str, name: str, input: Any) -> None:
-        self._held.insert(self._calls, (chat_id, ref),
-                          {"c": chat_id, "r": ref, "n": name, "i": self._json(input)})
+        self.lookups.tool_requested(
+            chat_id, ref, {"c": chat_id, "r": ref, "n": name, "i": self._json(input)})
 
     def interrupted(
         self, chat_id: str, ref: str, metadata: Any, at: datetime
     ) -> None:
-        self._held.flush()  # the row is joined from its call and chat
+        self.lookups.flush()  # the row is joined from its call and chat
         self._run(
             "INSERT INTO {inbox} (chat_id, ref, tenant, agent, tool, input, metadata,"
             " requested_at, requested_by, deciders) SELECT c.chat_id, c.ref, h.tenant, h.agent,"
@@ -203,20 +206,10 @@ class InboxView(SqlView):
         super().__init__(store, read_model)
         # States written in this batch: a read on another connection would not see them yet.
         self._states: dict[tuple[str, str], ApprovalState | None] = {}
-        # Chats and calls started in this batch, held until a statement reads or changes
-        # them in SQL or the batch ends (engine/fold.py): a chat's first turn folds in, and
-        # a held call reads its requester (the turn) when written: a new turn flushes it.
-        self._chats = Held("INSERT INTO {inbox_chats} VALUES (%(c)s, %(t)s, %(a)s, %(by)s)")
-        self._calls = Held("INSERT INTO {inbox_calls} SELECT chat_id, %(r)s, %(n)s, %(i)s,"
-                           " turn_by FROM {inbox_chats} WHERE chat_id = %(c)s")
-        self._held = Buffers(self._run_many, self._chats, self._calls)
 
     def _begin_batch(self) -> None:
+        super()._begin_batch()
         self._states = {}
-        self._held.clear()
-
-    def _before_commit(self) -> None:
-        self._held.flush()
 
     def approval_changed(self, chat_id: str, ref: str, state: ApprovalState, input: Any) -> None:
         """Votes, an edit or an escalation: the row shows them and who may decide now."""
@@ -255,7 +248,7 @@ class InboxView(SqlView):
         return [(self._load_ts(r["due_at"]), r["chat_id"], r["ref"]) for r in rows]
 
     def input_replaced(self, chat_id: str, ref: str, input: Any) -> None:
-        self._held.flush()
+        self.lookups.flush()
         self._run("UPDATE {inbox_calls} SET input = %(i)s WHERE chat_id = %(c)s AND ref = %(r)s",
                   {"c": chat_id, "r": ref, "i": self._json(input)})
 

@@ -55,9 +55,9 @@ from interlock.domain.review.sampling import (
     seed_word,
 )
 from interlock.projections.engine import cursors
-from interlock.projections.engine.fold import Buffers, Held
+from interlock.projections.engine.fold import JoinedView
 from interlock.projections.engine.pages import Page, paginate
-from interlock.projections.engine.sql import ReadModel, Row, SqlView, ViewStore
+from interlock.projections.engine.sql import ReadModel, Row
 from interlock.projections.views.decisions import SWEEPER
 from interlock.projections.views.review_sql import compile_filter
 from interlock.projections.views.review_tables import (
@@ -126,7 +126,7 @@ _ACTORS = (
     " AND actor_norm > a.v) FROM a WHERE a.v IS NOT NULL) SELECT v FROM a WHERE v IS NOT NULL")
 
 
-class ReviewsView(SqlView):
+class ReviewsView(JoinedView):
     """Review facts per decision, the calls and chats they are joined from, and reviews."""
 
     view_name = "reviews"
@@ -159,44 +159,32 @@ class ReviewsView(SqlView):
 
     # -- writes ------------------------------------------------------------------------------
 
-    def __init__(self, store: ViewStore, read_model: ReadModel) -> None:
-        super().__init__(store, read_model)
-        # Chats and calls started in this batch, held until a statement reads or changes
-        # them in SQL or the batch ends: a chat's turn and fingerprint, a call's ask fold in.
-        # A held call's requester and prior expiries are read when it is written: every
-        # change to what they read (a turn, a settled call) flushes it first.
-        self._chats = Held("INSERT INTO {review_chats} VALUES (%(c)s, %(t)s, %(a)s, %(u)s,"
-                           " %(un)s, %(f)s, %(n)s)")
-        self._calls = Held(
-            "INSERT INTO {review_calls} SELECT %(c)s, %(r)s, %(n)s, %(i)s, h.turn_by,"
-            " h.turn_norm, NULL, NULL, %(at)s, (SELECT count(*) FROM {review_calls} e"
-            " WHERE e.chat_id = %(c)s AND e.tool = %(n)s AND e.expired), false, %(w)s"
-            " FROM {review_chats} h WHERE h.chat_id = %(c)s")
-        self._held = Buffers(self._run_many, self._chats, self._calls)
-
-    def _begin_batch(self) -> None:
-        self._held.clear()
-
-    def _before_commit(self) -> None:
-        self._held.flush()
+    # Chats and calls started in this batch are held until a statement reads or changes
+    # them in SQL or the batch ends: a chat's turn and fingerprint, a call's ask fold in.
+    # A held call's requester and prior expiries are read when it is written: every
+    # change to what they read (a turn, a settled call) flushes it first.
+    lookup_inserts = (
+        "INSERT INTO {review_chats} VALUES (%(c)s, %(t)s, %(a)s, %(u)s, %(un)s, %(f)s, %(n)s)",
+        "INSERT INTO {review_calls} SELECT %(c)s, %(r)s, %(n)s, %(i)s, h.turn_by,"
+        " h.turn_norm, NULL, NULL, %(at)s, (SELECT count(*) FROM {review_calls} e"
+        " WHERE e.chat_id = %(c)s AND e.tool = %(n)s AND e.expired), false, %(w)s"
+        " FROM {review_chats} h WHERE h.chat_id = %(c)s")
 
     def chat_started(self, chat_id: str, tenant: str, agent: str, actor: str) -> None:
-        self._held.insert(self._chats, (chat_id,), {
+        self.lookups.chat_started(chat_id, {
             "c": chat_id, "t": tenant, "a": agent, "u": actor, "un": normalise_id(actor),
             "f": None, "n": 0})
 
     def turn_sent(self, chat_id: str, actor: str) -> None:
-        if self._calls.holds_chat(chat_id):  # its held calls read the turn they were
-            self._held.flush()                # asked in (other chats' calls read theirs)
-        held = self._chats.rows.get((chat_id,))
-        if held is not None:
-            held.update(u=actor, un=normalise_id(actor))
+        if self.lookups.calls.holds_chat(chat_id):  # its held calls read the turn they
+            self.lookups.flush()  # were asked in (other chats' calls read theirs)
+        if self.lookups.fold_chat(chat_id, u=actor, un=normalise_id(actor)):
             return
         self._run("UPDATE {review_chats} SET turn_by = %(u)s, turn_norm = %(un)s"
                   " WHERE chat_id = %(c)s", {"c": chat_id, "u": actor, "un": normalise_id(actor)})
 
     def fingerprinted(self, chat_id: str, fingerprint: str) -> None:
-        held = self._chats.rows.get((chat_id,))
+        held = self.lookups.chats.rows.get((chat_id,))
         if held is not None:
             held["f"], held["n"] = fingerprint, held["n"] + 1
             return
@@ -204,13 +192,11 @@ class ReviewsView(SqlView):
                   " WHERE chat_id = %(c)s", {"c": chat_id, "f": fingerprint})
 
     def tool_requested(self, chat_id: str, ref: str, tool: str, input: Any) -> None:
-        self._held.insert(self._calls, (chat_id, ref), {
+        self.lookups.tool_requested(chat_id, ref, {
             "c": chat_id, "r": ref, "n": tool, "i": self._json(input), "at": None, "w": False})
 
     def asked(self, chat_id: str, ref: str, at: datetime) -> None:
-        held = self._calls.rows.get((chat_id, ref))
-        if held is not None:
-            held.update(at=self._ts(at), w=True)
+        if self.lookups.fold_call(chat_id, ref, at=self._ts(at), w=True):
             return
         self._run("UPDATE {review_calls} SET asked_at = %(at)s, waiting = true"
                   " WHERE chat_id = %(c)s AND ref = %(r)s",
@@ -220,7 +206,7 @@ class ReviewsView(SqlView):
                 at: datetime, input_sha256: str, settles: bool = True) -> None:
         """A decision's fact and running totals; one that `settles` ends the wait.
         `input_sha256`: the input decided on (its actor's receipt of it makes it viewed)."""
-        self._held.flush()  # the fact is joined from its call and chat
+        self.lookups.flush()  # the fact is joined from its call and chat
         self._run(fact_sql(self.dialect), {
             "c": chat_id, "r": ref, "v": version, "k": kind, "a": actor,
             "an": normalise_id(actor), "at": self._ts(at), "h": input_sha256,
@@ -237,7 +223,7 @@ class ReviewsView(SqlView):
                             "h": e.input_sha256, "at": self._ts(e.timestamp)})
 
     def edited(self, chat_id: str, ref: str, actor: str, input: Any) -> None:
-        self._held.flush()
+        self.lookups.flush()
         self._run("UPDATE {review_calls} SET input = %(i)s, edited_by = %(a)s, edited_norm ="
                   " %(an)s WHERE chat_id = %(c)s AND ref = %(r)s",
                   {"c": chat_id, "r": ref, "i": self._json(input), "a": actor,

@@ -40,7 +40,7 @@ from interlock.domain.chat.events import (
 )
 from interlock.domain.chat.ids import id_text
 from interlock.domain.webhooks import WebhookSubscribed, WebhookUnsubscribed, public_id
-from interlock.projections.engine.fold import Buffers, Held
+from interlock.projections.engine.fold import JoinedView
 from interlock.projections.engine.sql import ReadModel, ViewStore
 from interlock.projections.views.webhook_outbox import (
     Delivery,
@@ -87,7 +87,7 @@ KEPT = ("webhook_outbox", "webhook_due_idx", "webhook_chat_idx", "webhook_secret
 LEGACY = "webhook_subs"  # subscriptions before they were events: migrated, then dropped
 
 
-class WebhooksView(WebhookOutbox):
+class WebhooksView(WebhookOutbox, JoinedView):
     """Subscriptions and the chats and calls notifications are joined from (rebuilt from the
     log), and the outbox, the secrets and the outbox's high-water mark (kept by a rebuild)."""
 
@@ -124,12 +124,12 @@ class WebhooksView(WebhookOutbox):
         # A rebuild (reset) drops only what the log rebuilds: delivery state, secrets and
         # the high-water mark outlive it, and the legacy table waits for its migration.
         store.tables = REBUILT  # type: ignore[attr-defined]  # both backends drop these
-        # Chats and calls started in this batch, held until a notification is joined from
-        # them or the batch ends (engine/fold.py): with no subscription, one executemany each.
-        self._chats = Held("INSERT INTO {webhook_chats} VALUES (%(c)s, %(t)s, %(a)s)")
-        self._calls = Held("INSERT INTO {webhook_calls} VALUES (%(c)s, %(r)s, %(n)s)"
-                           " ON CONFLICT (chat_id, ref) DO NOTHING")
-        self._held = Buffers(self._run_many, self._chats, self._calls)
+
+    # Chats and calls started in this batch are held until a notification is joined from
+    # them or the batch ends (engine/fold.py): with no subscription, one executemany each.
+    lookup_inserts = ("INSERT INTO {webhook_chats} VALUES (%(c)s, %(t)s, %(a)s)",
+                      "INSERT INTO {webhook_calls} VALUES (%(c)s, %(r)s, %(n)s)"
+                      " ON CONFLICT (chat_id, ref) DO NOTHING")
 
     # -- written by the projection, inside its batches --------------------------------------
 
@@ -144,13 +144,13 @@ class WebhooksView(WebhookOutbox):
     _unsure = False  # an unsubscription in this batch: whether any remain is not known
 
     def _begin_batch(self) -> None:
-        self._held.clear()
+        super()._begin_batch()
         known = self._known
         self._subscribed = known[1] if known is not None and known[0] == self._start else None
         self._high, self._unsure = 0, False
 
     def _before_commit(self) -> None:
-        self._held.flush()
+        super()._before_commit()
         if self._high:  # the outbox has seen every notification up to here, for good
             self._run("UPDATE {webhook_marks} SET position = %(p)s WHERE name = 'outbox'"
                       " AND position < %(p)s", {"p": self._high})
@@ -175,11 +175,12 @@ class WebhooksView(WebhookOutbox):
         self._run("DELETE FROM {webhook_secrets} WHERE id = %(i)s", params)
 
     def chat_started(self, chat_id: str, tenant: str, agent: str) -> None:
-        self._held.insert(self._chats, (chat_id,), {"c": chat_id, "t": tenant, "a": agent})
+        self.lookups.chat_started(chat_id, {"c": chat_id, "t": tenant, "a": agent})
 
     def tool_requested(self, chat_id: str, ref: str, name: str) -> None:
-        if (chat_id, ref) not in self._calls.rows:  # the first is kept, as ON CONFLICT does
-            self._calls.rows[chat_id, ref] = {"c": chat_id, "r": ref, "n": name}
+        calls = self.lookups.calls.rows
+        if (chat_id, ref) not in calls:  # the first is kept, as ON CONFLICT does
+            calls[chat_id, ref] = {"c": chat_id, "r": ref, "n": name}
 
     def notify(self, position: int, kind: str, chat_id: str, ref: str | None,
                data: dict[str, Any], at: datetime) -> None:
@@ -192,7 +193,7 @@ class WebhooksView(WebhookOutbox):
                 "SELECT 1 FROM {webhook_subscriptions} LIMIT 1", {}))
         if not self._subscribed:
             return
-        self._held.flush()  # the row is joined from the chat and the call
+        self.lookups.flush()  # the row is joined from the chat and the call
         self._high = position
         # Tenant, agent and tool are joined in the same transaction (a chat may start and
         # interrupt within one batch); the body is composed from the row when sent.

@@ -21,7 +21,7 @@ from interlock.domain import ApproveEntry, Decider, Interlock
 from interlock.domain.chat.approval_events import InterruptExpired, InterruptWithdrawn
 from interlock.domain.errors import InterruptNotPendingError
 from interlock.projections import SqlReadModels, open_views
-from interlock.projections.engine.interface import DecisionFilter
+from interlock.projections.interface import DecisionFilter
 from interlock.projections.views.inbox import InboxFilter
 from interlock.stores.erasure_keys import KeyStore
 from interlock.sweeper import Sweeper

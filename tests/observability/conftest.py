@@ -13,7 +13,7 @@ from interlock.api.auth import AuthConfig
 from interlock.bootstrap import build_service
 from interlock.domain import Interlock
 from interlock.projections import open_read_models
-from interlock.projections.engine.interface import ReadModels
+from interlock.projections.interface import ReadModels
 from tests.api.conftest import KEYS
 from tests.observability.agents import AGENTS
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from interlock.domain import Interlock
 from interlock.projections import SqlReadModels
-from interlock.projections.engine.interface import ReadModels
+from interlock.projections.interface import ReadModels
 from interlock.sweeper import Sweeper
 from tests.api.agents import FLAKY_DOWN
 from tests.observability.conftest import auth, hold_payment

@@ -19,7 +19,7 @@ from interlock.api.auth import AuthConfig
 from interlock.api.observability.tracing import OtelTracer
 from interlock.domain import Interlock
 from interlock.projections import SqlReadModels
-from interlock.projections.engine.interface import ReadModels
+from interlock.projections.interface import ReadModels
 from interlock.sweeper import Sweeper
 from tests.api.conftest import KEYS
 from tests.observability.conftest import auth, hold_payment

@@ -17,7 +17,7 @@ from interlock.bootstrap import build_service
 from interlock.cli.main import main as cli
 from interlock.domain import Interlock
 from interlock.projections import open_read_models
-from interlock.projections.engine.readmodels import SqlReadModels
+from interlock.projections.readmodels import SqlReadModels
 from interlock.sweeper import Sweeper
 from interlock.webhooks import DeliveryPolicy
 from tests.api.conftest import KEYS

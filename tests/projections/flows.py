@@ -26,7 +26,7 @@ from interlock.domain.chat import events as ev
 from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.events import Responded, Restarted
 from interlock.examples.banking import banking
-from interlock.projections.engine.interface import ChatSummary, DecisionRow, InboxRow
+from interlock.projections.interface import ChatSummary, DecisionRow, InboxRow
 
 
 class DeployInput(BaseModel):

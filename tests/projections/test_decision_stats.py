@@ -9,7 +9,7 @@ import pytest
 
 from interlock.domain import Interlock
 from interlock.projections import SqlReadModels
-from interlock.projections.engine.interface import DecisionFilter, DecisionStats
+from interlock.projections.interface import DecisionFilter, DecisionStats
 from interlock.projections.views.decision_stats import Histogram, Split, bucket, split
 from interlock.projections.views.decisions import DecisionsView
 from interlock.projections.views.stats import percentile

@@ -15,7 +15,7 @@ from interlock.domain import Interlock, RespondEntry
 from interlock.domain.errors import InvalidRequestError
 from interlock.projections import open_read_models, open_views
 from interlock.projections.backends import postgres as postgres_backend
-from interlock.projections.engine.interface import DecisionFilter, InboxFilter
+from interlock.projections.interface import DecisionFilter, InboxFilter
 from tests.conftest import PG_URL
 from tests.kit import call, make_app, run, say
 

@@ -31,8 +31,8 @@ from interlock.projections import (
     open_views,
 )
 from interlock.projections.engine import cursors
-from interlock.projections.engine.interface import ChatFilter, InboxFilter
 from interlock.projections.engine.sql import SqlView
+from interlock.projections.interface import ChatFilter, InboxFilter
 from interlock.projections.views.chats import ChatsView
 from tests.conftest import PG_URL
 from tests.projections.conftest import dumps, rebuilt

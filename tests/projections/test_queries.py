@@ -9,7 +9,7 @@ import pytest
 from interlock.domain import Interlock
 from interlock.domain.errors import InvalidRequestError
 from interlock.projections import SqlReadModels
-from interlock.projections.engine.interface import (
+from interlock.projections.interface import (
     ChatFilter,
     DecisionFilter,
     DecisionRow,

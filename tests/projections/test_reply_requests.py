@@ -17,7 +17,7 @@ from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.state import ToolCall
 from interlock.examples.banking import AGENTS
 from interlock.projections import SqlReadModels, open_views
-from interlock.projections.engine.interface import DecisionFilter, InboxFilter
+from interlock.projections.interface import DecisionFilter, InboxFilter
 from interlock.projections.views.decisions import DecisionsView
 from interlock.stores.erasure_keys import KeyStore
 from tests.projections.conftest import dumps, rebuilt

@@ -9,7 +9,7 @@ import pytest
 from interlock.domain import Interlock, RespondEntry, RestartEntry
 from interlock.domain.errors import InterlockError
 from interlock.projections import SqlReadModels
-from interlock.projections.engine.interface import ChatFilter, DecisionFilter, InboxFilter
+from interlock.projections.interface import ChatFilter, DecisionFilter, InboxFilter
 from tests.projections.conftest import dumps
 from tests.projections.flows import (
     expected_chats,

@@ -15,7 +15,7 @@ from interlock.domain.chat.fork_events import ChatForked, ChatForkedTo
 from interlock.domain.errors import ChatNotFoundError, InvalidRequestError, UnknownAgentError
 from interlock.examples.banking import AGENTS
 from interlock.projections import open_read_models
-from interlock.projections.engine.interface import ChatFilter, InboxFilter
+from interlock.projections.interface import ChatFilter, InboxFilter
 from interlock.projections.views.inbox import InboxView
 from interlock.replay import ReplayOptions, replay_recorded
 from tests.api.conftest import Live, client_for, live  # noqa: F401 - fixtures

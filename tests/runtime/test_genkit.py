@@ -27,7 +27,7 @@ from interlock.domain import (
 )
 from interlock.domain.errors import InvalidRequestError, InvalidToolOutputError
 from interlock.projections import open_read_models
-from interlock.projections.engine.interface import InboxFilter
+from interlock.projections.interface import InboxFilter
 from interlock.providers import anthropic_wire
 from tests.kit import ApprovalInput, LookupInput, Script, call, run, say
 

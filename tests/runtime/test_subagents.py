@@ -25,7 +25,7 @@ from interlock.domain import (
 )
 from interlock.domain.chat.events import Responded
 from interlock.projections import open_read_models
-from interlock.projections.engine.interface import InboxFilter
+from interlock.projections.interface import InboxFilter
 from tests.kit import LookupInput, Script, call, run, say
 
 

@@ -11,7 +11,7 @@ from interlock.api.ui.policy import deciders, held_summary, policy_view, time_le
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.policies import ApprovalState, ApprovalTerms, Vote
 from interlock.domain.chat.state import ToolCall
-from interlock.projections.engine.interface import InboxRow
+from interlock.projections.interface import InboxRow
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 OLD, NEW = {"amount": 5000}, {"amount": 900}

@@ -15,7 +15,7 @@ from interlock.bootstrap import build_service
 from interlock.domain import Agent, FunctionModel, Interlock, Message, ModelRequest, ModelResponse
 from interlock.domain import Part as TextPart
 from interlock.projections import open_read_models
-from interlock.projections.engine.readmodels import SqlReadModels
+from interlock.projections.readmodels import SqlReadModels
 from interlock.projections.views.webhooks import WebhooksView
 from interlock.webhooks.addresses import AddressPolicy
 from interlock.webhooks.subscriptions import Subscriptions

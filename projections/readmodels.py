@@ -1,0 +1,45 @@
+"""The read side as one object: the engine over the registered views, and their queries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Literal
+
+from interlock.projections.engine.pages import Page
+from interlock.projections.engine.readmodels import ReadEngine
+from interlock.projections.views import export
+from interlock.projections.views.chats import ChatFilter, ChatSummary, ChatsView
+from interlock.projections.views.decisions import (
+    DecisionFilter,
+    DecisionRow,
+    DecisionStats,
+    DecisionsView,
+)
+from interlock.projections.views.inbox import InboxFilter, InboxRow, InboxView
+
+
+class SqlReadModels(ReadEngine):
+    """The `ReadModels` contract: the engine's views and freshness, and the queries over the
+    inbox, decisions and chats views (which the wiring hands in, `views.registry`)."""
+
+    def chats(self, f: ChatFilter, limit: int = 50, cursor: str | None = None) -> Page[ChatSummary]:
+        return self.view(ChatsView).page(f, limit, cursor)
+
+    def inbox(self, f: InboxFilter, limit: int = 50, cursor: str | None = None) -> Page[InboxRow]:
+        return self.view(InboxView).page(f, limit, cursor)
+
+    def decisions(
+        self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
+    ) -> Page[DecisionRow]:
+        return self.view(DecisionsView).page(f, limit, cursor)
+
+    def decision_stats(self, f: DecisionFilter) -> DecisionStats:
+        return self.view(DecisionsView).stats(f)
+
+    def export_decisions(self, f: DecisionFilter, fmt: Literal["csv", "jsonl"]) -> Iterator[str]:
+        # The first page is read now: a filter the store refuses (a NUL character) is
+        # answered before the response starts streaming, not by a broken stream.
+        first = self.decisions(f, 1000, None)
+        rows = export.rows_of(
+            lambda cursor: first if cursor is None else self.decisions(f, 1000, cursor))
+        return export.export(rows, fmt)
