@@ -13,11 +13,19 @@ from interlock.domain.chat import events as ev
 from interlock.domain.chat.approval_events import ApprovalVoted
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.jsonsafe import check_json
-from interlock.domain.chat.policies import ApprovalState, Decider, Outcome, VoteKind, normalise_id
+from interlock.domain.chat.policies import (
+    Approval,
+    ApprovalState,
+    Decider,
+    Outcome,
+    VoteKind,
+    normalise_id,
+)
 from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import (
     AlreadyVotedError,
     ApprovalRequiredError,
+    ConflictingRolesError,
     DuplicateRefError,
     EmptyResumeError,
     ForbiddenError,
@@ -27,6 +35,7 @@ from interlock.domain.errors import (
     InvalidToolInputError,
     InvalidToolOutputError,
     NotAnApprovalError,
+    StageSegregationError,
     StaleInterruptError,
     UnknownInterruptError,
 )
@@ -283,7 +292,7 @@ def held_call(calls: Mapping[str, ToolCall], entry: VoteEntry, now: datetime,
 
 
 def _expiry(call: ToolCall) -> datetime | None:
-    return None if call.approval is None else call.approval.terms.expires_at
+    return None if call.approval is None else call.approval.current().expires_at
 
 
 def check_voter(call: ToolCall, decider: Decider) -> None:
@@ -301,13 +310,32 @@ def check_voter(call: ToolCall, decider: Decider) -> None:
             f"{decider.id} {_asked(call, decider.id)} of {call.ref}; someone else must decide"
             " it",
             ref=call.ref, actor=decider.id, reason="requester")
+    check_segregation(call, decider)
     earlier = call.approval.vote_of(decider.id, sha256_hex(call.input))
     if earlier is not None:
         raise AlreadyVotedError(call.ref, earlier.actor, earlier.kind, earlier.at)
 
 
-def vote_decision(entry: VoteEntry, call: ToolCall, tool: Tool | None) -> Decision:
-    """The ApprovalVoted event's data, with the outcome this vote brings."""
+def check_segregation(call: ToolCall, decider: Decider) -> None:
+    """Across stages and roles: nobody votes in two stages of one call (on its current
+    input), and nobody holding both roles of a pair the policy says conflict votes."""
+    assert call.approval is not None
+    state = call.approval
+    for pair in state.terms.conflicts or ():
+        if set(pair) <= decider.roles:
+            raise ConflictingRolesError(call.ref, decider.id, pair)
+    other = state.voted_in(decider.id)
+    if other is not None and state.terms.stages is not None and state.stage is not None:
+        stages = state.terms.stages
+        raise StageSegregationError(call.ref, decider.id, stages[other].name,
+                                    stages[state.stage].name)
+
+
+def vote_decision(entry: VoteEntry, call: ToolCall, tool: Tool | None,
+                  policy: Approval | None = None) -> Decision:
+    """The ApprovalVoted event's data, with the outcome this vote brings (and, for a
+    staged policy, the stage it completes or, for an edit, the stages the new input
+    goes through: by `policy`'s `when`s, or all when it is unknown or changed)."""
     assert call.approval is not None
     kind = KIND[type(entry)]
     data: dict[str, Any] = {"ref": entry.ref, "name": entry.name, "vote": kind,
@@ -318,7 +346,38 @@ def vote_decision(entry: VoteEntry, call: ToolCall, tool: Tool | None) -> Decisi
     if isinstance(entry, RejectEntry | EditEntry):
         data["reason"] = entry.reason  # ApprovalVoted's reason is optional: old edits had none
     data["outcome"] = _outcome(kind, call)
+    if call.approval.stage is not None:
+        data.update(_staged(kind, data, call, tool, policy))
     return ApprovalVoted, data
+
+
+def _staged(kind: VoteKind, data: dict[str, Any], call: ToolCall, tool: Tool | None,
+            policy: Approval | None) -> dict[str, Any]:
+    """A staged call's vote: its stage; the next stage a completing approval opens (the
+    call is approved only by its last applying stage); an edit's applying stages."""
+    assert call.approval is not None
+    staged: dict[str, Any] = {"stage": call.approval.stage}
+    if kind == "edit":
+        staged["stages_apply"] = _stages_apply(call, tool, policy, data["edited_input"])
+    elif data["outcome"] == "approved":
+        after = call.approval.next_stage()
+        if after is not None:
+            data["outcome"], staged["next_stage"] = "pending", after
+    return staged
+
+
+def _stages_apply(call: ToolCall, tool: Tool | None, policy: Approval | None,
+                  new_input: Any) -> list[bool]:
+    """Which recorded stages an edited input goes through: the policy's `when`s when it
+    still names the stages recorded; otherwise (or an input its tool refuses) all of them."""
+    assert call.approval is not None and call.approval.terms.stages is not None
+    recorded = [s.name for s in call.approval.terms.stages]
+    if policy is None or tool is None or [s.name for s in policy.stages] != recorded:
+        return [True] * len(recorded)
+    try:
+        return policy.stages_apply(tool.validate_input(new_input)) or [True] * len(recorded)
+    except SchemaError:
+        return [True] * len(recorded)
 
 
 def _outcome(kind: VoteKind, call: ToolCall) -> Outcome:
@@ -329,7 +388,7 @@ def _outcome(kind: VoteKind, call: ToolCall) -> Outcome:
     if kind == "edit":
         return "pending"
     count = len(call.approval.approvers(sha256_hex(call.input), call.requester)) + 1
-    return "approved" if count >= call.approval.terms.quorum else "pending"
+    return "approved" if count >= call.approval.current().quorum else "pending"
 
 
 def _edited(entry: EditEntry, tool: Tool | None) -> Any:
