@@ -251,3 +251,111 @@ def test_approvals_naming_no_input_never_run_an_input_someone_else_edited_in(
     client_for("tina").open_chat(chat.id).decide(edited.approve())
     done = client_for("tom").open_chat(chat.id).decide(edited.approve())
     assert done.text == "outcome: {'paid': 9999, 'to': 'mallory'}"
+
+
+# -- staged approvals (wireAgent: the team lead, then treasury, then over 100,000 the CFO)
+
+def _wire(client_for: ClientFor, amount: int) -> tuple[Any, Any]:
+    chat = client_for("alice").chat("wireAgent")
+    turn = chat.send(f"wire {amount} bob-corp")
+    assert turn.finish_reason == "interrupted"
+    return chat, turn.interrupts[0]
+
+
+def _stage(client_for: ClientFor, chat_id: str) -> dict[str, Any]:
+    [call] = client_for("carol").open_chat(chat_id).state()["interrupts"]
+    [row] = client_for("root").interrupts(chat_id=chat_id)["items"]
+    assert row["stage"] == call["stage"]  # the inbox and the chat show the same stage
+    stage: dict[str, Any] = call["stage"]
+    return stage
+
+
+def test_a_staged_call_passes_each_stage_over_http(live: Live, client_for: ClientFor) -> None:
+    chat, held = _wire(client_for, 150_000)
+    first = _stage(client_for, chat.id)
+    assert (first["index"], first["name"], first["of"], first["roles"]) == (
+        0, "team lead", 3, ["lead"])
+    with pytest.raises(ForbiddenError) as early:  # the CFO's turn comes last
+        client_for("cora").open_chat(chat.id).decide(held.approve())
+    assert early.value.details["roles"] == ["lead"]
+    assert client_for("cora").interrupts(chat_id=chat.id, decidable=True)["items"] == []
+    assert len(client_for("lee").interrupts(chat_id=chat.id, decidable=True)["items"]) == 1
+    client_for("lee").open_chat(chat.id).decide(held.approve())
+    second = _stage(client_for, chat.id)
+    assert second["name"] == "treasury" and second["votes"] == []
+    assert len(client_for("tina").interrupts(chat_id=chat.id, decidable=True)["items"]) == 1
+    client_for("tina").open_chat(chat.id).decide(held.approve())
+    assert _stage(client_for, chat.id)["name"] == "CFO" and _paid(chat.id) == []
+    done = client_for("cora").open_chat(chat.id).decide(held.approve())
+    assert done.text == "outcome: {'paid': 150000, 'to': 'bob-corp'}"
+    assert [d["actor"] for d in client_for("carol").decisions(chat_id=chat.id)["items"]] == [
+        "cora", "tina", "lee"]  # newest first
+
+
+def test_a_staged_call_under_the_threshold_skips_the_cfo(
+    live: Live, client_for: ClientFor
+) -> None:
+    chat, held = _wire(client_for, 5000)
+    assert _stage(client_for, chat.id)["skipped"] == ["CFO"]
+    client_for("lee").open_chat(chat.id).decide(held.approve())
+    done = client_for("tina").open_chat(chat.id).decide(held.approve())
+    assert done.text == "outcome: {'paid': 5000, 'to': 'bob-corp'}"
+
+
+def test_an_edit_at_stage_two_sends_the_call_back_to_stage_one(
+    live: Live, client_for: ClientFor
+) -> None:
+    chat, held = _wire(client_for, 5000)
+    client_for("lee").open_chat(chat.id).decide(held.approve())
+    edited = client_for("tina").open_chat(chat.id).decide(
+        held.edit({"amount": 200_000, "to": "bob-corp"}, "the full invoice"))
+    again = edited.interrupts[0]
+    stage = _stage(client_for, chat.id)
+    assert (stage["name"], stage["votes"], stage["skipped"]) == ("team lead", [], [])
+    client_for("lee").open_chat(chat.id).decide(again.approve())  # lee again, on the new input
+    client_for("tom").open_chat(chat.id).decide(again.approve())
+    assert _stage(client_for, chat.id)["name"] == "CFO" and _paid(chat.id) == []
+
+
+def test_nobody_approves_two_stages_and_conflicting_roles_are_refused(
+    live: Live, client_for: ClientFor
+) -> None:
+    chat, held = _wire(client_for, 5000)
+    client_for("bea").open_chat(chat.id).decide(held.approve())
+    version = chat.state()["version"]
+    with pytest.raises(ForbiddenError) as twice:
+        client_for("bea").open_chat(chat.id).decide(held.approve())
+    assert twice.value.status == 403 and twice.value.details["reason"] == "other_stage"
+    assert client_for("bea").interrupts(chat_id=chat.id, decidable=True)["items"] == []
+    with pytest.raises(ForbiddenError) as toxic:
+        client_for("tex").open_chat(chat.id).decide(held.approve())
+    assert toxic.value.details["reason"] == "conflicting_roles"
+    assert toxic.value.details["roles"] == ["trader", "treasury"]
+    assert chat.state()["version"] == version and _paid(chat.id) == []
+
+
+def test_two_stages_votes_at_once_have_one_outcome(live: Live, client_for: ClientFor) -> None:
+    """The lead and a treasurer vote at the same moment: the treasurer's vote may only land
+    after the lead's, never alongside it in stage one, and the stage advances once."""
+    chat, held = _wire(client_for, 5000)
+    outcomes: dict[str, str] = {}
+
+    def vote(who: str) -> None:
+        try:
+            client_for(who).open_chat(chat.id).decide(held.approve())
+            outcomes[who] = "ok"
+        except InterlockAPIError as exc:
+            outcomes[who] = exc.code
+
+    threads = [threading.Thread(target=vote, args=(w,)) for w in ("lee", "tina")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes["lee"] in ("ok", "concurrent_modification")
+    assert outcomes["tina"] in ("ok", "forbidden", "concurrent_modification")
+    votes = [e for e in client_for("root").open_chat(chat.id).events()
+             if e["type"] == "ApprovalVoted"]
+    assert [(v["actor"], v["data"]["stage"]) for v in votes] == [
+        (w, i) for i, w in enumerate(w for w in ("lee", "tina") if outcomes[w] == "ok")]
+    assert len(_paid(chat.id)) == (1 if outcomes == {"lee": "ok", "tina": "ok"} else 0)

@@ -1283,6 +1283,39 @@ export interface components {
             goto?: unknown;
         };
         /**
+         * CurrentStage
+         * @description The stage a held call waits in: which of how many, who may decide it, votes so far.
+         */
+        CurrentStage: {
+            /** Index */
+            index: number;
+            /** Name */
+            name: string;
+            /** Of */
+            of: number;
+            /** Roles */
+            roles: string[];
+            /**
+             * Groups
+             * @default []
+             */
+            groups: string[];
+            /** Quorum */
+            quorum: number;
+            /**
+             * Votes
+             * @default []
+             */
+            votes: components["schemas"]["StageVote"][];
+            /** Expires At */
+            expires_at?: string | null;
+            /**
+             * Skipped
+             * @default []
+             */
+            skipped: string[];
+        };
+        /**
          * DecisionRow
          * @description One Responded or Restarted event: the compliance log.
          */
@@ -1563,6 +1596,7 @@ export interface components {
             } | null;
             /** Expires At */
             expires_at?: string | null;
+            stage?: components["schemas"]["CurrentStage"] | null;
         };
         /** Interrupt */
         Interrupt: {
@@ -1588,6 +1622,7 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             forked_from?: components["schemas"]["ForkedCall"] | null;
+            stage?: components["schemas"]["CurrentStage"] | null;
         };
         /**
          * Link
@@ -2318,6 +2353,23 @@ export interface components {
                 [key: string]: string;
             } | null;
             quiet_hours?: components["schemas"]["QuietHours"] | null;
+        };
+        /**
+         * StageVote
+         * @description A vote of the current stage, as the pending views show it.
+         */
+        StageVote: {
+            /** Actor */
+            actor: string;
+            /** Kind */
+            kind: string;
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /** For Actor */
+            for_actor?: string | null;
         };
         /** StateAt */
         StateAt: {
