@@ -29,6 +29,7 @@ from interlock.api.routers import (
     agents,
     chats,
     decisions,
+    delegations,
     health,
     interrupts,
     notifications,
@@ -167,7 +168,7 @@ def make_app(
     app.state.webhooks, app.state.subscriptions = hooks, subscriptions
     errors.install(app)
     routers = [m.router for m in (health, chats, interrupts, decisions, agents, webhooks,
-                                  agent_protocol, reviews, notifications)]
+                                  agent_protocol, reviews, notifications, delegations)]
     for router in routers:
         app.include_router(router)
     install_openapi(app, routers)

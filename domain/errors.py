@@ -6,7 +6,8 @@ layer reads it and nothing else, so an error without one fails the contract test
 InterlockError                        (a client's error: every subclass has code and status)
 ├── NotFoundError                 404
 │   ├── ChatNotFoundError             chat_not_found
-│   └── ReviewNotFoundError           review_not_found
+│   ├── ReviewNotFoundError           review_not_found
+│   └── DelegationNotFoundError       delegation_not_found
 ├── InvalidRequestError           422 invalid_request
 │   ├── UnknownAgentError             unknown_agent
 │   ├── IdempotencyKeyReusedError     idempotency_key_reused
@@ -115,6 +116,14 @@ class ReviewNotFoundError(NotFoundError):
 
     def __init__(self, review_id: object) -> None:
         super().__init__(f"review {review_id} not found", review_id=str(review_id))
+
+
+class DelegationNotFoundError(NotFoundError):
+    code = "delegation_not_found"
+
+    def __init__(self, delegation_id: object) -> None:
+        super().__init__(f"delegation {delegation_id} not found",
+                         delegation_id=str(delegation_id))
 
 
 class InvalidFilterError(InvalidRequestError):

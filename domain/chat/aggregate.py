@@ -271,7 +271,7 @@ class Chat:
             call = held_call(self.state.calls, entry, now, decider.id)
             check_voter(call, decider)
             decisions.append(vote_decision(entry, call, tools.get(entry.name),
-                                           policy(entry.name) if policy else None))
+                                           policy(entry.name) if policy else None, decider))
         return decisions
 
     def hold_for_approval(self, ref: str, terms: ApprovalTerms) -> None:

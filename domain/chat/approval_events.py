@@ -56,11 +56,15 @@ class ApprovalVoted(ChatEvent):
     stage: int | None = Field(default=None, exclude_if=_unset)
     next_stage: int | None = Field(default=None, exclude_if=_unset)
     stages_apply: list[bool] | None = Field(default=None, exclude_if=_unset)
+    # cast by delegation: for whom, by which delegation (domain/delegations.py)
+    for_actor: str | None = Field(default=None, exclude_if=_unset)
+    delegation_id: str | None = Field(default=None, exclude_if=_unset)
 
     def cast(self) -> Vote:
         """The vote as the approval's state keeps it."""
         return Vote(actor=self.actor, kind=self.vote, at=self.timestamp, reason=self.reason,
-                    input_sha256=self.edited_input_sha256 or self.input_sha256, stage=self.stage)
+                    input_sha256=self.edited_input_sha256 or self.input_sha256, stage=self.stage,
+                    for_actor=self.for_actor, delegation=self.delegation_id)
 
     def apply(self, state: ChatState) -> None:
         state.remember_key(self.request_key, self.request_sha256, self.originator_version)

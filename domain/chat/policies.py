@@ -243,6 +243,12 @@ class Vote(BaseModel):
     input_sha256: str
     reason: str | None = None
     stage: int | None = Field(default=None, exclude_if=_unset)
+    for_actor: str | None = Field(default=None, exclude_if=_unset)  # by delegation, for whom
+    delegation: str | None = Field(default=None, exclude_if=_unset)
+
+    def people(self) -> set[str]:
+        """Whose vote it is, normalised: its caster and, by delegation, whom it was for."""
+        return {normalise_id(i) for i in (self.actor, self.for_actor) if i}
 
 
 class ForkedCall(BaseModel):
@@ -324,11 +330,12 @@ class ApprovalState(BaseModel):
         """The votes of the current stage on the current input (all, for one stage)."""
         return [v for v in self.current_votes() if v.stage == self.stage]
 
-    def voted_in(self, actor: str) -> int | None:
-        """Another stage this principal voted in on the current input (segregation)."""
-        me = normalise_id(actor)
+    def voted_in(self, actor: str | set[str]) -> int | None:
+        """Another stage this principal (or any of a set of normalised ids) voted in on the
+        current input, by themselves or by delegation (segregation)."""
+        us = {normalise_id(actor)} if isinstance(actor, str) else actor
         return next((v.stage for v in self.current_votes() if v.stage is not None
-                     and v.stage != self.stage and normalise_id(v.actor) == me), None)
+                     and v.stage != self.stage and us & v.people()), None)
 
     def current_stage(self) -> CurrentStage | None:
         """The stage it waits in, as the pending views show it (None: one stage)."""
@@ -340,7 +347,8 @@ class ApprovalState(BaseModel):
         return CurrentStage(
             index=self.stage, name=stages[self.stage].name, of=len(stages),
             roles=sorted(roles), groups=sorted(groups), quorum=terms.quorum,
-            votes=[StageVote(actor=v.actor, kind=v.kind, at=v.at) for v in self.stage_votes()],
+            votes=[StageVote(actor=v.actor, kind=v.kind, at=v.at, for_actor=v.for_actor)
+                   for v in self.stage_votes()],
             expires_at=terms.expires_at,
             skipped=[s.name for s, a in zip(stages, applying, strict=True) if not a])
 
@@ -354,16 +362,16 @@ class ApprovalState(BaseModel):
     def approvers(self, input_sha256: str, requester: str | None) -> set[str]:
         """Distinct approvers of this exact input since its last edit, never the requester."""
         me = normalise_id(requester)
-        return {normalise_id(v.actor) for v in self.stage_votes()
+        return {normalise_id(v.for_actor or v.actor) for v in self.stage_votes()
                 if v.kind == "approve" and v.input_sha256 == input_sha256
-                and normalise_id(v.actor) != me}
+                and me not in v.people()}
 
-    def vote_of(self, actor: str, input_sha256: str) -> Vote | None:
+    def vote_of(self, actor: str | set[str], input_sha256: str) -> Vote | None:
         """This principal's vote on this input since its last edit (one vote per person per
-        input)."""
-        me = normalise_id(actor)
+        input), cast by them or for them; `actor` may be a set of normalised ids."""
+        us = {normalise_id(actor)} if isinstance(actor, str) else actor
         return next((v for v in self.current_votes()
-                     if normalise_id(v.actor) == me and v.input_sha256 == input_sha256), None)
+                     if us & v.people() and v.input_sha256 == input_sha256), None)
 
     def deciders(self) -> tuple[set[str], set[str]]:
         """The roles and groups that may decide now, in the current stage (escalation
@@ -383,10 +391,19 @@ class Decider:
     id: str
     roles: frozenset[str] = frozenset()
     groups: frozenset[str] = frozenset()
+    # Deciding for someone by delegation (domain/delegations.py): `roles`/`groups` are then
+    # the delegated scope, and `holds` the delegate's own roles (a conflict counts both).
+    acting_for: str | None = None
+    delegation: str | None = None
+    holds: frozenset[str] = frozenset()
 
     @property
     def admin(self) -> bool:
         return "admin" in self.roles
+
+    def people(self) -> set[str]:
+        """Who this vote is cast by, normalised: the decider, and whom it decides for."""
+        return {normalise_id(i) for i in (self.id, self.acting_for) if i}
 
     def may_decide(self, roles: set[str], groups: set[str]) -> bool:
         return self.admin or bool(self.roles & roles) or bool(self.groups & groups)

@@ -305,13 +305,14 @@ def check_voter(call: ToolCall, decider: Decider) -> None:
             f" {sorted(roles)} or groups {sorted(groups)}",
             ref=call.ref, actor=decider.id, reason="not_a_decider",
             roles=sorted(roles), groups=sorted(groups))
-    if normalise_id(decider.id) in call.requesters():
-        raise ForbiddenError(
-            f"{decider.id} {_asked(call, decider.id)} of {call.ref}; someone else must decide"
-            " it",
-            ref=call.ref, actor=decider.id, reason="requester")
+    for person in (decider.id, decider.acting_for):  # a delegate, and whom they vote for
+        if person is not None and normalise_id(person) in call.requesters():
+            raise ForbiddenError(
+                f"{person} {_asked(call, person)} of {call.ref}; someone else must decide it",
+                ref=call.ref, actor=decider.id, reason="requester",
+                **({"for_actor": decider.acting_for} if decider.acting_for else {}))
     check_segregation(call, decider)
-    earlier = call.approval.vote_of(decider.id, sha256_hex(call.input))
+    earlier = call.approval.vote_of(decider.people(), sha256_hex(call.input))
     if earlier is not None:
         raise AlreadyVotedError(call.ref, earlier.actor, earlier.kind, earlier.at)
 
@@ -322,9 +323,9 @@ def check_segregation(call: ToolCall, decider: Decider) -> None:
     assert call.approval is not None
     state = call.approval
     for pair in state.terms.conflicts or ():
-        if set(pair) <= decider.roles:
+        if set(pair) <= decider.roles | decider.holds:
             raise ConflictingRolesError(call.ref, decider.id, pair)
-    other = state.voted_in(decider.id)
+    other = state.voted_in(decider.people())
     if other is not None and state.terms.stages is not None and state.stage is not None:
         stages = state.terms.stages
         raise StageSegregationError(call.ref, decider.id, stages[other].name,
@@ -332,7 +333,7 @@ def check_segregation(call: ToolCall, decider: Decider) -> None:
 
 
 def vote_decision(entry: VoteEntry, call: ToolCall, tool: Tool | None,
-                  policy: Approval | None = None) -> Decision:
+                  policy: Approval | None = None, decider: Decider | None = None) -> Decision:
     """The ApprovalVoted event's data, with the outcome this vote brings (and, for a
     staged policy, the stage it completes or, for an edit, the stages the new input
     goes through: by `policy`'s `when`s, or all when it is unknown or changed)."""
@@ -346,6 +347,8 @@ def vote_decision(entry: VoteEntry, call: ToolCall, tool: Tool | None,
     if isinstance(entry, RejectEntry | EditEntry):
         data["reason"] = entry.reason  # ApprovalVoted's reason is optional: old edits had none
     data["outcome"] = _outcome(kind, call)
+    if decider is not None and decider.acting_for is not None:
+        data |= {"for_actor": decider.acting_for, "delegation_id": decider.delegation}
     if call.approval.stage is not None:
         data.update(_staged(kind, data, call, tool, policy))
     return ApprovalVoted, data
@@ -405,7 +408,7 @@ def barred_voters(state: ApprovalState, requester: str | None) -> set[str]:
     fork's call: its source's requester and each forker too), and who voted on it
     already. The inbox's `decidable` filter lists by this, `check_voter` refuses by the
     same rule (votes cast before the last edit no longer bar anyone)."""
-    voted = {v.actor for v in state.current_votes()}
+    voted = {i for v in state.current_votes() for i in (v.actor, v.for_actor) if i}
     forked = state.forked_from.requesters() if state.forked_from is not None else set()
     return {normalise_id(i) for i in (*voted, requester)} | forked
 

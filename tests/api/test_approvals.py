@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -359,3 +360,70 @@ def test_two_stages_votes_at_once_have_one_outcome(live: Live, client_for: Clien
     assert [(v["actor"], v["data"]["stage"]) for v in votes] == [
         (w, i) for i, w in enumerate(w for w in ("lee", "tina") if outcomes[w] == "ok")]
     assert len(_paid(chat.id)) == (1 if outcomes == {"lee": "ok", "tina": "ok"} else 0)
+
+
+# -- delegation (POST/GET/DELETE /v1/delegations; a resume's `delegation`)
+
+def _away(client_for: ClientFor, delegator: str, delegate: str, **scope: Any
+          ) -> dict[str, Any]:
+    """`delegator` delegates to `delegate` from an hour ago for a week."""
+    now = datetime.now(UTC)
+    body = {"delegate": delegate, "starts_at": (now - timedelta(hours=1)).isoformat(),
+            "ends_at": (now + timedelta(days=7)).isoformat(), "reason": "on leave", **scope}
+    made: dict[str, Any] = client_for(delegator).request("POST", "/v1/delegations", json=body)
+    return made
+
+
+def _vote_by(client_for: ClientFor, who: str, chat_id: str, held: Any,
+             delegation: str) -> Any:
+    body = {"approve": [{"ref": held.ref, "name": held.name,
+                         "input_sha256": held.input_sha256}], "delegation": delegation}
+    return client_for(who).request("POST", f"/v1/chats/{chat_id}/resume", json=body)
+
+
+def test_a_delegate_votes_for_the_delegator_until_it_is_revoked(
+    live: Live, client_for: ClientFor
+) -> None:
+    made = _away(client_for, "tina", "dana", roles=["treasury"])
+    assert (made["delegator"], made["delegate"], made["roles"]) == ("tina", "dana",
+                                                                      ["treasury"])
+    with pytest.raises(ForbiddenError) as wider:  # dana may not lend treasury: not hers
+        _away(client_for, "dana", "bob", roles=["treasury"])
+    assert wider.value.details["reason"] == "wider_than_own"
+    assert [d["id"] for d in client_for("dana").request("GET", "/v1/delegations")["items"]] \
+        == [made["id"]]
+    assert client_for("bob").request("GET", "/v1/delegations")["items"] == []
+    chat, held = _held(client_for)
+    with pytest.raises(ForbiddenError):  # dana alone is no treasurer
+        client_for("dana").open_chat(chat.id).decide(held.approve())
+    _vote_by(client_for, "dana", chat.id, held, made["id"])
+    [voted] = [e for e in client_for("root").open_chat(chat.id).events()
+               if e["type"] == "ApprovalVoted"]
+    assert (voted["actor"], voted["data"]["for_actor"], voted["data"]["delegation_id"]) == (
+        "dana", "tina", made["id"])
+    with pytest.raises(AlreadyVotedError):  # it was tina's vote
+        client_for("tina").open_chat(chat.id).decide(held.approve())
+    with pytest.raises(InterlockAPIError) as stranger:  # not bob's delegation
+        _vote_by(client_for, "bob", chat.id, held, made["id"])
+    assert stranger.value.details["reason"] == "not_the_delegate"
+    revoked = client_for("tina").request("DELETE", f"/v1/delegations/{made['id']}")
+    assert revoked["revoked_by"] == "tina"
+    again, held2 = _held(client_for)
+    with pytest.raises(ForbiddenError) as late:
+        _vote_by(client_for, "dana", again.id, held2, made["id"])
+    assert late.value.details["reason"] == "delegation_inactive"
+    with pytest.raises(InterlockAPIError) as unknown:
+        client_for("eve").request("DELETE", f"/v1/delegations/{made['id']}")  # globex
+    assert (unknown.value.status, unknown.value.code) == (404, "delegation_not_found")
+
+
+def test_a_delegation_never_lets_its_delegate_approve_their_own_request(
+    live: Live, client_for: ClientFor
+) -> None:
+    made = _away(client_for, "tina", "dana", roles=["treasury"])
+    chat = client_for("dana").chat("payAgent")
+    held = chat.send("pay 500 bob-corp").interrupts[0]  # dana asks, then votes for tina
+    with pytest.raises(ForbiddenError) as own:
+        _vote_by(client_for, "dana", chat.id, held, made["id"])
+    assert own.value.details["reason"] == "requester"
+    assert _paid(chat.id) == []
