@@ -22,7 +22,9 @@ from interlock.domain.chat.stages import (
     StageTerms,
     StageVote,
     check_spans,
+    first_stage,
     names,
+    next_stage,
     seconds,
 )
 
@@ -164,15 +166,6 @@ class Approval:
             conflicts=conflicts)
 
 
-def first_stage(applying: Sequence[bool]) -> int:
-    """The first stage that applies; the first of all when none does (fail closed: an
-    edited input nobody but its editor has seen must still be approved by someone)."""
-    return next((i for i, applies in enumerate(applying) if applies), 0)
-
-
-def next_stage(applying: Sequence[bool], after: int) -> int | None:
-    """The stage after `after` that applies, if any."""
-    return next((i for i in range(after + 1, len(applying)) if applying[i]), None)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ the stage opens); `CurrentStage` is how a held call shows the stage it waits in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,6 +34,17 @@ def check_spans(owner: str, quorum: int, expires_in: timedelta | None,
             raise ValueError(f"{owner}: {name} must be positive")
     if escalate_after is not None and not escalates:
         raise ValueError(f"{owner}: escalate_after needs escalate_to or escalate_to_groups")
+
+
+def first_stage(applying: Sequence[bool]) -> int:
+    """The first stage that applies; the first of all when none does (fail closed: an
+    edited input nobody but its editor has seen must still be approved by someone)."""
+    return next((i for i, applies in enumerate(applying) if applies), 0)
+
+
+def next_stage(applying: Sequence[bool], after: int) -> int | None:
+    """The stage after `after` that applies, if any."""
+    return next((i for i in range(after + 1, len(applying)) if applying[i]), None)
 
 
 @dataclass(frozen=True)
