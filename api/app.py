@@ -29,6 +29,7 @@ from interlock.api.routers import (
     agents,
     chats,
     decisions,
+    delegations,
     health,
     interrupts,
     notifications,
@@ -162,7 +163,8 @@ def make_app(
     app.state.guard = guard
     errors.install(app)
     routers = [m.router for m in (health, chats, interrupts, decisions, agents, webhooks,
-                                  agent_protocol, reviews, notifications, slack)]
+                                  agent_protocol, reviews, notifications, slack,
+                                  delegations)]
     for router in routers:
         app.include_router(router)
     install_openapi(app, routers)

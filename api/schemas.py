@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
+from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
 
@@ -100,6 +101,9 @@ class ResumeRequest(_Body):
     metadata: dict[str, Any] | None = Field(
         default=None, description="the resume's own metadata: on each decision, seen by restarts")
     max_turns: MaxTurns = None
+    delegation: UUID | None = Field(
+        default=None, description="vote for its delegator, by this delegation of yours "
+        "(POST /v1/delegations): recorded as theirs, by you")
 
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"respond": [{"ref": "userApproval-1", "name": "userApproval",

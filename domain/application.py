@@ -271,6 +271,7 @@ class Interlock(Application[UUID]):
             votes=votes,
             decider=decider,
             now=now(),
+            policy=loop.agent.policy,
         )
         chat.record_fingerprint(loop.agent.fingerprint)
         if chat.status == "interrupted":  # votes only, none resolved: record them, run nothing

@@ -6,7 +6,8 @@ layer reads it and nothing else, so an error without one fails the contract test
 InterlockError                        (a client's error: every subclass has code and status)
 ├── NotFoundError                 404
 │   ├── ChatNotFoundError             chat_not_found
-│   └── ReviewNotFoundError           review_not_found
+│   ├── ReviewNotFoundError           review_not_found
+│   └── DelegationNotFoundError       delegation_not_found
 ├── InvalidRequestError           422 invalid_request
 │   ├── UnknownAgentError             unknown_agent
 │   ├── IdempotencyKeyReusedError     idempotency_key_reused
@@ -36,7 +37,9 @@ InterlockError                        (a client's error: every subclass has code
 ├── AuthError                     403
 │   ├── UnauthenticatedError      401 unauthenticated
 │   └── ForbiddenError                forbidden
-│       └── SegregationOfDutiesError  segregation_of_duties (reviewer took part in the item)
+│       ├── SegregationOfDutiesError  segregation_of_duties (reviewer took part in the item)
+│       ├── StageSegregationError     forbidden, reason other_stage (voted in another stage)
+│       └── ConflictingRolesError     forbidden, reason conflicting_roles (a toxic combination)
 ├── ModelError                    502 model_error
 ├── UnavailableError              503 (a transient refusal: answered with Retry-After)
 │   └── StoreUnavailableError         store_unavailable
@@ -113,6 +116,14 @@ class ReviewNotFoundError(NotFoundError):
 
     def __init__(self, review_id: object) -> None:
         super().__init__(f"review {review_id} not found", review_id=str(review_id))
+
+
+class DelegationNotFoundError(NotFoundError):
+    code = "delegation_not_found"
+
+    def __init__(self, delegation_id: object) -> None:
+        super().__init__(f"delegation {delegation_id} not found",
+                         delegation_id=str(delegation_id))
 
 
 class InvalidFilterError(InvalidRequestError):
@@ -352,6 +363,25 @@ class SegregationOfDutiesError(ForbiddenError):
             f"{actor} may not assess item {item} of review {review_id}: they "
             f"{' and '.join(roles)} it", review_id=str(review_id), item=item, actor=actor,
             reason="segregation", roles=roles)
+
+
+class StageSegregationError(ForbiddenError):
+    """Nobody votes in two stages of one call: `actor` voted in stage `voted` already."""
+
+    def __init__(self, ref: str, actor: str, voted: str, stage: str) -> None:
+        super().__init__(
+            f"{actor} voted in stage {voted!r} of {ref}; someone else must decide stage"
+            f" {stage!r}", ref=ref, actor=actor, reason="other_stage", voted_stage=voted,
+            stage=stage)
+
+
+class ConflictingRolesError(ForbiddenError):
+    """The voter holds both roles of a pair the call's policy says conflict."""
+
+    def __init__(self, ref: str, actor: str, roles: list[str]) -> None:
+        super().__init__(
+            f"{actor} holds the conflicting roles {' and '.join(roles)}; they may not decide"
+            f" {ref}", ref=ref, actor=actor, reason="conflicting_roles", roles=list(roles))
 
 
 class ReviewStateError(ConflictError):

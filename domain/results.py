@@ -13,6 +13,7 @@ from interlock.domain.chat.history import history
 from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.messages import Message
 from interlock.domain.chat.policies import ForkedCall
+from interlock.domain.chat.stages import CurrentStage
 from interlock.domain.chat.state import FinishReason, ToolCall
 
 
@@ -28,6 +29,7 @@ class Interrupt(BaseModel):
     input_sha256: str  # echo it in a resume entry to refuse a decision on a changed input
     approval: dict[str, Any] | None = None  # a held call: terms, votes so far, escalated
     forked_from: ForkedCall | None = None  # a fork's call, asked afresh: the call it copies
+    stage: CurrentStage | None = None  # a staged policy's call: the stage it waits in
 
     @classmethod
     def of(cls, chat: Chat, call: ToolCall) -> Interrupt:
@@ -41,6 +43,7 @@ class Interrupt(BaseModel):
             requested_at=call.interrupted_at or call.requested_at,
             approval=call.approval.model_dump(mode="json") if call.approval else None,
             forked_from=call.forked,
+            stage=call.approval.current_stage() if call.approval else None,
         )
 
 

@@ -5,6 +5,7 @@ The authoring API lives here; the client is `interlock.client`, the service `int
 
 from interlock.domain.chat.messages import Message, Part
 from interlock.domain.chat.policies import Approval, ToolMatch
+from interlock.domain.chat.stages import Stage
 from interlock.domain.runtime.agent import Agent
 from interlock.domain.runtime.middleware import ToolInvocation, ToolNext
 from interlock.domain.runtime.models import FunctionModel, ModelRequest, ModelResponse
@@ -19,6 +20,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "Part",
+    "Stage",
     "ToolContext",
     "ToolInvocation",
     "ToolMatch",

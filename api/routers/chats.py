@@ -34,6 +34,9 @@ from interlock.api.schemas import (
 )
 from interlock.api.streaming import Turn
 from interlock.domain import Interlock
+from interlock.domain.delegations import DelegationDesk
+from interlock.domain.results import TurnResult
+from interlock.domain.runtime.turns import Emit
 from interlock.projections.interface import ChatFilter, ChatSummary, Page
 
 router = APIRouter(prefix="/v1/chats", tags=["chats"])
@@ -139,12 +142,19 @@ def resume_turn(
     service: Interlock, chat_id: UUID, body: ResumeRequest, who: Principal,
     idempotency_key: str | None,
 ) -> Turn:
-    """The turn `POST /v1/chats/{chat_id}/resume` runs (`interlock.api.hot` runs it too)."""
-    return lambda emit: service.resume(
-        chat_id, respond=body.respond, restart=body.restart, actor=who.id, tenant=who.tenant,
-        emit=emit, idempotency_key=idempotency_key, metadata=body.metadata,
-        max_turns=body.max_turns, votes=[*body.approve, *body.edit, *body.reject],
-        decider=who.decider())
+    """The turn `POST /v1/chats/{chat_id}/resume` runs (`interlock.api.hot` runs it too);
+    with a `delegation`, its votes are cast for the delegator (checked when it runs)."""
+    async def turn(emit: Emit | None) -> TurnResult:
+        decider = who.decider()
+        if body.delegation is not None:
+            decider = await service.off_loop(DelegationDesk(service).acting, who.tenant,
+                                             body.delegation, decider)
+        return await service.resume(
+            chat_id, respond=body.respond, restart=body.restart, actor=who.id,
+            tenant=who.tenant, emit=emit, idempotency_key=idempotency_key,
+            metadata=body.metadata, max_turns=body.max_turns,
+            votes=[*body.approve, *body.edit, *body.reject], decider=decider)
+    return turn
 
 
 @router.post("/{chat_id}/withdraw", response_model=TurnPublic,

@@ -56,7 +56,7 @@ def policy_view(call: ToolCall, now: datetime) -> PolicyView | None:
     state = call.approval
     if state is None:
         return None
-    terms, current = state.terms, sha256_hex(call.input)
+    terms, current = state.current(), sha256_hex(call.input)  # a staged call: its stage
     return PolicyView(
         deciders=deciders(state), quorum=terms.quorum,
         approvals=len(state.approvers(current, call.requester)), requester=call.requester,
@@ -77,7 +77,7 @@ def deciders(state: ApprovalState) -> str:
 
 
 def _escalation(state: ApprovalState) -> str | None:
-    terms = state.terms
+    terms = state.current()
     wider = sorted(terms.escalate_to) + [f"group {g}" for g in sorted(terms.escalate_to_groups)]
     if state.escalated:
         return f"escalated: {', '.join(wider)} may decide too"

@@ -23,7 +23,7 @@ from interlock.domain.chat.erasure_events import ErasureBegun
 from interlock.domain.chat.fork_events import ChatForked, ChatForkedTo
 from interlock.domain.chat.jsonsafe import check_json
 from interlock.domain.chat.messages import Message, Part
-from interlock.domain.chat.policies import ApprovalTerms, Decider
+from interlock.domain.chat.policies import Approval, ApprovalTerms, Decider
 from interlock.domain.chat.rules import (
     Decision,
     Entry,
@@ -55,6 +55,7 @@ from interlock.domain.errors import (
 
 _PLAIN_REF = re.compile(r"[\w.:\-]{1,80}")
 Signer = Callable[[str | None, ev.ChatEvent], str]
+Policies = Callable[[str], Approval | None]  # a tool's approval policy, by the tool's name
 
 
 class Chat:
@@ -224,12 +225,15 @@ class Chat:
         votes: Sequence[VoteEntry] = (),
         decider: Decider | None = None,
         now: datetime | None = None,
+        policy: Policies | None = None,
     ) -> None:
         """Validate the whole batch, then record one decision event per entry.
 
         `metadata` belongs to the resume as a whole (Genkit's `resume.metadata`): it is
         recorded on each decision event and given to restarted tools. `votes` decide
-        calls held for approval, by `decider` (an in-process caller is trusted).
+        calls held for approval, by `decider` (an in-process caller is trusted);
+        `policy` (a tool's policy by name) tells which stages an edited input goes through
+        (without it, all of them).
         """
         check_entries(respond, restart, metadata)
         check_json([dict(v) for v in votes], "votes")
@@ -240,7 +244,7 @@ class Chat:
         if (respond or restart) and not decider.may_decide({"approver"}, set()):
             raise ForbiddenError(f"{decider.id} lacks the approver role", principal=decider.id,
                                  role="approver")
-        decisions = [*self._vote_decisions(votes, decider, tools, now or ev.now()),
+        decisions = [*self._vote_decisions(votes, decider, tools, now or ev.now(), policy),
             *(
                 respond_decision(e, self._pending(e, actor, tools), tools.get(e.name))
                 for e in respond
@@ -260,13 +264,14 @@ class Chat:
 
     def _vote_decisions(
         self, votes: Sequence[VoteEntry], decider: Decider, tools: Mapping[str, ToolSchema],
-        now: datetime,
+        now: datetime, policy: Policies | None,
     ) -> list[Decision]:
         decisions = []
         for entry in votes:
             call = held_call(self.state.calls, entry, now, decider.id)
             check_voter(call, decider)
-            decisions.append(vote_decision(entry, call, tools.get(entry.name)))
+            decisions.append(vote_decision(entry, call, tools.get(entry.name),
+                                           policy(entry.name) if policy else None, decider))
         return decisions
 
     def hold_for_approval(self, ref: str, terms: ApprovalTerms) -> None:
@@ -277,7 +282,7 @@ class Chat:
     def expire(self, ref: str, now: datetime) -> bool:
         """Fail a held call closed once its deadline passed; False when nothing is due."""
         call = self.state.calls.get(ref)
-        expires_at = call.approval.terms.expires_at if call and call.approval else None
+        expires_at = call.approval.current().expires_at if call and call.approval else None
         if call is None or not call.awaiting_approval or expires_at is None or now < expires_at:
             return False
         self._trigger(InterruptExpired, ref=ref, expires_at=expires_at,
@@ -290,7 +295,8 @@ class Chat:
         approval = call.approval if call is not None else None
         if call is None or approval is None or not call.awaiting_approval or approval.escalated:
             return False
-        if approval.terms.escalate_at is None or now < approval.terms.escalate_at:
+        escalate_at = approval.current().escalate_at
+        if escalate_at is None or now < escalate_at:
             return False
         self._trigger(ApprovalEscalated, ref=ref)
         return True

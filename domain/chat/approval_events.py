@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from pydantic import Field
+
 from interlock.domain.chat.events import ChatEvent
 from interlock.domain.chat.policies import ApprovalState, ApprovalTerms, Outcome, Vote, VoteKind
 from interlock.domain.chat.state import ChatState, ToolCall
@@ -25,11 +27,19 @@ class ApprovalRequested(ChatEvent):
         call = state.calls[self.ref]
         call.status, call.interrupted_at = "interrupted", self.timestamp
         call.interrupt = {"approval": self.terms.model_dump(mode="json")}
-        call.approval = ApprovalState(terms=self.terms, forked_from=call.forked)
+        call.approval = ApprovalState.opened(self.terms, call.forked)
+
+
+def _unset(value: Any) -> bool:
+    return value is None  # added fields: absent from the JSON unless set (old bytes kept)
 
 
 class ApprovalVoted(ChatEvent):
-    """One principal's vote; `outcome` is what the approval became with it."""
+    """One principal's vote; `outcome` is what the approval became with it.
+
+    Of a staged policy: `stage` is the stage it was cast in, `next_stage` the stage it
+    opened by completing its own (the outcome stays pending), `stages_apply` which stages
+    apply to an edit's new input (the edit sends the call back to the first of them)."""
 
     ref: str
     name: str
@@ -43,14 +53,25 @@ class ApprovalVoted(ChatEvent):
     resume_metadata: dict[str, Any] | None = None
     request_key: str | None = None
     request_sha256: str | None = None
+    stage: int | None = Field(default=None, exclude_if=_unset)
+    next_stage: int | None = Field(default=None, exclude_if=_unset)
+    stages_apply: list[bool] | None = Field(default=None, exclude_if=_unset)
+    # cast by delegation: for whom, by which delegation (domain/delegations.py)
+    for_actor: str | None = Field(default=None, exclude_if=_unset)
+    delegation_id: str | None = Field(default=None, exclude_if=_unset)
+
+    def cast(self) -> Vote:
+        """The vote as the approval's state keeps it."""
+        return Vote(actor=self.actor, kind=self.vote, at=self.timestamp, reason=self.reason,
+                    input_sha256=self.edited_input_sha256 or self.input_sha256, stage=self.stage,
+                    for_actor=self.for_actor, delegation=self.delegation_id)
 
     def apply(self, state: ChatState) -> None:
         state.remember_key(self.request_key, self.request_sha256, self.originator_version)
         call = state.calls[self.ref]
         assert call.approval is not None
-        seen = self.edited_input_sha256 or self.input_sha256
-        call.approval.votes.append(Vote(actor=self.actor, kind=self.vote, at=self.timestamp,
-                                        input_sha256=seen, reason=self.reason))
+        call.approval.record(self.cast(), next_stage=self.next_stage,
+                             stages_apply=self.stages_apply)
         if self.edited_input_sha256 is not None:
             if call.original_input is None:
                 call.original_input = call.input

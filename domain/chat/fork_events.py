@@ -99,7 +99,7 @@ def asked_afresh(call: ToolCall, source_id: UUID, forker: str, at: datetime) -> 
         update["attempt"] = call.attempt - 1
     if call.approval is not None:
         terms = _retimed(call.approval.terms, at - (call.interrupted_at or at))
-        update["approval"] = ApprovalState(terms=terms, forked_from=forked)
+        update["approval"] = ApprovalState.opened(terms, forked)
         update["interrupt"] = {"approval": terms.model_dump(mode="json")}
     return call.model_copy(update=update)
 

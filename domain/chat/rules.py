@@ -13,12 +13,20 @@ from interlock.domain.chat import events as ev
 from interlock.domain.chat.approval_events import ApprovalVoted
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.jsonsafe import check_json
-from interlock.domain.chat.policies import ApprovalState, Decider, Outcome, VoteKind, normalise_id
+from interlock.domain.chat.policies import (
+    Approval,
+    ApprovalState,
+    Decider,
+    Outcome,
+    VoteKind,
+    normalise_id,
+)
 from interlock.domain.chat.schema import SchemaError, ToolSchema
 from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import (
     AlreadyVotedError,
     ApprovalRequiredError,
+    ConflictingRolesError,
     DuplicateRefError,
     EmptyResumeError,
     ForbiddenError,
@@ -28,6 +36,7 @@ from interlock.domain.errors import (
     InvalidToolInputError,
     InvalidToolOutputError,
     NotAnApprovalError,
+    StageSegregationError,
     StaleInterruptError,
     UnknownInterruptError,
 )
@@ -283,7 +292,7 @@ def held_call(calls: Mapping[str, ToolCall], entry: VoteEntry, now: datetime,
 
 
 def _expiry(call: ToolCall) -> datetime | None:
-    return None if call.approval is None else call.approval.terms.expires_at
+    return None if call.approval is None else call.approval.current().expires_at
 
 
 def check_voter(call: ToolCall, decider: Decider) -> None:
@@ -296,18 +305,38 @@ def check_voter(call: ToolCall, decider: Decider) -> None:
             f" {sorted(roles)} or groups {sorted(groups)}",
             ref=call.ref, actor=decider.id, reason="not_a_decider",
             roles=sorted(roles), groups=sorted(groups))
-    if normalise_id(decider.id) in call.requesters():
-        raise ForbiddenError(
-            f"{decider.id} {_asked(call, decider.id)} of {call.ref}; someone else must decide"
-            " it",
-            ref=call.ref, actor=decider.id, reason="requester")
-    earlier = call.approval.vote_of(decider.id, sha256_hex(call.input))
+    for person in (decider.id, decider.acting_for):  # a delegate, and whom they vote for
+        if person is not None and normalise_id(person) in call.requesters():
+            raise ForbiddenError(
+                f"{person} {_asked(call, person)} of {call.ref}; someone else must decide it",
+                ref=call.ref, actor=decider.id, reason="requester",
+                **({"for_actor": decider.acting_for} if decider.acting_for else {}))
+    check_segregation(call, decider)
+    earlier = call.approval.vote_of(decider.people(), sha256_hex(call.input))
     if earlier is not None:
         raise AlreadyVotedError(call.ref, earlier.actor, earlier.kind, earlier.at)
 
 
-def vote_decision(entry: VoteEntry, call: ToolCall, tool: ToolSchema | None) -> Decision:
-    """The ApprovalVoted event's data, with the outcome this vote brings."""
+def check_segregation(call: ToolCall, decider: Decider) -> None:
+    """Across stages and roles: nobody votes in two stages of one call (on its current
+    input), and nobody holding both roles of a pair the policy says conflict votes."""
+    assert call.approval is not None
+    state = call.approval
+    for pair in state.terms.conflicts or ():
+        if set(pair) <= decider.roles | decider.holds:
+            raise ConflictingRolesError(call.ref, decider.id, pair)
+    other = state.voted_in(decider.people())
+    if other is not None and state.terms.stages is not None and state.stage is not None:
+        stages = state.terms.stages
+        raise StageSegregationError(call.ref, decider.id, stages[other].name,
+                                    stages[state.stage].name)
+
+
+def vote_decision(entry: VoteEntry, call: ToolCall, tool: ToolSchema | None,
+                  policy: Approval | None = None, decider: Decider | None = None) -> Decision:
+    """The ApprovalVoted event's data, with the outcome this vote brings (and, for a
+    staged policy, the stage it completes or, for an edit, the stages the new input
+    goes through: by `policy`'s `when`s, or all when it is unknown or changed)."""
     assert call.approval is not None
     kind = KIND[type(entry)]
     data: dict[str, Any] = {"ref": entry.ref, "name": entry.name, "vote": kind,
@@ -318,7 +347,40 @@ def vote_decision(entry: VoteEntry, call: ToolCall, tool: ToolSchema | None) -> 
     if isinstance(entry, RejectEntry | EditEntry):
         data["reason"] = entry.reason  # ApprovalVoted's reason is optional: old edits had none
     data["outcome"] = _outcome(kind, call)
+    if decider is not None and decider.acting_for is not None:
+        data |= {"for_actor": decider.acting_for, "delegation_id": decider.delegation}
+    if call.approval.stage is not None:
+        data.update(_staged(kind, data, call, tool, policy))
     return ApprovalVoted, data
+
+
+def _staged(kind: VoteKind, data: dict[str, Any], call: ToolCall, tool: ToolSchema | None,
+            policy: Approval | None) -> dict[str, Any]:
+    """A staged call's vote: its stage; the next stage a completing approval opens (the
+    call is approved only by its last applying stage); an edit's applying stages."""
+    assert call.approval is not None
+    staged: dict[str, Any] = {"stage": call.approval.stage}
+    if kind == "edit":
+        staged["stages_apply"] = _stages_apply(call, tool, policy, data["edited_input"])
+    elif data["outcome"] == "approved":
+        after = call.approval.next_stage()
+        if after is not None:
+            data["outcome"], staged["next_stage"] = "pending", after
+    return staged
+
+
+def _stages_apply(call: ToolCall, tool: ToolSchema | None, policy: Approval | None,
+                  new_input: Any) -> list[bool]:
+    """Which recorded stages an edited input goes through: the policy's `when`s when it
+    still names the stages recorded; otherwise (or an input its tool refuses) all of them."""
+    assert call.approval is not None and call.approval.terms.stages is not None
+    recorded = [s.name for s in call.approval.terms.stages]
+    if policy is None or tool is None or [s.name for s in policy.stages] != recorded:
+        return [True] * len(recorded)
+    try:
+        return policy.stages_apply(tool.validate_input(new_input)) or [True] * len(recorded)
+    except SchemaError:
+        return [True] * len(recorded)
 
 
 def _outcome(kind: VoteKind, call: ToolCall) -> Outcome:
@@ -329,7 +391,7 @@ def _outcome(kind: VoteKind, call: ToolCall) -> Outcome:
     if kind == "edit":
         return "pending"
     count = len(call.approval.approvers(sha256_hex(call.input), call.requester)) + 1
-    return "approved" if count >= call.approval.terms.quorum else "pending"
+    return "approved" if count >= call.approval.current().quorum else "pending"
 
 
 def _edited(entry: EditEntry, tool: ToolSchema | None) -> Any:
@@ -346,7 +408,7 @@ def barred_voters(state: ApprovalState, requester: str | None) -> set[str]:
     fork's call: its source's requester and each forker too), and who voted on it
     already. The inbox's `decidable` filter lists by this, `check_voter` refuses by the
     same rule (votes cast before the last edit no longer bar anyone)."""
-    voted = {v.actor for v in state.current_votes()}
+    voted = {i for v in state.current_votes() for i in (v.actor, v.for_actor) if i}
     forked = state.forked_from.requesters() if state.forked_from is not None else set()
     return {normalise_id(i) for i in (*voted, requester)} | forked
 

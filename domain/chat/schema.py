@@ -26,3 +26,6 @@ class ToolSchema(Protocol):
 
     def input_json(self, raw: Any, *, strict: bool = False) -> Any:
         """The input as JSON data (defaults filled in); SchemaError if it fails the schema."""
+
+    def validate_input(self, raw: Any, *, strict: bool = False) -> Any:
+        """The input as the tool's function takes it (a policy's `when` judges it)."""

@@ -21,7 +21,8 @@ def hold_for_approval(chat: Chat, agent: Agent, calls: list[ToolCall], now: date
         if policy is None or tool is None or not _applies(policy, tool, call):
             runnable.append(call)
             continue
-        chat.hold_for_approval(call.ref, policy.terms(now, call.requester))
+        terms = policy.terms(now, call.requester, _stages_apply(policy, tool, call))
+        chat.hold_for_approval(call.ref, terms)
     return runnable
 
 
@@ -35,3 +36,9 @@ def _applies(policy: Approval, tool: Tool, call: ToolCall) -> bool:
         return policy.applies(value)
     except Exception:  # noqa: BLE001 - the author's `when` failed: fail closed, hold the call
         return True
+
+
+def _stages_apply(policy: Approval, tool: Tool, call: ToolCall) -> list[bool] | None:
+    """Which of a staged policy's stages the held call goes through (each `when` fails
+    closed on its own)."""
+    return policy.stages_apply(tool.validate_input(call.input)) if policy.stages else None

@@ -30,6 +30,10 @@ class ReviewNotFoundError(NotFoundError):
     code = "review_not_found"
 
 
+class DelegationNotFoundError(NotFoundError):
+    code = "delegation_not_found"
+
+
 class AssistantNotFoundError(NotFoundError):
     """Agent Protocol: no agent of that name on the server."""
 

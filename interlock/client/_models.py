@@ -112,11 +112,13 @@ class Interrupt:
     requested_at: str | None = None
     input_sha256: str | None = None
     approval: dict[str, Any] | None = None  # a held call: terms, votes so far, escalated
+    stage: dict[str, Any] | None = None  # a staged policy's call: the stage it waits in
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Interrupt:
         return cls(
             approval=data.get("approval"),
+            stage=data.get("stage"),
             chat_id=data["chat_id"],
             ref=data["ref"],
             name=data["name"],

@@ -68,3 +68,4 @@ class InboxItem(TypedDict):
     requested_by: NotRequired[str | None]
     approval: NotRequired[dict[str, Any] | None]
     expires_at: NotRequired[str | None]
+    stage: NotRequired[dict[str, Any] | None]  # a staged call: the stage it waits in

@@ -22,7 +22,7 @@ FENCE = "```"
 
 def facts(call: ToolCall, chat_id: str, tenant: str, console_url: str) -> dict[str, Any]:
     """The call as every message tells it, read from the chat as it was asked when sent."""
-    terms = call.approval.terms if call.approval is not None else None
+    terms = call.approval.current() if call.approval is not None else None  # its stage
     return {
         "chat_id": chat_id, "ref": call.ref, "tool": call.name, "tenant": tenant,
         "input": call.input, "input_sha256": sha256_hex(call.input),

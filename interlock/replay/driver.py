@@ -127,7 +127,7 @@ class Driver:
     async def _expire(self, event: ae.ApprovalEscalated | ae.InterruptExpired) -> None:
         """Due now in the scratch chat: its deadlines were set when the replay held it."""
         call = self.service.get_chat(self.chat_id).state.calls.get(event.ref)
-        terms = call.approval.terms if call is not None and call.approval else None
+        terms = call.approval.current() if call is not None and call.approval else None
         due = None if terms is None else (
             terms.expires_at if isinstance(event, ae.InterruptExpired) else terms.escalate_at)
         if due is not None:

@@ -31,8 +31,9 @@ from interlock.domain.chat.events import (
 )
 from interlock.domain.chat.fork_events import ChatForked
 from interlock.domain.chat.ids import id_text
-from interlock.domain.chat.policies import ApprovalState, Vote, normalise_id
+from interlock.domain.chat.policies import ApprovalState, normalise_id
 from interlock.domain.chat.rules import AWAITS_AGENT, barred_voters
+from interlock.domain.chat.stages import CurrentStage
 from interlock.domain.chat.state import ToolCall
 from interlock.projections.engine import cursors
 from interlock.projections.engine.fold import JoinedView
@@ -56,6 +57,7 @@ class InboxRow(BaseModel):
     requested_by: str | None = None
     approval: dict[str, Any] | None = None  # a held call: terms, votes so far, escalated
     expires_at: datetime | None = None
+    stage: CurrentStage | None = None  # a staged policy's call: the stage it waits in
 
 
 class InboxFilter(BaseModel):
@@ -214,7 +216,7 @@ class InboxView(JoinedView):
     def approval_changed(self, chat_id: str, ref: str, state: ApprovalState, input: Any) -> None:
         """Votes, an edit or an escalation: the row shows them and who may decide now."""
         self._states[chat_id, ref] = state
-        terms, (roles, groups) = state.terms, state.deciders()
+        terms, (roles, groups) = state.current(), state.deciders()
         due = [t for t in (terms.expires_at, None if state.escalated else terms.escalate_at) if t]
         self._run(
             "UPDATE {inbox} SET approval = %(ap)s, expires_at = %(ex)s, due_at = %(due)s,"
@@ -298,12 +300,19 @@ class InboxView(JoinedView):
         return {a: int(row[f"a{i}"] or 0) for i, a in enumerate(ages)}
 
     def _row(self, r: Row) -> InboxRow:
-        expires = r["expires_at"]
+        expires, approval = r["expires_at"], self._load_json(r["approval"])
         return InboxRow(**{**r, "input": self._load_json(r["input"]),
                            "metadata": self._load_json(r["metadata"]),
-                           "approval": self._load_json(r["approval"]),
+                           "approval": approval, "stage": _stage(approval),
                            "expires_at": None if expires is None else self._load_ts(expires),
                            "requested_at": self._load_ts(r["requested_at"])})
+
+
+def _stage(approval: Any) -> CurrentStage | None:
+    """A staged call's current stage (only a staged approval's JSON has `stage`)."""
+    if not isinstance(approval, dict) or approval.get("stage") is None:
+        return None
+    return ApprovalState.model_validate(approval).current_stage()
 
 
 def _token(name: str) -> str:
@@ -401,7 +410,8 @@ class InboxProjection(Projection[InboxView]):
 
     @process_event.register
     def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:
-        self.view.held(id_text(e.originator_id), e.ref, ApprovalState(terms=e.terms), e.timestamp)
+        self.view.held(id_text(e.originator_id), e.ref, ApprovalState.opened(e.terms),
+                       e.timestamp)
 
     @process_event.register
     def _voted(self, e: ApprovalVoted, tracking: Tracking) -> None:
@@ -412,12 +422,11 @@ class InboxProjection(Projection[InboxView]):
         state = self.view.approval(chat_id, e.ref)
         if state is None:
             return
-        vote = Vote(actor=e.actor, kind=e.vote, at=e.timestamp, reason=e.reason,
-                    input_sha256=e.edited_input_sha256 or e.input_sha256)
         terms = state.terms
         if e.edited_input_sha256 is not None:  # the editor now asks for the new input
             terms = terms.model_copy(update={"requested_by": e.actor})
-        state = state.model_copy(update={"votes": [*state.votes, vote], "terms": terms})
+        state = state.model_copy(update={"votes": list(state.votes), "terms": terms})
+        state.record(e.cast(), next_stage=e.next_stage, stages_apply=e.stages_apply)
         self.view.approval_changed(chat_id, e.ref, state, e.edited_input)
 
     @process_event.register

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel
 
+from interlock import Stage
 from interlock.domain import (
     Agent,
     Approval,
@@ -147,4 +148,35 @@ flaky = Agent(name="flakyAgent", system="Fails while FLAKY_DOWN is set.", tools=
 payer = Agent(name="payAgent", system="Pays with approval.", tools=[pay],
               model=FunctionModel(pay_script, name="pay-script"))
 
-AGENTS = [*BANKING, ops, gated, flaky, payer]
+
+
+def over_100k(p: Payment) -> bool:
+    return p.amount > 100_000
+
+
+# docs/approvals.md's staged example: the team lead, then treasury, then over 100,000 the CFO;
+# no voter may hold both trader and treasury (a toxic combination)
+WIRE = Approval(stages=[Stage("team lead", roles=["lead"]), Stage("treasury", roles=["treasury"]),
+                        Stage("CFO", roles=["cfo"], when=over_100k)],
+                conflicts=[("trader", "treasury")])
+
+
+@tool(name="wire", description="Wire money through three stages of approval.", approval=WIRE)
+async def wire(input: Payment, ctx: ToolContext) -> dict[str, object]:
+    PAID.append({"chat": ctx.chat_id, **input.model_dump()})
+    return {"paid": input.amount, "to": input.to}
+
+
+def wire_script(request: ModelRequest) -> ModelResponse:
+    last = request.messages[-1]
+    if last.role == "tool":
+        part = last.content[0].tool_response
+        return _say(f"outcome: {part.output if part else None}")
+    words = last.text.split()
+    return _ask(("wire", {"amount": int(words[1]), "to": words[2]}))
+
+
+wirer = Agent(name="wireAgent", system="Wires with staged approval.", tools=[wire],
+              model=FunctionModel(wire_script, name="wire-script"))
+
+AGENTS = [*BANKING, ops, gated, flaky, payer, wirer]

@@ -25,6 +25,12 @@ KEYS = {
     "key-tina": {"id": "tina", "tenant": "acme", "roles": ["treasury"]},
     "key-tom": {"id": "tom", "tenant": "acme", "roles": ["treasury"], "groups": ["finance"]},
     "key-eve": {"id": "eve", "tenant": "globex", "roles": ["requester", "approver", "auditor"]},
+    # staged approvals (wireAgent): a team lead, one who is lead and treasurer, a CFO, a
+    # treasurer who trades too (a conflicting pair)
+    "key-lee": {"id": "lee", "tenant": "acme", "roles": ["lead"]},
+    "key-bea": {"id": "bea", "tenant": "acme", "roles": ["lead", "treasury"]},
+    "key-cora": {"id": "cora", "tenant": "acme", "roles": ["cfo"]},
+    "key-tex": {"id": "tex", "tenant": "acme", "roles": ["treasury", "trader"]},
 }
 ClientFor = Callable[[str], Client]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -251,3 +252,178 @@ def test_approvals_naming_no_input_never_run_an_input_someone_else_edited_in(
     client_for("tina").open_chat(chat.id).decide(edited.approve())
     done = client_for("tom").open_chat(chat.id).decide(edited.approve())
     assert done.text == "outcome: {'paid': 9999, 'to': 'mallory'}"
+
+
+# -- staged approvals (wireAgent: the team lead, then treasury, then over 100,000 the CFO)
+
+def _wire(client_for: ClientFor, amount: int) -> tuple[Any, Any]:
+    chat = client_for("alice").chat("wireAgent")
+    turn = chat.send(f"wire {amount} bob-corp")
+    assert turn.finish_reason == "interrupted"
+    return chat, turn.interrupts[0]
+
+
+def _stage(client_for: ClientFor, chat_id: str) -> dict[str, Any]:
+    [call] = client_for("carol").open_chat(chat_id).state()["interrupts"]
+    [row] = client_for("root").interrupts(chat_id=chat_id)["items"]
+    assert row["stage"] == call["stage"]  # the inbox and the chat show the same stage
+    stage: dict[str, Any] = call["stage"]
+    return stage
+
+
+def test_a_staged_call_passes_each_stage_over_http(live: Live, client_for: ClientFor) -> None:
+    chat, held = _wire(client_for, 150_000)
+    first = _stage(client_for, chat.id)
+    assert (first["index"], first["name"], first["of"], first["roles"]) == (
+        0, "team lead", 3, ["lead"])
+    with pytest.raises(ForbiddenError) as early:  # the CFO's turn comes last
+        client_for("cora").open_chat(chat.id).decide(held.approve())
+    assert early.value.details["roles"] == ["lead"]
+    assert client_for("cora").interrupts(chat_id=chat.id, decidable=True)["items"] == []
+    assert len(client_for("lee").interrupts(chat_id=chat.id, decidable=True)["items"]) == 1
+    client_for("lee").open_chat(chat.id).decide(held.approve())
+    second = _stage(client_for, chat.id)
+    assert second["name"] == "treasury" and second["votes"] == []
+    assert len(client_for("tina").interrupts(chat_id=chat.id, decidable=True)["items"]) == 1
+    client_for("tina").open_chat(chat.id).decide(held.approve())
+    assert _stage(client_for, chat.id)["name"] == "CFO" and _paid(chat.id) == []
+    done = client_for("cora").open_chat(chat.id).decide(held.approve())
+    assert done.text == "outcome: {'paid': 150000, 'to': 'bob-corp'}"
+    assert [d["actor"] for d in client_for("carol").decisions(chat_id=chat.id)["items"]] == [
+        "cora", "tina", "lee"]  # newest first
+
+
+def test_a_staged_call_under_the_threshold_skips_the_cfo(
+    live: Live, client_for: ClientFor
+) -> None:
+    chat, held = _wire(client_for, 5000)
+    assert _stage(client_for, chat.id)["skipped"] == ["CFO"]
+    client_for("lee").open_chat(chat.id).decide(held.approve())
+    done = client_for("tina").open_chat(chat.id).decide(held.approve())
+    assert done.text == "outcome: {'paid': 5000, 'to': 'bob-corp'}"
+
+
+def test_an_edit_at_stage_two_sends_the_call_back_to_stage_one(
+    live: Live, client_for: ClientFor
+) -> None:
+    chat, held = _wire(client_for, 5000)
+    client_for("lee").open_chat(chat.id).decide(held.approve())
+    edited = client_for("tina").open_chat(chat.id).decide(
+        held.edit({"amount": 200_000, "to": "bob-corp"}, "the full invoice"))
+    again = edited.interrupts[0]
+    stage = _stage(client_for, chat.id)
+    assert (stage["name"], stage["votes"], stage["skipped"]) == ("team lead", [], [])
+    client_for("lee").open_chat(chat.id).decide(again.approve())  # lee again, on the new input
+    client_for("tom").open_chat(chat.id).decide(again.approve())
+    assert _stage(client_for, chat.id)["name"] == "CFO" and _paid(chat.id) == []
+
+
+def test_nobody_approves_two_stages_and_conflicting_roles_are_refused(
+    live: Live, client_for: ClientFor
+) -> None:
+    chat, held = _wire(client_for, 5000)
+    client_for("bea").open_chat(chat.id).decide(held.approve())
+    version = chat.state()["version"]
+    with pytest.raises(ForbiddenError) as twice:
+        client_for("bea").open_chat(chat.id).decide(held.approve())
+    assert twice.value.status == 403 and twice.value.details["reason"] == "other_stage"
+    assert client_for("bea").interrupts(chat_id=chat.id, decidable=True)["items"] == []
+    with pytest.raises(ForbiddenError) as toxic:
+        client_for("tex").open_chat(chat.id).decide(held.approve())
+    assert toxic.value.details["reason"] == "conflicting_roles"
+    assert toxic.value.details["roles"] == ["trader", "treasury"]
+    assert chat.state()["version"] == version and _paid(chat.id) == []
+
+
+def test_two_stages_votes_at_once_have_one_outcome(live: Live, client_for: ClientFor) -> None:
+    """The lead and a treasurer vote at the same moment: the treasurer's vote may only land
+    after the lead's, never alongside it in stage one, and the stage advances once."""
+    chat, held = _wire(client_for, 5000)
+    outcomes: dict[str, str] = {}
+
+    def vote(who: str) -> None:
+        try:
+            client_for(who).open_chat(chat.id).decide(held.approve())
+            outcomes[who] = "ok"
+        except InterlockAPIError as exc:
+            outcomes[who] = exc.code
+
+    threads = [threading.Thread(target=vote, args=(w,)) for w in ("lee", "tina")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes["lee"] in ("ok", "concurrent_modification")
+    assert outcomes["tina"] in ("ok", "forbidden", "concurrent_modification")
+    votes = [e for e in client_for("root").open_chat(chat.id).events()
+             if e["type"] == "ApprovalVoted"]
+    assert [(v["actor"], v["data"]["stage"]) for v in votes] == [
+        (w, i) for i, w in enumerate(w for w in ("lee", "tina") if outcomes[w] == "ok")]
+    assert len(_paid(chat.id)) == (1 if outcomes == {"lee": "ok", "tina": "ok"} else 0)
+
+
+# -- delegation (POST/GET/DELETE /v1/delegations; a resume's `delegation`)
+
+def _away(client_for: ClientFor, delegator: str, delegate: str, **scope: Any
+          ) -> dict[str, Any]:
+    """`delegator` delegates to `delegate` from an hour ago for a week."""
+    now = datetime.now(UTC)
+    body = {"delegate": delegate, "starts_at": (now - timedelta(hours=1)).isoformat(),
+            "ends_at": (now + timedelta(days=7)).isoformat(), "reason": "on leave", **scope}
+    made: dict[str, Any] = client_for(delegator).request("POST", "/v1/delegations", json=body)
+    return made
+
+
+def _vote_by(client_for: ClientFor, who: str, chat_id: str, held: Any,
+             delegation: str) -> Any:
+    body = {"approve": [{"ref": held.ref, "name": held.name,
+                         "input_sha256": held.input_sha256}], "delegation": delegation}
+    return client_for(who).request("POST", f"/v1/chats/{chat_id}/resume", json=body)
+
+
+def test_a_delegate_votes_for_the_delegator_until_it_is_revoked(
+    live: Live, client_for: ClientFor
+) -> None:
+    made = _away(client_for, "tina", "dana", roles=["treasury"])
+    assert (made["delegator"], made["delegate"], made["roles"]) == ("tina", "dana",
+                                                                      ["treasury"])
+    with pytest.raises(ForbiddenError) as wider:  # dana may not lend treasury: not hers
+        _away(client_for, "dana", "bob", roles=["treasury"])
+    assert wider.value.details["reason"] == "wider_than_own"
+    assert [d["id"] for d in client_for("dana").request("GET", "/v1/delegations")["items"]] \
+        == [made["id"]]
+    assert client_for("bob").request("GET", "/v1/delegations")["items"] == []
+    chat, held = _held(client_for)
+    with pytest.raises(ForbiddenError):  # dana alone is no treasurer
+        client_for("dana").open_chat(chat.id).decide(held.approve())
+    _vote_by(client_for, "dana", chat.id, held, made["id"])
+    [voted] = [e for e in client_for("root").open_chat(chat.id).events()
+               if e["type"] == "ApprovalVoted"]
+    assert (voted["actor"], voted["data"]["for_actor"], voted["data"]["delegation_id"]) == (
+        "dana", "tina", made["id"])
+    with pytest.raises(AlreadyVotedError):  # it was tina's vote
+        client_for("tina").open_chat(chat.id).decide(held.approve())
+    with pytest.raises(InterlockAPIError) as stranger:  # not bob's delegation
+        _vote_by(client_for, "bob", chat.id, held, made["id"])
+    assert stranger.value.details["reason"] == "not_the_delegate"
+    revoked = client_for("tina").request("DELETE", f"/v1/delegations/{made['id']}")
+    assert revoked["revoked_by"] == "tina"
+    again, held2 = _held(client_for)
+    with pytest.raises(ForbiddenError) as late:
+        _vote_by(client_for, "dana", again.id, held2, made["id"])
+    assert late.value.details["reason"] == "delegation_inactive"
+    with pytest.raises(InterlockAPIError) as unknown:
+        client_for("eve").request("DELETE", f"/v1/delegations/{made['id']}")  # globex
+    assert (unknown.value.status, unknown.value.code) == (404, "delegation_not_found")
+
+
+def test_a_delegation_never_lets_its_delegate_approve_their_own_request(
+    live: Live, client_for: ClientFor
+) -> None:
+    made = _away(client_for, "tina", "dana", roles=["treasury"])
+    chat = client_for("dana").chat("payAgent")
+    held = chat.send("pay 500 bob-corp").interrupts[0]  # dana asks, then votes for tina
+    with pytest.raises(ForbiddenError) as own:
+        _vote_by(client_for, "dana", chat.id, held, made["id"])
+    assert own.value.details["reason"] == "requester"
+    assert _paid(chat.id) == []

@@ -27,7 +27,7 @@ from tests.notify.test_notifications import World
 world = test_notifications.world  # the fixture
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 SLACK_USERS = {"tina": "UTINA", "tom": "UTOM", "alice": "UALICE", "bob": "UBOB",
-               "root": "UROOT"}
+               "root": "UROOT", "bea": "UBEA", "tex": "UTEX", "lee": "ULEE"}
 EDITED = {"amount": 400, "to": "bob-corp"}
 
 
@@ -38,10 +38,12 @@ class Held:
     chat_id: str
     ref: str
     input_sha256: str
+    agent: str = "payAgent"
+    name: str = "pay"
 
     @classmethod
-    def of(cls, chat_id: str, held: Interrupt) -> Held:
-        return cls(chat_id, held.ref, held.input_sha256 or "")
+    def of(cls, chat_id: str, held: Interrupt, agent: str = "payAgent") -> Held:
+        return cls(chat_id, held.ref, held.input_sha256 or "", agent, held.name)
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ Surface = Callable[[World, Held, Vote], Answer]
 
 
 def _v1(world: World, held: Held, vote: Vote) -> Answer:
-    entry: dict[str, Any] = {"ref": held.ref, "name": "pay",
+    entry: dict[str, Any] = {"ref": held.ref, "name": held.name,
                              "input_sha256": vote.sha or held.input_sha256}
     if vote.kind == "edit":
         entry["input"] = EDITED
@@ -76,7 +78,7 @@ def _agent_protocol(world: World, held: Held, vote: Vote) -> Answer:
         value |= {} if vote.reason is None else {"reason": vote.reason}
     answer = world.client.post(
         f"/agent-protocol/threads/{held.chat_id}/runs/wait",
-        json={"assistant_id": "payAgent", "command": {"resume": value}},
+        json={"assistant_id": held.agent, "command": {"resume": value}},
         headers={"Authorization": f"Bearer key-{vote.who}"})
     return _json_answer(answer)
 
@@ -115,25 +117,26 @@ def _slack(world: World, held: Held, vote: Vote) -> Answer:
     return (200, text) if text.startswith("Nothing was recorded") else None
 
 
-def _held(world: World) -> Held:
-    chat = world.api("alice").chat("payAgent")
-    turn = chat.send("pay 500 bob-corp")
+def _held(world: World, agent: str = "payAgent") -> Held:
+    """A held payment of 500 (payAgent: two treasurers; wireAgent: the lead, then treasury)."""
+    chat = world.api("alice").chat(agent)
+    turn = chat.send(f"{'wire' if agent == 'wireAgent' else 'pay'} 500 bob-corp")
     assert turn.finish_reason == "interrupted"
-    return Held.of(chat.id, turn.interrupts[0])
+    return Held.of(chat.id, turn.interrupts[0], agent)
 
 
-def _forked(world: World) -> Held:
+def _forked(world: World, agent: str = "payAgent") -> Held:
     """The same held payment, in a fork dana made of the chat: decided there over /v1."""
-    source = _held(world)
+    source = _held(world, agent)
     fork = world.api("dana").request("POST", f"/v1/chats/{source.chat_id}/fork",
                                      json={"version": _version(world, source)})
-    return _current(world, Held(fork["id"], source.ref, source.input_sha256))
+    return _current(world, Held(fork["id"], source.ref, source.input_sha256, agent, source.name))
 
 
 def _current(world: World, held: Held) -> Held:
     """`held` as it is now (an edit changed its input)."""
     [call] = world.api("carol").open_chat(held.chat_id).state()["interrupts"]
-    return Held(held.chat_id, call["ref"], call["input_sha256"])
+    return Held(held.chat_id, call["ref"], call["input_sha256"], held.agent, held.name)
 
 
 def _version(world: World, held: Held) -> int:
@@ -141,7 +144,7 @@ def _version(world: World, held: Held) -> int:
     return version
 
 
-SURFACES: dict[str, tuple[Surface, Callable[[World], Held]]] = {
+SURFACES: dict[str, tuple[Surface, Callable[[World, str], Held]]] = {
     "v1": (_v1, _held), "agent_protocol": (_agent_protocol, _held),
     "console": (_console, _held), "slack": (_slack, _held), "fork": (_v1, _forked)}
 
@@ -153,6 +156,7 @@ class Rule:
     status: int  # the refusal's status over JSON surfaces (the console shows it too)
     says: str  # a pattern every surface's refusal matches
     stale: bool = False  # the attempt names the input as first asked, not as it is now
+    agent: str = "payAgent"  # whose held call: wireAgent's is staged
 
 
 ROOT_EDITS = Vote("root", "edit", reason="the invoice says 400")  # root asks for 400 now
@@ -164,6 +168,11 @@ RULES = {
                         "another input|input changed",
                         stale=True),
     "edit_has_a_reason": Rule((), Vote("tom", "edit"), 422, "reason"),
+    # bea (lead and treasurer) approved the lead's stage: not treasury's too
+    "one_stage_each": Rule((Vote("bea", "approve"),), Vote("bea", "approve"), 403,
+                           "voted in stage", agent="wireAgent"),
+    "conflicting_roles": Rule((Vote("lee", "approve"),), Vote("tex", "approve"), 403,
+                              "conflicting roles", agent="wireAgent"),
 }
 
 
@@ -173,9 +182,9 @@ def test_every_surface_refuses_alike_and_writes_nothing(
         world: World, surface: str, rule: str) -> None:
     decide, hold = SURFACES[surface]
     r = RULES[rule]
-    world.link("UBOB", "bob")
-    world.link("UROOT", "root")
-    held = hold(world)
+    for user in ("bob", "root", "bea", "tex", "lee"):
+        world.link(SLACK_USERS[user], user)
+    held = hold(world, r.agent)
     for vote in r.before:
         assert _v1(world, held, vote) is None
     now = held if r.stale else _current(world, held)

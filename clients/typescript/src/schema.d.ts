@@ -1058,6 +1058,51 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/delegations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Listed
+         * @description The tenant's delegations naming you (all of them, for an admin or an auditor).
+         */
+        get: operations["listed"];
+        put?: never;
+        /**
+         * Grant
+         * @description Let `delegate` decide for you from `starts_at` until `ends_at`, with your roles and
+         *     groups or a subset of them (never admin). Recorded; revocable.
+         */
+        post: operations["grant"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/delegations/{delegation_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke
+         * @description End a delegation now (its delegator or an admin); revoking it again changes nothing.
+         */
+        delete: operations["revoke"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1283,6 +1328,39 @@ export interface components {
             goto?: unknown;
         };
         /**
+         * CurrentStage
+         * @description The stage a held call waits in: which of how many, who may decide it, votes so far.
+         */
+        CurrentStage: {
+            /** Index */
+            index: number;
+            /** Name */
+            name: string;
+            /** Of */
+            of: number;
+            /** Roles */
+            roles: string[];
+            /**
+             * Groups
+             * @default []
+             */
+            groups: string[];
+            /** Quorum */
+            quorum: number;
+            /**
+             * Votes
+             * @default []
+             */
+            votes: components["schemas"]["StageVote"][];
+            /** Expires At */
+            expires_at?: string | null;
+            /**
+             * Skipped
+             * @default []
+             */
+            skipped: string[];
+        };
+        /**
          * DecisionRow
          * @description One Responded or Restarted event: the compliance log.
          */
@@ -1350,6 +1428,79 @@ export interface components {
             p50_seconds: number | null;
             /** P95 Seconds */
             p95_seconds: number | null;
+        };
+        /**
+         * Delegation
+         * @description A delegation as the API shows it.
+         */
+        Delegation: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Delegator */
+            delegator: string;
+            /** Delegate */
+            delegate: string;
+            /** Roles */
+            roles: string[];
+            /**
+             * Groups
+             * @default []
+             */
+            groups: string[];
+            /**
+             * Starts At
+             * Format: date-time
+             */
+            starts_at: string;
+            /**
+             * Ends At
+             * Format: date-time
+             */
+            ends_at: string;
+            /** Reason */
+            reason?: string | null;
+            /**
+             * Granted At
+             * Format: date-time
+             */
+            granted_at: string;
+            /** Revoked At */
+            revoked_at?: string | null;
+            /** Revoked By */
+            revoked_by?: string | null;
+        };
+        /**
+         * DelegationRequest
+         * @description Let `delegate` decide for you from `starts_at` until `ends_at`, with `roles`/`groups`
+         *     (a subset of yours; omitted: all of yours but admin).
+         */
+        DelegationRequest: {
+            /** Delegate */
+            delegate: string;
+            /**
+             * Starts At
+             * Format: date-time
+             */
+            starts_at: string;
+            /**
+             * Ends At
+             * Format: date-time
+             */
+            ends_at: string;
+            /** Roles */
+            roles?: string[] | null;
+            /** Groups */
+            groups?: string[] | null;
+            /** Reason */
+            reason?: string | null;
+        };
+        /** Delegations */
+        Delegations: {
+            /** Items */
+            items: components["schemas"]["Delegation"][];
         };
         /**
          * Delivery
@@ -1448,7 +1599,7 @@ export interface components {
              * Code
              * @enum {string}
              */
-            code: "already_voted" | "approval_required" | "assistant_not_found" | "chat_erased" | "chat_not_found" | "concurrent_modification" | "duplicate_ref" | "empty_resume" | "forbidden" | "idempotency_key_reused" | "internal_error" | "interrupt_expired" | "interrupt_name_mismatch" | "interrupt_not_pending" | "invalid_filter" | "invalid_request" | "invalid_tool_input" | "invalid_tool_output" | "method_not_allowed" | "model_error" | "no_signing_key" | "not_an_approval" | "not_found" | "nothing_to_retry" | "payload_too_large" | "pending_interrupts" | "review_not_found" | "review_state" | "segregation_of_duties" | "stale_interrupt" | "store_unavailable" | "turn_in_progress" | "unauthenticated" | "unknown_agent" | "unknown_interrupt" | "unknown_review_query" | "views_behind";
+            code: "already_voted" | "approval_required" | "assistant_not_found" | "chat_erased" | "chat_not_found" | "concurrent_modification" | "delegation_not_found" | "duplicate_ref" | "empty_resume" | "forbidden" | "idempotency_key_reused" | "internal_error" | "interrupt_expired" | "interrupt_name_mismatch" | "interrupt_not_pending" | "invalid_filter" | "invalid_request" | "invalid_tool_input" | "invalid_tool_output" | "method_not_allowed" | "model_error" | "no_signing_key" | "not_an_approval" | "not_found" | "nothing_to_retry" | "payload_too_large" | "pending_interrupts" | "review_not_found" | "review_state" | "segregation_of_duties" | "stale_interrupt" | "store_unavailable" | "turn_in_progress" | "unauthenticated" | "unknown_agent" | "unknown_interrupt" | "unknown_review_query" | "views_behind";
             /** Message */
             message: string;
             /** Details */
@@ -1565,6 +1716,7 @@ export interface components {
             } | null;
             /** Expires At */
             expires_at?: string | null;
+            stage?: components["schemas"]["CurrentStage"] | null;
         };
         /** Interrupt */
         Interrupt: {
@@ -1590,6 +1742,7 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             forked_from?: components["schemas"]["ForkedCall"] | null;
+            stage?: components["schemas"]["CurrentStage"] | null;
         };
         /**
          * Link
@@ -1975,6 +2128,11 @@ export interface components {
              * @description this call's tool-round budget
              */
             max_turns?: number | null;
+            /**
+             * Delegation
+             * @description vote for its delegator, by this delegation of yours (POST /v1/delegations): recorded as theirs, by you
+             */
+            delegation?: string | null;
         };
         /**
          * ReviewFact
@@ -2320,6 +2478,23 @@ export interface components {
                 [key: string]: string;
             } | null;
             quiet_hours?: components["schemas"]["QuietHours"] | null;
+        };
+        /**
+         * StageVote
+         * @description A vote of the current stage, as the pending views show it.
+         */
+        StageVote: {
+            /** Actor */
+            actor: string;
+            /** Kind */
+            kind: string;
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /** For Actor */
+            for_actor?: string | null;
         };
         /** StateAt */
         StateAt: {
@@ -6740,6 +6915,207 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Delegations"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    grant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DelegationRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Delegation"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body exceeds the limit (`payload_too_large`). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    revoke: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                delegation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Delegation"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
