@@ -184,7 +184,7 @@ def test_routing_and_four_eyes_refusals_show_the_servers_reason(
     _open(bob, live, chat_id, ref)
     expect(bob.locator("#why-not")).to_contain_text(
         "Routing: bob may not decide pay")
-    expect(bob.locator("#why-not")).to_contain_text("roles ['treasury']")
+    expect(bob.locator("#why-not")).to_contain_text("the role treasury")
     bob.evaluate(FORCE_OPEN)
     bob.get_by_role("button", name="Approve").click()
     expect(bob.locator("#notice")).to_contain_text(
