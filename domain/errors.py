@@ -36,7 +36,8 @@ InterlockError                        (a client's error: every subclass has code
 ├── AuthError                     403
 │   ├── UnauthenticatedError      401 unauthenticated
 │   └── ForbiddenError                forbidden
-│       └── SegregationOfDutiesError  segregation_of_duties (reviewer took part in the item)
+│       ├── SegregationOfDutiesError  segregation_of_duties (reviewer took part in the item)
+│       └── SameSignerError           same_signer (the second sign-off by the first signer)
 ├── ModelError                    502 model_error
 ├── UnavailableError              503 (a transient refusal: answered with Retry-After)
 │   └── StoreUnavailableError         store_unavailable
@@ -352,6 +353,17 @@ class SegregationOfDutiesError(ForbiddenError):
             f"{actor} may not assess item {item} of review {review_id}: they "
             f"{' and '.join(roles)} it", review_id=str(review_id), item=item, actor=actor,
             reason="segregation", roles=roles)
+
+
+class SameSignerError(ForbiddenError):
+    """Under two signers, the second sign-off must come from another auditor than the first."""
+
+    code = "same_signer"
+
+    def __init__(self, review_id: object, actor: str) -> None:
+        super().__init__(
+            f"{actor} signed review {review_id} off already: a second, distinct auditor must "
+            "sign it off", review_id=str(review_id), actor=actor, reason="same_signer")
 
 
 class ReviewStateError(ConflictError):

@@ -119,6 +119,7 @@ def build_app(settings: Settings) -> FastAPI:
                    delivery=delivery_policy(settings), signer=checkpoint_signer(settings),
                    cors_origins=settings.cors_origin_list())
     app.state.slack_actions = slack_actions(settings, service, auth, notifier)
+    app.state.review_second_signer = settings.second_signer_tenants()
     if notifier is not None:
         app.state.notifier = notifier
         app.state.metrics.registry.register(NotifyGauges(notifier.store))
