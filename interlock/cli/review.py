@@ -28,8 +28,7 @@ from interlock.domain.review.service import Reviews
 from interlock.projections import open_views
 from interlock.projections.views.reviews import ReviewsView
 from interlock.reviewing import ReviewDesk
-from interlock.settings import load_settings
-from interlock.settings import flag_help
+from interlock.settings import flag_help, load_settings
 
 
 def register(subparsers: Any) -> None:

@@ -53,7 +53,7 @@ def test_two_signers_need_a_second_distinct_auditor_before_close() -> None:
     assert review.awaits_second_signer
     with pytest.raises(ReviewStateError, match="second, distinct auditor"):
         review.close(actor="rita")
-    with pytest.raises(SameSignerError, match="signed review .* off already"):
+    with pytest.raises(SameSignerError, match=r"signed review .* off already"):
         review.sign_off(actor=" RITA ", note="again")  # the same person, however written
     review.sign_off(actor="ron", note="checked the sample too")
     review.close(actor="rita")
