@@ -36,7 +36,8 @@ LINES = (
     "--strata actor --seed q3",
     'interlock review assess REVIEW 1 --verdict finding --severity high --note "..." '
     "--actor rita",
-    "interlock review sign-off REVIEW --actor head && interlock review sign-off REVIEW --actor rosa",
+    "interlock review sign-off REVIEW --actor head && "
+    "interlock review sign-off REVIEW --actor rosa",
     "interlock review close REVIEW --actor head",
     "interlock audit evidence --review REVIEW --key cp.pem --output evidence.zip",
     "python tools/verify_export.py evidence.zip --public-key cp.pub",
