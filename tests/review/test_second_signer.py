@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import json
+import zipfile
 from collections.abc import Iterator
+from pathlib import Path
 from uuid import uuid4
 
 import pytest
@@ -11,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig
+from interlock.cli.main import main
 from interlock.domain.errors import InvalidRequestError, ReviewStateError, SameSignerError
 from interlock.domain.review.aggregate import Review, signers_for
 from interlock.domain.review.events import (
@@ -21,9 +25,13 @@ from interlock.domain.review.events import (
     ReviewSignedOff,
     SampleRecord,
 )
+from interlock.domain.review.service import Reviews
 from interlock.projections import open_read_models
+from interlock.projections.views.reviews import ReviewsView
+from interlock.reviewing import ReviewDesk
 from interlock.settings import Settings
-from tests.review.history import History
+from tests.review.history import ACTIVE, TENANT, History
+from tests.review.test_evidence import verifier
 
 KEYS = {f"key-{name}": {"id": name, "tenant": tenant, "roles": ["auditor"]}
         for name, tenant in (("rita", "acme"), ("ron", "acme"), ("eve", "globex"))}
@@ -109,3 +117,29 @@ def test_over_http_the_second_signer_is_asked_and_the_first_is_refused(
     other = http.post("/v1/reviews", json={"query": "edited_then_approved", "size": 5},
                       headers=_as("eve")).json()
     assert other["signers"] == 1  # globex did not ask for it
+
+
+def test_an_evidence_pack_of_a_two_signer_review_verifies_only_once_countersigned(
+    history: History, view: ReviewsView, tmp_path: Path,
+) -> None:
+    private, public = tmp_path / "cp.pem", tmp_path / "cp.pub"
+    assert main(["audit", "keygen", "--private", str(private), "--public", str(public)]) == 0
+    desk = ReviewDesk(Reviews(history.app), view, ACTIVE, frozenset({TENANT}))
+    review = desk.open(TENANT, "rita", "custom", custom="kind != 'expire'", size=1, seed="e")
+    desk.reviews.assess(review.id, 1, actor="rita", verdict="ok", note="")
+    desk.reviews.sign_off(review.id, actor="head", note="done")
+
+    def pack(name: str) -> tuple[int, str]:
+        path = tmp_path / name
+        assert main(["audit", "evidence", "--review", str(review.id), "--key", str(private),
+                     "--output", str(path), "--store", history.store]) == 0
+        return verifier(str(path), "--public-key", str(public))
+
+    code, out = pack("once.zip")
+    assert code == 1 and "the review needs a second signer and has none" in out
+    desk.reviews.sign_off(review.id, actor="rosa", note="seen too")
+    code, out = pack("twice.zip")
+    assert (code, out.strip().splitlines()[-1]) == (0, "evidence pack verifies")
+    with zipfile.ZipFile(tmp_path / "twice.zip") as z:
+        findings = json.loads(z.read("findings.json"))
+    assert (findings["signers"], findings["countersigned_by"]) == (2, "rosa")
