@@ -359,6 +359,10 @@ class ReviewPublic(BaseModel):
     sign_off_note: str | None
     closed_by: str | None
     closed_at: datetime | None
+    signers: int = 1  # 2: a second, distinct auditor signs off before close (the tenant's option)
+    countersigned_by: str | None = None
+    countersigned_at: datetime | None = None
+    countersign_note: str | None = None
 
     @classmethod
     def of(cls, review: Review) -> ReviewPublic:
@@ -368,7 +372,9 @@ class ReviewPublic(BaseModel):
         return cls(id=str(review.id), version=review.version, items=items,
                    **s.model_dump(include={"tenant", "status", "opened_by", "opened_at",
                                            "query", "sample", "signed_off_by", "signed_off_at",
-                                           "sign_off_note", "closed_by", "closed_at"}))
+                                           "sign_off_note", "closed_by", "closed_at",
+                                           "signers", "countersigned_by", "countersigned_at",
+                                           "countersign_note"}))
 
 
 class ReviewList(BaseModel):

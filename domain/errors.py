@@ -39,7 +39,8 @@ InterlockError                        (a client's error: every subclass has code
 │   └── ForbiddenError                forbidden
 │       ├── SegregationOfDutiesError  segregation_of_duties (reviewer took part in the item)
 │       ├── StageSegregationError     forbidden, reason other_stage (voted in another stage)
-│       └── ConflictingRolesError     forbidden, reason conflicting_roles (a toxic combination)
+│       ├── ConflictingRolesError     forbidden, reason conflicting_roles (a toxic combination)
+│       └── SameSignerError           same_signer (the second sign-off by the first signer)
 ├── ModelError                    502 model_error
 ├── UnavailableError              503 (a transient refusal: answered with Retry-After)
 │   └── StoreUnavailableError         store_unavailable
@@ -370,8 +371,8 @@ class StageSegregationError(ForbiddenError):
 
     def __init__(self, ref: str, actor: str, voted: str, stage: str) -> None:
         super().__init__(
-            f"{actor} voted in stage {voted!r} of {ref}; someone else must decide stage"
-            f" {stage!r}", ref=ref, actor=actor, reason="other_stage", voted_stage=voted,
+            f"{actor} voted in stage \"{voted}\" of {ref}; someone else must decide stage"
+            f" \"{stage}\"", ref=ref, actor=actor, reason="other_stage", voted_stage=voted,
             stage=stage)
 
 
@@ -382,6 +383,17 @@ class ConflictingRolesError(ForbiddenError):
         super().__init__(
             f"{actor} holds the conflicting roles {' and '.join(roles)}; they may not decide"
             f" {ref}", ref=ref, actor=actor, reason="conflicting_roles", roles=list(roles))
+
+
+class SameSignerError(ForbiddenError):
+    """Under two signers, the second sign-off must come from another auditor than the first."""
+
+    code = "same_signer"
+
+    def __init__(self, review_id: object, actor: str) -> None:
+        super().__init__(
+            f"{actor} signed review {review_id} off already: a second, distinct auditor must "
+            "sign it off", review_id=str(review_id), actor=actor, reason="same_signer")
 
 
 class ReviewStateError(ConflictError):

@@ -124,6 +124,7 @@ def build_app(settings: Settings) -> FastAPI:
                    cors_origins=settings.cors_origin_list(), guard=guard,
                    sessions=open_sessions(service))
     app.state.callbacks = notifier.callbacks() if notifier is not None else {}
+    app.state.review_second_signer = settings.second_signer_tenants()
     if notifier is not None:
         app.state.notifier = notifier
         app.state.metrics.registry.register(NotifyGauges(notifier.store))

@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from interlock.domain.errors import InvalidFilterError
-from interlock.domain.review.aggregate import Review
+from interlock.domain.review.aggregate import Review, signers_for
 from interlock.domain.review.events import QueryRecord
 from interlock.domain.review.queries import SHIPPED, BoundQuery, resolve
 from interlock.domain.review.sampling import (
@@ -27,8 +27,10 @@ class ReviewDesk:
     (None in dev mode, where no key was ever revoked and `revoked_actor` cannot answer)."""
 
     def __init__(self, reviews: Reviews, view: ReviewsView,
-                 principals: Collection[str] | None) -> None:
+                 principals: Collection[str] | None,
+                 second_signer: Collection[str] = frozenset()) -> None:
         self.reviews, self.view, self.principals = reviews, view, principals
+        self.second_signer = second_signer  # tenants whose reviews two auditors sign off
 
     def bind(self, tenant: str, name: str, params: Mapping[str, Any] | None = None,
              custom: str | None = None) -> BoundQuery:
@@ -64,4 +66,5 @@ class ReviewDesk:
                              params=bound.params)
         return self.reviews.open(tenant=tenant, actor=actor, query=record, drawn=drawn,
                                  strata_sizes={stratum_name(k): n for k, n in sizes.items()},
-                                 size=size, strata=strata, seed=seed, method=METHOD)
+                                 size=size, strata=strata, seed=seed, method=METHOD,
+                                 signers=signers_for(tenant, self.second_signer))

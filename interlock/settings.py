@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     webhook_allow_hosts: str = Field(
         "", description="comma-separated addresses, CIDRs and host names webhooks may be sent"
                         " to although not public (e.g. 127.0.0.1 or 10.0.0.0/8)")
+    review_second_signer: str = Field(
+        "", description="tenants whose reviews need a second, distinct auditor's sign-off before"
+                        " close: comma-separated names, or * for every tenant")
     webhook_retention_days: float = Field(
         30.0, gt=0, description="days delivered and failed webhook deliveries are kept")
     mcp_headers: SecretStr | None = Field(
@@ -110,6 +113,10 @@ class Settings(BaseSettings):
     def cors_origin_list(self) -> list[str]:
         """The origins browsers may call the API from (none by default)."""
         return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
+
+    def second_signer_tenants(self) -> frozenset[str]:
+        """The tenants whose reviews two distinct auditors sign off (`*`: every tenant)."""
+        return frozenset(t.strip() for t in self.review_second_signer.split(",") if t.strip())
 
     @field_validator("console_url")
     @classmethod

@@ -493,7 +493,23 @@ def _review(manifest: dict[str, Any], streams: dict[str, tuple[Chat, list[dict[s
             problems.append(f"item {item['n']}: findings.json does not say what was assessed")
     if signed and findings.get("signed_off_by") != signed[-1]["actor"]:
         problems.append("findings.json names another signer than the review's events")
-    return problems
+    return problems + _second_signer(opened, events, findings)
+
+
+def _second_signer(opened: dict[str, Any], events: list[tuple[str, dict[str, Any]]],
+                   findings: dict[str, Any]) -> list[str]:
+    """A review opened for two signers: countersigned by another person, as findings says."""
+    if opened.get("signers", 1) < 2:
+        return []
+    first = [e["actor"] for t, e in events if t == "interlock:ReviewSignedOff"]
+    second = [e["actor"] for t, e in events if t == "interlock:ReviewCountersigned"]
+    if not second:
+        return ["the review needs a second signer and has none"]
+    if first and second[-1].strip().casefold() == first[-1].strip().casefold():
+        return ["the second signer is the first"]
+    if findings.get("countersigned_by") != second[-1]:
+        return ["findings.json names another second signer than the review's events"]
+    return []
 
 
 def _method(sample: dict[str, Any]) -> dict[str, Any]:

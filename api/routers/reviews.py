@@ -49,10 +49,18 @@ Auditor = Annotated[Principal, Depends(auditor)]
 
 def review_desk(request: Request, service: ServiceDep, views: ReadModelsDep,
                 who: Auditor) -> ReviewDesk:
-    return desk_for(service, views, request.app.state.auth, who.tenant)
+    return desk_for(service, views, request.app.state.auth, who.tenant,
+                    second_signer(request))
 
 
-def desk_for(service: Interlock, views: ReadModels, auth: AuthConfig, tenant: str) -> ReviewDesk:
+def second_signer(request: Request) -> frozenset[str]:
+    """The tenants asking a second sign-off (INTERLOCK_REVIEW_SECOND_SIGNER, set by bootstrap)."""
+    found: frozenset[str] = getattr(request.app.state, "review_second_signer", frozenset())
+    return found
+
+
+def desk_for(service: Interlock, views: ReadModels, auth: AuthConfig, tenant: str,
+             second: frozenset[str] = frozenset()) -> ReviewDesk:
     """The desk over the views once they show every write committed before the request
     (the API's and the console's: one desk, one meaning of a query)."""
     try:
@@ -61,7 +69,7 @@ def desk_for(service: Interlock, views: ReadModels, auth: AuthConfig, tenant: st
         raise ViewsBehindError() from None
     principals = None if auth.keys is None else {
         p.id for p in auth.keys.values() if p.tenant == tenant}
-    return ReviewDesk(Reviews(service), reviews_view(views), principals)
+    return ReviewDesk(Reviews(service), reviews_view(views), principals, second)
 
 
 def reviews_view(views: ReadModels) -> ReviewsView:

@@ -19,6 +19,7 @@ from interlock.api.ui.outcome import answer_words
 from interlock.api.ui.policy import held_summary
 from interlock.api.ui.session import Sessions, keep_csrf
 from interlock.api.ui.views import pretty
+from interlock.api.ui.words import event_words, fields, label, short_sha, summary
 from interlock.domain.chat.rules import MAX_REASON
 from interlock.domain.errors import InterlockError, InvalidRequestError, UnauthenticatedError
 
@@ -31,6 +32,11 @@ templates.env.filters["refill"] = refill
 templates.env.filters["answer_words"] = answer_words
 templates.env.filters["by_path"] = lambda errors: by_path(errors)
 templates.env.filters["json_text"] = lambda value: json_text(value)
+templates.env.filters["fields"] = fields
+templates.env.filters["field_label"] = label
+templates.env.filters["summary"] = summary
+templates.env.filters["short_sha"] = short_sha
+templates.env.filters["event_words"] = event_words
 templates.env.filters["when"] = lambda t: t.strftime("%Y-%m-%d %H:%M:%S UTC") if t else ""
 # No inline script or style anywhere: the policy forbids both, so injected markup cannot run.
 HEADERS = {

@@ -14,7 +14,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from interlock.api.auth import Principal
 from interlock.api.deps import ReadModelsDep, ServiceDep
 from interlock.api.evidence import evidence_download
-from interlock.api.routers.reviews import desk_for
+from interlock.api.routers.reviews import desk_for, second_signer
 from interlock.api.ui import review_forms as forms
 from interlock.api.ui.render import checked_form, redirect, render
 from interlock.api.ui.router import Visitor
@@ -22,6 +22,7 @@ from interlock.domain.errors import (
     ForbiddenError,
     InvalidRequestError,
     ReviewStateError,
+    SameSignerError,
 )
 from interlock.domain.review.fields import FIELDS, KINDS
 from interlock.domain.review.queries import CUSTOM, SHIPPED
@@ -50,7 +51,7 @@ Reviewer = Annotated[Principal, Depends(reviewer)]
 
 def review_desk(request: Request, service: ServiceDep, views: ReadModelsDep,
                 who: Reviewer) -> ReviewDesk:
-    return desk_for(service, views, request.app.state.auth, who.tenant)
+    return desk_for(service, views, request.app.state.auth, who.tenant, second_signer(request))
 
 
 Desk = Annotated[ReviewDesk, Depends(review_desk)]
@@ -140,7 +141,7 @@ async def sign_off(request: Request, service: ServiceDep, who: Reviewer,
     try:
         await run_in_threadpool(Reviews(service).sign_off, review_id, actor=who.id,
                                 note=data.get("note", "").strip(), tenant=who.tenant)
-    except (ReviewStateError, InvalidRequestError) as exc:
+    except (ReviewStateError, InvalidRequestError, SameSignerError) as exc:
         return await run_in_threadpool(_page, request, service, who, review_id, exc.status,
                                        refused="sign-off", error=forms.refusal(exc),
                                        code=exc.code, data=data)

@@ -26,7 +26,8 @@ from interlock.api.ui.render import (
     sessions,
     zone,
 )
-from interlock.api.ui.views import chat_page
+from interlock.api.ui.views import chat_page, inbox_forks
+from interlock.domain import Interlock
 from interlock.domain.errors import (
     InvalidRequestError,
     UnauthenticatedError,
@@ -128,13 +129,15 @@ def inbox_filter(
 InboxQuery = Annotated[InboxFilter, Depends(inbox_filter)]
 
 
-def _inbox(views: ReadModels, f: InboxFilter, cursor: str | None) -> dict[str, Any]:
+def _inbox(service: Interlock, views: ReadModels, f: InboxFilter, cursor: str | None
+           ) -> dict[str, Any]:
     rows = views.inbox(f, PAGE, cursor or None)
     count = _count(views, InboxFilter(tenant=f.tenant))
     filtered = f != InboxFilter(tenant=f.tenant, newest_first=f.newest_first, partial=f.partial)
     heading = f"{_count(views, f)} of {count} pending match" if filtered else f"{count} pending"
     return {"page": rows, "count": count, "heading": heading, "filtered": filtered,
-            "now": datetime.now(UTC)}
+            "now": datetime.now(UTC),
+            "forks": inbox_forks(service, rows.items, f.tenant or "")}
 
 
 def _count(views: ReadModels, f: InboxFilter) -> str:
@@ -144,17 +147,17 @@ def _count(views: ReadModels, f: InboxFilter) -> str:
 
 
 @router.get("/inbox", response_class=HTMLResponse)
-def inbox(request: Request, views: CurrentViews, who: Visitor, f: InboxQuery,
-          cursor: Cursor = None) -> Response:
+def inbox(request: Request, service: ServiceDep, views: CurrentViews, who: Visitor,
+          f: InboxQuery, cursor: Cursor = None) -> Response:
     return render(request, "inbox.html", who=who, f=f, query=request.url.query,
-                  age=request.query_params.get("age", ""), **_inbox(views, f, cursor))
+                  age=request.query_params.get("age", ""), **_inbox(service, views, f, cursor))
 
 
 @router.get("/inbox/rows", response_class=HTMLResponse)
-def inbox_rows(request: Request, views: CurrentViews, f: InboxQuery,
+def inbox_rows(request: Request, service: ServiceDep, views: CurrentViews, f: InboxQuery,
                cursor: Cursor = None) -> Response:
     """The inbox's rows alone: the open page polls this and swaps them in."""
-    context = _inbox(views, f, cursor)
+    context = _inbox(service, views, f, cursor)
     response = render(request, "_inbox_rows.html", **context)
     response.headers["X-Inbox-Count"] = context["count"]
     response.headers["X-Inbox-Heading"] = context["heading"]

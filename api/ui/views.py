@@ -18,15 +18,51 @@ from interlock.api.ui.policy import PolicyView, policy_view, why_not_vote
 from interlock.audit.integrity import ChainBreak, Verifier
 from interlock.domain import Interlock
 from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.events import ChatEvent
+from interlock.domain.chat.fork_events import ChatForked
 from interlock.domain.chat.messages import Message
 from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import UnknownInterruptError
-from interlock.projections.interface import DecisionFilter, DecisionRow, ReadModels
+from interlock.projections.interface import DecisionFilter, DecisionRow, InboxRow, ReadModels
 
 
 def pretty(value: Any) -> str:
     """JSON as people read it: indented, keys in their order, unicode as is."""
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@dataclass(frozen=True)
+class ForkInfo:
+    """This chat began as a fork: of chat `chat_id` at `version` (None: not known here), by
+    `by`."""
+
+    chat_id: str
+    version: int | None = None
+    by: str | None = None
+
+
+def fork_of(events: Iterable[ChatEvent]) -> ForkInfo | None:
+    """The fork's source, from its `ChatForked` (the event after `ChatStarted`)."""
+    for e in events:
+        if isinstance(e, ChatForked):
+            return ForkInfo(chat_id=str(e.source_id), version=e.source_version, by=e.actor)
+    return None
+
+
+def inbox_forks(service: Interlock, rows: Iterable[InboxRow], tenant: str) -> dict[str, ForkInfo]:
+    """The page's held rows asked afresh in a fork, by chat: of which chat, at which version
+    (two events read per such chat; a row not held is not marked)."""
+    forks = {r.chat_id for r in rows if (r.approval or {}).get("forked_from")}
+    found = {c: fork_of(service.chat_events(UUID(c), tenant=tenant, limit=2)) for c in forks}
+    return {c: f for c, f in found.items() if f is not None}
+
+
+def details(metadata: Any, held: bool) -> list[tuple[str, Any]]:
+    """What the tool put in its interrupt, field by field; a held call's policy terms are
+    left out (the Decide card shows them in words)."""
+    if isinstance(metadata, dict):
+        return [(str(k), v) for k, v in metadata.items() if not (held and k == "approval")]
+    return [] if metadata is None else [("value", metadata)]
 
 
 @dataclass
@@ -55,6 +91,13 @@ class InterruptPage:
     errors: list[dict[str, Any]] = field(default_factory=list)
     action: str | None = None  # the form the errors belong to
     values: dict[str, str] = field(default_factory=dict)  # what was submitted, to refill
+    fork: ForkInfo | None = None  # this chat is a fork, and the call was asked afresh here
+    details: list[tuple[str, Any]] = field(default_factory=list)  # the interrupt's payload
+
+    @property
+    def settling(self) -> bool:
+        """One more approval reaches the quorum and decides: the page asks to confirm."""
+        return self.policy is not None and self.policy.approvals + 1 >= self.policy.quorum
 
     @property
     def pending(self) -> bool:
@@ -95,6 +138,9 @@ def interrupt_page(
         outcome=outcome(call, chat.state.messages, chat.pending_interrupts()),
         edits=edit_history(call, events) if call.original_input is not None else (),
         changed={ref: call} if call.input_by is not None else {},
+        fork=(fork_of(service.chat_events(chat_id, tenant=who.tenant, limit=2))
+              if call.forked is not None else None),
+        details=details(call.interrupt, call.approval is not None),
     )
 
 
@@ -124,6 +170,7 @@ class ChatPage:
     chain_problem: str | None
     changed: dict[str, ToolCall]  # calls with a replaced input: the conversation shows it
     broken_at: int | None = None  # the first version that does not verify: shown up to it
+    fork: ForkInfo | None = None  # the chat began as a fork of another
 
     @property
     def live(self) -> bool:
@@ -148,7 +195,17 @@ def chat_page(service: Interlock, who: Principal, chat_id: UUID, version: int | 
         chain_problem=None if broken is None else f"version {broken.version}: {broken.reason}",
         changed=changed_inputs(chat.state.calls, _requested_refs(chat.state.messages)),
         broken_at=broken.version if broken is not None else None,
+        fork=_fork_in(events),
     )
+
+
+def _fork_in(events: list[EventPublic]) -> ForkInfo | None:
+    """The chat page's fork line, read from the `ChatForked` event it lists anyway."""
+    for e in events[:2]:
+        if e.type == ChatForked.__name__:
+            return ForkInfo(chat_id=str(e.data.get("source_id")),
+                            version=e.data.get("source_version"), by=e.actor)
+    return None
 
 
 def _requested_refs(messages: Iterable[Message]) -> list[str]:

@@ -3,7 +3,7 @@ votes on held calls, expiry and withdrawal. A new approval rule goes here."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -295,14 +295,30 @@ def _expiry(call: ToolCall) -> datetime | None:
     return None if call.approval is None else call.approval.current().expires_at
 
 
+def deciders_in_words(roles: Iterable[str], groups: Iterable[str]) -> str:
+    """"the role treasury", "one of the roles a or b, or the group g": names as people say
+    them, not a list's repr."""
+    said = [_one_of(kind, sorted(names)) for kind, names in (("role", roles), ("group", groups))]
+    found = [s for s in said if s]
+    return ", or ".join(found) if found else "an admin"
+
+
+def _one_of(kind: str, names: list[str]) -> str:
+    if not names:
+        return ""
+    if len(names) == 1:
+        return f"the {kind} {names[0]}"
+    return f"one of the {kind}s {', '.join(names[:-1])} or {names[-1]}"
+
+
 def check_voter(call: ToolCall, decider: Decider) -> None:
     """Routing, four-eyes and one vote per person: each refusal says why, nothing is written."""
     assert call.approval is not None
     roles, groups = call.approval.deciders()
     if not decider.may_decide(roles, groups):
         raise ForbiddenError(
-            f"{decider.id} may not decide {call.name} {call.ref}: it needs one of the roles"
-            f" {sorted(roles)} or groups {sorted(groups)}",
+            f"{decider.id} may not decide {call.name} {call.ref}: it needs"
+            f" {deciders_in_words(roles, groups)}",
             ref=call.ref, actor=decider.id, reason="not_a_decider",
             roles=sorted(roles), groups=sorted(groups))
     for person in (decider.id, decider.acting_for):  # a delegate, and whom they vote for

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -13,6 +13,7 @@ from interlock.domain.chat.policies import normalise_id
 from interlock.domain.errors import (
     InvalidRequestError,
     ReviewStateError,
+    SameSignerError,
     SegregationOfDutiesError,
 )
 from interlock.domain.review import events as ev
@@ -27,6 +28,13 @@ from interlock.domain.review.events import (
 
 MAX_NOTE = 4000
 Signer = Callable[[str | None, ev.ReviewEvent], str]
+EVERY_TENANT = "*"
+
+
+def signers_for(tenant: str, second_signer: Collection[str]) -> int:
+    """How many distinct auditors sign a review of `tenant` off: 2 when the tenant is named
+    in INTERLOCK_REVIEW_SECOND_SIGNER (or it is `*`), else 1."""
+    return 2 if tenant in second_signer or EVERY_TENANT in second_signer else 1
 
 
 class Review:
@@ -58,10 +66,15 @@ class Review:
 
     @classmethod
     def open(cls, *, tenant: str, actor: str, query: QueryRecord, sample: SampleRecord,
-             items: Sequence[ReviewItem], review_id: UUID | None = None) -> Review:
+             items: Sequence[ReviewItem], review_id: UUID | None = None,
+             signers: int = 1) -> Review:
+        """`signers`: 2 when the tenant asks a second, distinct sign-off before close."""
+        if signers not in (1, 2):
+            raise InvalidRequestError("a review is signed off by 1 or 2 auditors",
+                                      signers=signers)
         opened = ev.ReviewOpened(originator_id=review_id or uuid4(), originator_version=1,
                                  timestamp=now(), tenant=tenant, actor=actor, query=query,
-                                 sample=sample, items=tuple(items))
+                                 sample=sample, items=tuple(items), signers=signers)
         review = opened.mutate(None)
         review.pending_events.append(opened)
         return review
@@ -84,6 +97,11 @@ class Review:
                       note=note, actor=actor)
 
     def sign_off(self, *, actor: str, note: str = "") -> None:
+        """Sign off every assessed item; under two signers the second, distinct auditor's
+        sign-off countersigns the first."""
+        if self.awaits_second_signer:
+            self._countersign(actor, note)
+            return
         self._check_open()
         left = [i.n for i in self.state.items if i.n not in self.state.assessments]
         if left:
@@ -93,10 +111,29 @@ class Review:
         findings = sum(a.verdict == "finding" for a in self.state.assessments.values())
         self._trigger(ev.ReviewSignedOff, actor=actor, note=note, findings=findings)
 
+    @property
+    def awaits_second_signer(self) -> bool:
+        """Signed off once, where the tenant asks two: the second sign-off is due."""
+        s = self.state
+        return s.status == "signed_off" and s.signers > 1 and s.countersigned_by is None
+
+    def _countersign(self, actor: str, note: str) -> None:
+        first = self.state.signed_off_by or ""
+        if normalise_id(actor) == normalise_id(first):
+            raise SameSignerError(self.id, actor)
+        _check_note(note)
+        self._trigger(ev.ReviewCountersigned, actor=actor, note=note)
+
     def close(self, *, actor: str) -> None:
         if self.state.status != "signed_off":
             raise ReviewStateError(self.id, f"only a signed-off review closes (it is "
                                    f"{self.state.status})", status=self.state.status)
+        if self.awaits_second_signer:
+            raise ReviewStateError(
+                self.id, f"signed off by {self.state.signed_off_by} only: this tenant asks a "
+                "second, distinct auditor to sign it off before it closes",
+                status=self.state.status, signers=self.state.signers,
+                signed_off_by=self.state.signed_off_by)
         self._trigger(ev.ReviewClosed, actor=actor)
 
     def item(self, n: int) -> ReviewItem:

@@ -85,6 +85,10 @@ class ReviewState(BaseModel):
     signed_off_by: str | None = None
     signed_off_at: datetime | None = None
     sign_off_note: str | None = None
+    signers: int = 1  # 2: the tenant asks a second, distinct auditor to sign off before close
+    countersigned_by: str | None = None
+    countersigned_at: datetime | None = None
+    countersign_note: str | None = None
     closed_by: str | None = None
     closed_at: datetime | None = None
     chain_tip: str | None = None
@@ -118,11 +122,12 @@ class ReviewOpened(ReviewEvent):
     query: QueryRecord
     sample: SampleRecord
     items: tuple[ReviewItem, ...]
+    signers: int = 1  # recorded when opened: a later change of the tenant's option keeps it
 
     def mutate(self, review: Review | None) -> Review:  # type: ignore[override]
         state = ReviewState(tenant=self.tenant, opened_by=self.actor, opened_at=self.timestamp,
                             query=self.query, sample=self.sample, items=list(self.items),
-                            chain_tip=self.chain)
+                            chain_tip=self.chain, signers=self.signers)
         return _aggregate()(self.originator_id, self.originator_version, state)
 
 
@@ -148,6 +153,17 @@ class ReviewSignedOff(ReviewEvent):
         state.status = "signed_off"
         state.signed_off_by, state.signed_off_at = self.actor, self.timestamp
         state.sign_off_note = self.note
+
+
+class ReviewCountersigned(ReviewEvent):
+    """The second sign-off, by another auditor than the first (a tenant's option)."""
+
+    actor: str
+    note: str
+
+    def change(self, state: ReviewState) -> None:
+        state.countersigned_by, state.countersigned_at = self.actor, self.timestamp
+        state.countersign_note = self.note
 
 
 class ReviewClosed(ReviewEvent):

@@ -34,7 +34,7 @@ class Reviews:
 
     def open(self, *, tenant: str, actor: str, query: QueryRecord, drawn: Sequence[Candidate],
              strata_sizes: Mapping[str, int], size: int, strata: Sequence[str],
-             seed: str, method: Method = METHOD) -> Review:
+             seed: str, method: Method = METHOD, signers: int = 1) -> Review:
         """Open a review of the `drawn` sample (sampling.py's rule, `seed`, `strata_sizes`)."""
         check_spec(size, strata)
         check_seed(seed)
@@ -42,7 +42,7 @@ class Reviews:
                               population=sum(strata_sizes.values()),
                               strata_sizes=dict(strata_sizes), method=check_method(method))
         review = Review.open(tenant=tenant, actor=actor, query=query, sample=sample,
-                             items=self._items(tenant, drawn))
+                             items=self._items(tenant, drawn), signers=signers)
         self.save(review)
         return review
 

@@ -145,10 +145,12 @@ def _findings(review: Review) -> bytes:
                                                    "kind", "actor"}),
               "assessment": (s.assessments[i.n].model_dump(mode="json")
                              if i.n in s.assessments else None)} for i in s.items]
+    second = ({"signers": s.signers, "countersigned_by": s.countersigned_by,
+               "countersign_note": s.countersign_note} if s.signers > 1 else {})
     return jcs({"review_id": str(review.id), "status": s.status, "items": items,
                 "signed_off_by": s.signed_off_by, "sign_off_note": s.sign_off_note,
-                "findings": sum(a.verdict == "finding" for a in s.assessments.values())}
-               ).encode()
+                "findings": sum(a.verdict == "finding" for a in s.assessments.values()),
+                **second}).encode()
 
 
 def _manifest(review: Review, checkpoint: Checkpoint, files: dict[str, bytes],

@@ -28,7 +28,7 @@ from interlock.domain.review.service import Reviews
 from interlock.projections import open_views
 from interlock.projections.views.reviews import ReviewsView
 from interlock.reviewing import ReviewDesk
-from interlock.settings import flag_help
+from interlock.settings import flag_help, load_settings
 
 
 def register(subparsers: Any) -> None:
@@ -126,7 +126,8 @@ def desk(args: argparse.Namespace) -> Iterator[ReviewDesk]:
         auth = load_auth(keys) if keys is not None else None
         principals = None if auth is None or auth.keys is None else {
             p.id for p in auth.keys.values() if p.tenant == getattr(args, "tenant", None)}
-        yield ReviewDesk(Reviews(app), models.view(ReviewsView), principals)
+        second = load_settings(store=args.store).second_signer_tenants()
+        yield ReviewDesk(Reviews(app), models.view(ReviewsView), principals, second)
     finally:
         models.close()
         app.close()

@@ -167,6 +167,10 @@ class SegregationOfDutiesError(ForbiddenError):
     code = "segregation_of_duties"
 
 
+class SameSignerError(ForbiddenError):
+    code = "same_signer"
+
+
 class ReviewStateError(ConflictError):
     code = "review_state"
 

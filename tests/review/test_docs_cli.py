@@ -27,6 +27,7 @@ ROOT = Path(__file__).parents[2]
 # The block as this test knows it: a line changed, added or removed in the doc fails here
 # until the test runs (and checks) it too.
 LINES = (
+    "export INTERLOCK_REVIEW_SECOND_SIGNER=acme",
     "interlock review queries",
     "interlock review query fast_approval --param seconds=5 --tenant acme --store URL",
     "interlock review query custom --filter 'input.amount > 10000' --tenant acme",
@@ -35,7 +36,9 @@ LINES = (
     "--strata actor --seed q3",
     'interlock review assess REVIEW 1 --verdict finding --severity high --note "..." '
     "--actor rita",
-    "interlock review sign-off REVIEW --actor head && interlock review close REVIEW --actor head",
+    "interlock review sign-off REVIEW --actor head && "
+    "interlock review sign-off REVIEW --actor rosa",
+    "interlock review close REVIEW --actor head",
     "interlock audit evidence --review REVIEW --key cp.pem --output evidence.zip",
     "python tools/verify_export.py evidence.zip --public-key cp.pub",
     "interlock review population REVIEW --output population.jsonl",
@@ -65,8 +68,9 @@ class Shell:
     """Runs a documented line: `interlock` in-process (this tree's code, as the CLI tests do),
     `python` as a process of this interpreter; `a && b` runs b only when a exits 0."""
 
-    def __init__(self, cwd: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        self.cwd, self.capsys = cwd, capsys
+    def __init__(self, cwd: Path, capsys: pytest.CaptureFixture[str],
+                 env: pytest.MonkeyPatch) -> None:
+        self.cwd, self.capsys, self.env = cwd, capsys, env
         self.values: dict[str, str] = {}  # placeholder -> what it stands for
 
     def __call__(self, line: str) -> list[Ran]:
@@ -87,6 +91,10 @@ class Shell:
 
     def _one(self, command: list[str]) -> Ran:
         program, *args = command
+        if program == "export":  # `export NAME=value`: the lines after it see it
+            name, value = args[0].split("=", 1)
+            self.env.setenv(name, value)
+            return Ran(0, "", "")
         if program == "python":  # -I: the verifier needs nothing but itself
             done = subprocess.run([sys.executable, "-I", *args], cwd=self.cwd, text=True,
                                   capture_output=True, timeout=120, check=False)
@@ -106,8 +114,8 @@ def test_the_cli_block_of_review_md_runs_line_by_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert cli_block() == list(LINES)
-    (queries, fast, custom, revoked, opened, assess, close, evidence, verify, population,
-     verify_population) = LINES
+    (second, queries, fast, custom, revoked, opened, assess, sign_off, close, evidence, verify,
+     population, verify_population) = LINES
     here = tmp_path / "lines"  # not tmp_path: the SQLite store is tmp_path/interlock.db, the
     here.mkdir()  # default store's file, so a line missing the store would find it by chance
     monkeypatch.chdir(here)
@@ -118,7 +126,8 @@ def test_the_cli_block_of_review_md_runs_line_by_line(
                             "\n\n" for n in sorted(ACTIVE)))
     keys.chmod(0o600)
     assert main(["audit", "keygen", "--private", "cp.pem", "--public", "cp.pub"]) == 0
-    sh = Shell(here, capsys)
+    sh = Shell(here, capsys, monkeypatch)
+    sh(second)
     sh.values["URL"] = history.store
 
     [ran] = sh(queries)
@@ -145,8 +154,10 @@ def test_the_cli_block_of_review_md_runs_line_by_line(
     [ran] = sh(assess)
     assert ran.out.strip() == f"review {sh.values['REVIEW']}: assess recorded"
 
-    signed, closed = sh(close)
+    signed, countersigned = sh(sign_off)  # acme asks two signers: head, then rosa
     assert signed.out.strip().endswith("sign-off recorded")
+    assert countersigned.out.strip().endswith("sign-off recorded")
+    [closed] = sh(close)
     assert closed.out.strip().endswith("close recorded")
 
     [ran] = sh(evidence)
@@ -168,6 +179,7 @@ def test_the_cli_block_of_review_md_runs_line_by_line(
     shown = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert (shown["status"], shown["signed_off_by"], shown["closed_by"]) == ("closed", "head",
                                                                            "head")
+    assert (shown["signers"], shown["countersigned_by"]) == (2, "rosa")
     [item] = shown["items"]
     parties = (item["requested_by"], item["edited_by"], item["decided_by"])
     assert parties == (["alice"], ["carol"], ["bob", "carol"])  # rita is none of them

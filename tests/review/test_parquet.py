@@ -8,7 +8,7 @@ import re
 import shlex
 import sys
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -232,6 +232,9 @@ def test_the_analytics_page_samples_run_as_written_and_answer_what_it_shows(
     weekly, edited = _blocks("sql")
     con = duckdb.connect()
     rows = con.execute(weekly).fetchall()
-    assert {r[1] for r in rows} == {history.base}  # one week: the seeded Monday's
-    assert [(r[0], str(r[2]), str(r[3])) for r in rows] == answers[0]
+    assert {r[1] for r in rows} == {history.base.date()}  # one week: the seeded Monday's
+    assert [(r[0], str(r[2]), str(r[3])) for r in rows] == [
+        (a[0], a[2], a[3]) for a in answers[0]]
+    shown = {date.fromisoformat(a[1]) for a in answers[0]}  # a Monday, the same on each row
+    assert len(shown) == 1 and shown.pop().weekday() == 0
     assert [tuple(map(str, r)) for r in con.execute(edited).fetchall()] == answers[1]

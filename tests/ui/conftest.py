@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Dialog, Page, sync_playwright
 
 from interlock.api.app import make_app
 from interlock.api.auth import AuthConfig
@@ -89,7 +90,19 @@ def signed_in(browser: Browser, live: Live) -> Iterator[Browse]:
         c.close()
 
 
+_ACCEPTING: weakref.WeakSet[Page] = weakref.WeakSet()
+
+
+def accept_dialogs(dialog: Dialog) -> None:
+    """The console confirms a settling vote and a fork: tests that are not about that say
+    yes (a test about it removes this listener and answers itself)."""
+    dialog.accept()
+
+
 def sign_in(page: Page, url: str, key: str) -> None:
+    if page not in _ACCEPTING:  # signed in again on the same page: one listener is enough
+        _ACCEPTING.add(page)
+        page.on("dialog", accept_dialogs)
     page.goto(f"{url}/ui/inbox")
     page.get_by_label("API key").fill(key)
     page.get_by_role("button", name="Sign in").click()

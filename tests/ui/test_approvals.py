@@ -15,7 +15,7 @@ from playwright.sync_api import Page, expect
 
 from interlock.client import Client
 from tests.api.conftest import Live
-from tests.ui.conftest import Browse
+from tests.ui.conftest import Browse, accept_dialogs
 
 Api = Callable[[str], Client]
 FORCE_OPEN = ("document.querySelectorAll('[disabled]').forEach(e => {"
@@ -184,7 +184,7 @@ def test_routing_and_four_eyes_refusals_show_the_servers_reason(
     _open(bob, live, chat_id, ref)
     expect(bob.locator("#why-not")).to_contain_text(
         "Routing: bob may not decide pay")
-    expect(bob.locator("#why-not")).to_contain_text("roles ['treasury']")
+    expect(bob.locator("#why-not")).to_contain_text("the role treasury")
     bob.evaluate(FORCE_OPEN)
     bob.get_by_role("button", name="Approve").click()
     expect(bob.locator("#notice")).to_contain_text(
@@ -203,6 +203,7 @@ def test_a_vote_cast_elsewhere_meanwhile_is_a_clear_message(
     tina = signed_in("tina")
     _open(tina, live, chat_id, ref)
     second_tab = tina.context.new_page()  # still shows the forms after the first tab's 409
+    second_tab.on("dialog", accept_dialogs)  # its rejection ends the call: confirmed
     _open(second_tab, live, chat_id, ref)
     api("tina").request("POST", f"/v1/chats/{chat_id}/resume", json={
         "approve": [{"ref": ref, "name": "pay"}]})

@@ -65,7 +65,7 @@ def test_approving_shows_the_agents_answer_in_the_chat(signed_in: Browse, api: A
     expect(page.locator(".description")).to_have_text(
         "Deploy a service; a second person must approve.")
     expect(page.locator("#input-json")).to_contain_text('"service": "web"')
-    expect(page.locator("#input-sha")).to_have_text(re.compile(r"^[0-9a-f]{64}$"))
+    expect(page.locator("#input-sha")).to_have_attribute("title", re.compile(r"^[0-9a-f]{64}$"))
     expect(page.locator("#why-not")).to_have_count(0)
     page.locator("#respond-status").fill("web deployed by hand")
     page.get_by_role("button", name="Respond with this answer").click()
@@ -203,7 +203,7 @@ def test_a_chat_shows_its_timeline_any_version_and_its_chain(
     page.goto(f"{live.url}/ui/chats/{chat_id}")
     expect(page.locator("#chain")).to_contain_text("verifies")
     timeline = page.locator("#timeline li")
-    expect(timeline.first).to_contain_text("ChatStarted")
+    expect(timeline.first).to_contain_text("Chat started")
     expect(timeline.first).to_contain_text("alice")
     expect(page.locator("#chat-status")).to_have_text("interrupted")
     page.get_by_label("State at version").fill("2")
@@ -224,7 +224,7 @@ def test_fork_from_here_makes_a_chat_with_the_history_up_to_the_version_shown(
     fork_id = page.url.rsplit("/", 1)[1]
     expect(page.locator("#chat-status")).to_have_text("interrupted")
     expect(page.locator(".notice.warn")).to_contain_text("deploy")  # what waited, waits here
-    expect(page.locator("#timeline li").last).to_contain_text("ChatForked")
+    expect(page.locator("#timeline li").last).to_contain_text("Forked from another chat")
     assert api("carol").open_chat(fork_id).state()["interrupts"][0]["name"] == "deploy"
     viewer = signed_in("bob")  # an approver may look, not fork
     viewer.goto(f"{live.url}/ui/chats/{chat_id}")

@@ -21,6 +21,7 @@ from interlock.projections import open_read_models
 from interlock.settings import load_settings
 from tests.api.server import ThreadServer
 from tests.ui.agents import AGENTS
+from tests.ui.conftest import accept_dialogs
 from tests.ui.test_a11y import BLOCKING, _violations
 
 NAMES = "alice,tina:treasury,tom:treasury"
@@ -48,6 +49,7 @@ def test_a_newcomer_acts_as_named_principals_from_the_api_and_the_console(
     finally:
         alice.close()
     page = browser.new_context().new_page()
+    page.on("dialog", accept_dialogs)  # tom's vote settles it: the console asks first
     page.goto(f"{dev_server}/ui/chats/{chat.id}/interrupts/{held.ref}")
     expect(page.locator(".who")).to_contain_text("dev")
     assert [v for v in _violations(page) if v.split()[0] in BLOCKING] == []  # the picker too

@@ -79,4 +79,4 @@ def test_a_changed_log_is_marked_on_the_timeline_where_the_chain_breaks(
     expect(brk).to_contain_text("v2")
     expect(brk).to_contain_text("The chain breaks here")
     expect(bob.locator("#timeline > li")).to_have_count(2)  # v1, then the break
-    expect(bob.locator("#timeline > li").first).to_contain_text("ChatStarted")
+    expect(bob.locator("#timeline > li").first).to_contain_text("Chat started")

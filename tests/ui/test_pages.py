@@ -90,7 +90,7 @@ def test_the_inbox_orders_oldest_or_newest_first_and_decisions_filter_by_kind(
         chat = alice.chat("opsAgent")
         refs.append((chat.id, chat.send(f"deploy {service}").interrupts[0].ref))
     _signed_in(browser_like, "key-bob")
-    rows = re.compile(r'<code>\{"service": "(\w+)"\}</code>')  # short: not clipped
+    rows = re.compile(r'<summary>service (\w+)<span')  # each row's input in words
     assert rows.findall(browser_like.get("/ui/inbox").text) == ["one", "two"]
     assert rows.findall(browser_like.get("/ui/inbox?order=newest").text) == ["two", "one"]
     chat_id, ref = refs[0]

@@ -76,7 +76,7 @@ def test_a_tool_s_own_interrupt_has_no_policy() -> None:
 
 @pytest.mark.parametrize(("who", "says"), [
     (Principal(id="bob", tenant="acme", roles=frozenset({"approver"})),
-     "Routing: bob may not decide pay r1: it needs one of the roles ['treasury']"),
+     "Routing: bob may not decide pay r1: it needs the role treasury"),
     (Principal(id="Alice", tenant="acme", roles=frozenset({"admin"})),
      "Four-eyes: Alice sent the turn of r1"),
     (Principal(id="tina", tenant="acme", roles=frozenset({"treasury"})),

@@ -162,8 +162,16 @@ document.addEventListener("DOMContentLoaded", () => {
   const watched = document.querySelector("#notice-slot[data-watch]");
   if (watched) watchInterrupt(watched);
   document.querySelectorAll("form[data-validate]").forEach(validateForm);
+  document.querySelectorAll("form[data-confirm]").forEach(confirmFirst);
   focusOutcome();
 });
+
+// A vote that decides, and a fork, are asked once more: the form says what happens.
+function confirmFirst(form) {
+  form.addEventListener("submit", (event) => {
+    if (!window.confirm(form.dataset.confirm)) event.preventDefault();
+  });
+}
 
 // After a refused submit, keyboard and screen-reader users land on what needs them:
 // the first field the server refused, else the page's notice.

@@ -1599,7 +1599,7 @@ export interface components {
              * Code
              * @enum {string}
              */
-            code: "already_voted" | "approval_required" | "assistant_not_found" | "chat_erased" | "chat_not_found" | "concurrent_modification" | "delegation_not_found" | "duplicate_ref" | "empty_resume" | "forbidden" | "idempotency_key_reused" | "internal_error" | "interrupt_expired" | "interrupt_name_mismatch" | "interrupt_not_pending" | "invalid_filter" | "invalid_request" | "invalid_tool_input" | "invalid_tool_output" | "method_not_allowed" | "model_error" | "no_signing_key" | "not_an_approval" | "not_found" | "nothing_to_retry" | "payload_too_large" | "pending_interrupts" | "review_not_found" | "review_state" | "segregation_of_duties" | "stale_interrupt" | "store_unavailable" | "turn_in_progress" | "unauthenticated" | "unknown_agent" | "unknown_interrupt" | "unknown_review_query" | "views_behind";
+            code: "already_voted" | "approval_required" | "assistant_not_found" | "chat_erased" | "chat_not_found" | "concurrent_modification" | "delegation_not_found" | "duplicate_ref" | "empty_resume" | "forbidden" | "idempotency_key_reused" | "internal_error" | "interrupt_expired" | "interrupt_name_mismatch" | "interrupt_not_pending" | "invalid_filter" | "invalid_request" | "invalid_tool_input" | "invalid_tool_output" | "method_not_allowed" | "model_error" | "no_signing_key" | "not_an_approval" | "not_found" | "nothing_to_retry" | "payload_too_large" | "pending_interrupts" | "review_not_found" | "review_state" | "same_signer" | "segregation_of_duties" | "stale_interrupt" | "store_unavailable" | "turn_in_progress" | "unauthenticated" | "unknown_agent" | "unknown_interrupt" | "unknown_review_query" | "views_behind";
             /** Message */
             message: string;
             /** Details */
@@ -2308,6 +2308,17 @@ export interface components {
             closed_by: string | null;
             /** Closed At */
             closed_at: string | null;
+            /**
+             * Signers
+             * @default 1
+             */
+            signers: number;
+            /** Countersigned By */
+            countersigned_by?: string | null;
+            /** Countersigned At */
+            countersigned_at?: string | null;
+            /** Countersign Note */
+            countersign_note?: string | null;
         };
         /**
          * ReviewQuery
