@@ -69,26 +69,26 @@ def _listed(channels: Channels) -> ChannelList:
 @router.get("/v1/channels", response_model=ChannelList, responses=errors())
 def list_channels(service: ServiceDep, who: Admin) -> ChannelList:
     """The tenant's channels as recorded (who set each)."""
-    return _listed(service.get_channels(who.tenant))
+    return _listed(service.channels.get(who.tenant))
 
 
 @router.put("/v1/channels/email", response_model=ChannelList, responses=errors(409))
 async def set_email(body: EmailChannel, service: ServiceDep, who: Admin) -> ChannelList:
     """Mail held calls to the routed principals with an address here (an event records it)."""
     return _listed(await run_in_threadpool(
-        service.set_channel, who.tenant, "email", body, actor=who.id))
+        service.channels.set, who.tenant, "email", body, actor=who.id))
 
 
 @router.put("/v1/channels/slack", response_model=ChannelList, responses=errors(409))
 async def set_slack(body: SlackChannel, service: ServiceDep, who: Admin) -> ChannelList:
     """Message held calls to the routed principals' Slack users, and take their votes."""
     return _listed(await run_in_threadpool(
-        service.set_channel, who.tenant, "slack", body, actor=who.id))
+        service.channels.set, who.tenant, "slack", body, actor=who.id))
 
 
 @router.delete("/v1/channels/{kind}", status_code=204, responses=errors(404, 409))
 async def remove_channel(kind: ChannelKind, service: ServiceDep, who: Admin) -> Response:
-    removed = await run_in_threadpool(service.remove_channel, who.tenant, kind, actor=who.id)
+    removed = await run_in_threadpool(service.channels.remove, who.tenant, kind, actor=who.id)
     if not removed:
         raise RouteNotFoundError(f"the tenant has no {kind} channel")
     return Response(status_code=204)
@@ -101,7 +101,7 @@ async def propose_link(body: LinkRequest, service: ServiceDep,
     """Propose that a Slack user count as you (or, an admin, as `principal`): the one-time
     code its principal confirms within ten minutes. Nothing counts before that."""
     code, proposal = await run_in_threadpool(
-        service.propose_link, who.tenant, body.slack_user, principal=body.principal,
+        service.channels.propose_link, who.tenant, body.slack_user, principal=body.principal,
         proposer=who.decider())
     assert proposal.principal is not None  # a proposal made over the API names its principal
     return LinkProposal(code=code, slack_user=proposal.slack_user, principal=proposal.principal,
@@ -111,14 +111,14 @@ async def propose_link(body: LinkRequest, service: ServiceDep,
 @router.post("/v1/channels/slack/links/confirm", response_model=Link, responses=errors(409))
 async def confirm_link(body: LinkConfirm, service: ServiceDep, who: PrincipalDep) -> Link:
     """Confirm, as yourself, the link a code names: from now its Slack user's votes are yours."""
-    return await run_in_threadpool(service.confirm_link, who.tenant, body.code,
+    return await run_in_threadpool(service.channels.confirm_link, who.tenant, body.code,
                                    confirmer=who.id)
 
 
 @router.get("/v1/channels/slack/links", response_model=LinkList, responses=errors())
 def list_links(service: ServiceDep, who: PrincipalDep) -> LinkList:
     """The confirmed links: all of the tenant's for an admin, your own otherwise."""
-    channels = service.get_channels(who.tenant)
+    channels = service.channels.get(who.tenant)
     admin = "admin" in who.roles
     links = [link for link in channels.links.linked.values()
              if admin or link.principal == who.id]
@@ -131,7 +131,8 @@ def list_links(service: ServiceDep, who: PrincipalDep) -> LinkList:
 async def remove_link(slack_user: Annotated[str, Path(pattern=SLACK_USER)], service: ServiceDep,
                       who: PrincipalDep) -> Response:
     """Remove a link (an admin, or its principal): its Slack user counts as nobody."""
-    removed = await run_in_threadpool(service.unlink, who.tenant, slack_user, who=who.decider())
+    removed = await run_in_threadpool(service.channels.unlink, who.tenant, slack_user,
+                                      who=who.decider())
     if not removed:
         raise RouteNotFoundError(f"the Slack user {slack_user} is linked to nobody")
     return Response(status_code=204)

@@ -119,7 +119,7 @@ def read(service: Interlock, views: ReadModels, f: DecisionFilter
     if view is None:
         return None
     try:
-        views.wait(service.recorder.max_notification_id(), views=("decisions", "inbox"))
+        views.wait(service.position(), views=("decisions", "inbox"))
     except TimeoutError:
         raise ViewsBehindError() from None
     pending = view(InboxView).ages(f.tenant, datetime.now(UTC), PENDING_AGES)

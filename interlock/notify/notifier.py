@@ -142,7 +142,7 @@ class Notifier:
         if call.approval is None:
             return []
         told = routed(call.approval, call.approval.terms.requested_by, self.auth, tenant)
-        channels = self.service.get_channels(tenant)
+        channels = self.service.channels.get(tenant)
         told_at = {"version": event.originator_version}  # what is said: read when it is sent
         rows: list[Row] = []
         email, slack = channels.email(), channels.slack()

@@ -5,9 +5,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from eventsourcing.application import Application
 from eventsourcing.persistence import Notification, Recording
 
 from interlock.projections.engine.live import Leader, LiveRunner
@@ -32,6 +31,9 @@ from interlock.projections.views.decisions import (
 )
 from interlock.projections.views.inbox import InboxFilter, InboxRow, InboxView
 
+if TYPE_CHECKING:
+    from interlock.domain.application import Interlock
+
 V = TypeVar("V", bound=SqlView)
 FRESH_KEPT = 10_000  # committed events kept for the next pass, at most
 POLL = 0.01  # seconds between reads of the views' positions while another process applies them
@@ -42,7 +44,7 @@ class SqlReadModels:
 
     def __init__(
         self,
-        app: Application[Any],
+        app: Interlock,
         views: Sequence[SqlView],
         *,
         on_close: Callable[[], None] | None = None,
@@ -121,7 +123,7 @@ class SqlReadModels:
         compare-and-set, and the one-by-one path that follows rereads it. With nothing new
         they are read, so a view reset under an idle log is caught up all the same.
         """
-        head = self.app.recorder.max_notification_id() or 0
+        head = self.app.position()
         known, self._known = self._known, None
         if not known or head <= min(known.values()):
             known = {r.name: r.view.position() for r in self.runners}
@@ -252,7 +254,7 @@ class SqlReadModels:
         return self.lag() == 0
 
     def lag(self) -> int:
-        head = self.app.recorder.max_notification_id() or 0
+        head = self.app.position()
         return max(0, head - min(self.positions().values()))
 
     def stopped(self) -> bool:
