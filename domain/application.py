@@ -16,7 +16,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import Mapper, Transcoder
 
 from interlock.domain.chat.aggregate import Chat
-from interlock.domain.chat.events import ChatEvent
+from interlock.domain.chat.events import ChatEvent, now
 from interlock.domain.chat.policies import Decider
 from interlock.domain.chat.rules import RespondEntry, RestartEntry, VoteEntry
 from interlock.domain.errors import ConfigurationError, UnknownAgentError
@@ -90,7 +90,7 @@ class Interlock(Application[UUID]):
         self.store = ChatRepository(self, self.mapper, self.sealer, cache)
         self.chats = self.store.cache
         self.keys = PersonalData(self.mapper, self.sealer)
-        self.turns = Turns(self, self.store, self.io)
+        self.turns = Turns(self, self.store, self.io, clock=_clock)
         self.forks = Forks(self.store, self.keys, self.agent)
         self.threads = Threads(self.store, self.sealer, self.turns.start)
         self.channels = TenantChannels(self.store, self.sealer)
@@ -225,6 +225,11 @@ class Interlock(Application[UUID]):
     def close(self) -> None:
         self.io.close()
         super().close()
+
+
+def _clock() -> datetime:
+    """The services' clock: this module's `now`, read at each call (tests move it on)."""
+    return now()
 
 
 def _model(agent: Agent, resolve: ModelResolver | None) -> Model:

@@ -3,7 +3,7 @@ continue the turn; each loads the chat, calls it, runs the turn loop, commits.""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Literal, Protocol, TypeVar
 from uuid import UUID
@@ -46,8 +46,10 @@ class Host(Protocol):
 class Turns:
     """The chat and turn use cases over the shared repository, their store work on `io`."""
 
-    def __init__(self, host: Host, store: ChatRepository, io: IoThreads) -> None:
-        self._host, self._store, self.io = host, store, io
+    def __init__(self, host: Host, store: ChatRepository, io: IoThreads,
+                 clock: Callable[[], datetime] = now) -> None:
+        """`clock`: when a decision, a retry or an expiry is judged (the application's)."""
+        self._host, self._store, self.io, self._clock = host, store, io, clock
 
     def start(self, command: StartChat) -> Chat:
         """A new chat; with `chat_id` (a server-made id), ConcurrencyError if it exists."""
@@ -96,7 +98,7 @@ class Turns:
             metadata=command.metadata,
             votes=command.votes,
             decider=command.decider,
-            now=now(),
+            now=self._clock(),
         )
         chat.record_fingerprint(loop.agent.fingerprint)
         if chat.status == "interrupted":  # votes only, none resolved: record them, run nothing
@@ -111,7 +113,7 @@ class Turns:
         chat = await self.io.off_loop(self._store.checkout, command.chat_id, command.tenant)
         loop = self._loop(chat, command.max_turns)
         since = len(chat.state.messages)
-        chat.retry(actor=command.actor, now=now(), stale_after=command.stale_after,
+        chat.retry(actor=command.actor, now=self._clock(), stale_after=command.stale_after,
                    decider_only=command.decider_only)
         chat.record_fingerprint(loop.agent.fingerprint)
         return self._checkin(chat, await loop.run(chat, since, emit))
@@ -137,7 +139,7 @@ class Turns:
         """
         if chat is None:
             chat = await self.io.off_loop(self._store.get, chat_id)
-        at = at or now()  # `at`: a replay's clock (interlock.replay), where a deadline fell
+        at = at or self._clock()  # `at`: a replay's clock (interlock.replay), where a deadline fell
         escalated, expired = chat.escalate(ref, at), chat.expire(ref, at)
         if not (escalated or expired):
             return ""
@@ -223,7 +225,7 @@ class Turns:
             return
         chat = self._store.get(chat_id)
         for entry in votes:
-            held_call(chat.state.calls, entry, now())  # raises the winner's story, if any
+            held_call(chat.state.calls, entry, self._clock())  # raises the winner's story, if any
 
     def _checkin(self, chat: Chat, result: TurnResult) -> TurnResult:
         """The command is over and all it recorded committed: later commands may reuse it."""
