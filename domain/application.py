@@ -19,7 +19,7 @@ from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.events import ChatEvent, now
 from interlock.domain.chat.policies import Decider
 from interlock.domain.chat.rules import RespondEntry, RestartEntry, VoteEntry
-from interlock.domain.errors import ConfigurationError, UnknownAgentError
+from interlock.domain.errors import ConfigurationError, InvalidRequestError, UnknownAgentError
 from interlock.domain.results import TurnResult
 from interlock.domain.runtime.agent import Agent
 from interlock.domain.runtime.models import Model
@@ -194,11 +194,14 @@ class Interlock(Application[UUID]):
         """Seal and append the chat's new events at the expected version; the position."""
         return self.store.commit(chat)
 
-    def save_stream(self, stream_id: UUID, events: Sequence[Any]) -> int | None:
-        """Append sealed events of a stream that is no chat (a review, a subscription, a
-        tenant's channels, a call's receipts): the position of the last (None: nothing);
-        ConcurrencyError if another write took its version first."""
-        return self.store.append(stream_id, events)
+    def save_stream(self, stream_id: UUID, events: Sequence[Any]) -> int:
+        """Append sealed events of a stream that is no chat (a subscription, a tenant's
+        channels, a call's receipts): the position of the last; ConcurrencyError if another
+        write took its version first."""
+        position = self.store.append(stream_id, events)
+        if position is None:
+            raise InvalidRequestError(f"nothing to append to {stream_id}")
+        return position
 
     def position(self) -> int:
         """The notification id of the last event recorded (0: none yet): what a reader

@@ -89,7 +89,7 @@ class Reviews:
     def save(self, review: Review) -> int | None:
         """Seal and append the review's new events; the position of the last."""
         review.seal(self.app.sealer.sign)
-        return self.app.save_stream(review.id, review.collect_events())
+        return self.app.store.append(review.id, review.collect_events())
 
 
 def _item(n: int, candidate: Candidate, chat: Chat | None, tenant: str) -> ReviewItem:
