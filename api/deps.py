@@ -105,7 +105,7 @@ def current_views(service: ServiceDep, views: ReadModelsDep) -> ReadModels:
     Waiting on the read costs a write nothing: writers never wait for the views. Each query
     waits for the view it reads alone, so a view stuck or behind fails only its own lists.
     """
-    return _ReadingAt(views, service.recorder.max_notification_id())
+    return _ReadingAt(views, service.position())
 
 
 class _ReadingAt:

@@ -4,8 +4,8 @@ A chat always has an agent: its first event, ChatStarted, names it. LangGraph's 
 thread first and name the agent on its first run, so a thread made with no agent is only
 reserved: an id the server made, recorded for the tenant and principal that asked, in a stream
 of its own (sealed and verified like a chat's). The first run that names an agent begins the
-chat under that very id (`Interlock.start_reserved_chat`); the chat's existence is the claim,
-and another tenant finds neither the reservation nor the chat. The reservation holds no
+chat under that very id (`services/threads.py`); the chat's existence is the claim, and
+another tenant finds neither the reservation nor the chat. The reservation holds no
 personal data (no metadata): everything personal stays in the chat, under its erasure key.
 """
 

@@ -23,7 +23,6 @@ from eventsourcing.persistence import PersistenceError
 from interlock.domain.errors import InterlockError, InternalError, UnavailableError
 from interlock.projections.views.decisions import SWEEPER
 from interlock.projections.views.inbox import InboxView
-from interlock.stores.erasure_keys import KeyStore
 
 if TYPE_CHECKING:
     from interlock.domain import Chat, Interlock
@@ -79,7 +78,7 @@ class Sweeper:
             written += went_on + sum(1 for _, did in outcomes if did)
             expired = [pair for pair, did in outcomes if did == "expired"]
             if expired:
-                upto = self.service.recorder.max_notification_id() or 0
+                upto = self.service.position()
                 self._recorded.update(dict.fromkeys(expired, upto))
             waiting, seen = [], seen + len(due)
             if len(due) < size:
@@ -99,12 +98,12 @@ class Sweeper:
         gate, refs = asyncio.Semaphore(self.concurrency), defaultdict(list)
         for chat_id, ref in due:
             refs[UUID(chat_id)].append(ref)
-        loaded = await self.service.off_loop(self.service.get_chats, list(refs))
-        with self.service.together():
-            done, went_on = await asyncio.gather(
-                asyncio.gather(*(self._chat(gate, c, rs, loaded.get(c), at)
-                               for c, rs in refs.items())),
-                asyncio.gather(*(self._go_on(gate, UUID(c)) for c in waiting)))
+        turns = self.service.turns
+        loaded = await turns.read(list(refs))
+        done, went_on = await turns.batch(asyncio.gather(
+            asyncio.gather(*(self._chat(gate, c, rs, loaded.get(c), at)
+                           for c, rs in refs.items())),
+            asyncio.gather(*(self._go_on(gate, UUID(c)) for c in waiting))))
         return [outcome for outcomes in done for outcome in outcomes], sum(went_on)
 
     async def _chat(self, gate: asyncio.Semaphore, chat_id: UUID, refs: list[str],
@@ -143,22 +142,17 @@ class Sweeper:
 
     def _erased(self, chat_id: UUID) -> bool:
         """Whether the chat's key was destroyed (a chat kept in plaintext never is)."""
-        keys = self.service.mapper.personal
-        return isinstance(keys, KeyStore) and keys.erased_at(chat_id) is not None
+        return self.service.keys.erased(chat_id)
 
     async def _expire_erased(self, chat_id: UUID, ref: str, at: datetime | None) -> str:
         """An erased chat takes nothing with personal data, so its turn cannot go on (the
         model's answer, even `TurnFinished`, has such fields): record the expiry alone, which
         has none, and the inbox lets the call go (issue 25, D31)."""
         try:
-            chat = await self.service.off_loop(self.service.get_chat, chat_id)
-            if not chat.expire(ref, at or datetime.now(UTC)):
-                return ""
-            await self.service.off_loop(self.service.commit, chat)
+            return await self.service.turns.expire_erased(chat_id, ref, at or datetime.now(UTC))
         except InterlockError as exc:
             log.debug("sweeper skipped erased %s %s: %s", chat_id, ref, exc.code)
             return ""
-        return "expired"
 
     def start(self) -> None:
         self._thread.start()

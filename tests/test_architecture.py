@@ -1,7 +1,9 @@
 """The house's import rules, read from the source: no circle between modules, no import
 inside a function to hide one, the API is built by the wiring and never imports it nor a
 store, nothing below the API imports it, the read side issues no commands, its engine knows
-no view, and the chat aggregate does not know the runtime."""
+no view, and the chat aggregate does not know the runtime. And the service's ports: readers
+outside the domain ask `Interlock.position()`, never the recorder; events are appended in one
+place (the repository); the application stays a small composition of the services."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ LINKED = {"domain", "projections", "api"}
 WIRING = {"interlock.bootstrap", "interlock.cli", "interlock.settings"}
 COMMANDS = {"interlock.sweeper", "interlock.bootstrap", "interlock.cli"}
 ABOVE_THE_API = ("interlock.api", *sorted(WIRING))  # the API, and what builds or runs it
+THE_APPEND = "interlock.domain.storage.repository"  # the one caller of Application._record
+APPLICATION = "interlock.domain.application"
+APPLICATION_BUDGET = 260, 25  # lines of domain/application.py, methods of Interlock
 
 Graph = dict[str, set[str]]
 
@@ -140,6 +145,41 @@ def reaches(edges: Graph, start: str, targets: set[str]) -> set[str]:
     return {m for m in seen if any(m == t or m.startswith(t + ".") for t in targets)}
 
 
+def reaches_past(path: Path, attr: str, *, own: bool = True) -> list[str]:
+    """Calls of `<something>.attr(...)`; with `own=False`, not `self.attr(...)` (a class's
+    own method of that name)."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [f"{path.name}:{node.lineno}" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == attr
+            and (own or ast.unparse(node.func.value) != "self")]
+
+
+def methods(path: Path, cls: str) -> int:
+    tree = ast.parse(path.read_text(), str(path))
+    found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
+    return sum(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) for n in found[0].body)
+
+
+def test_nothing_outside_the_domain_reads_the_recorders_position() -> None:
+    found = modules()
+    assert [hit for name, path in found.items() if not name.startswith("interlock.domain")
+            for hit in reaches_past(path, "max_notification_id")] == []
+
+
+def test_events_are_appended_in_one_place() -> None:
+    found = modules()
+    assert [hit for name, path in found.items() if name != THE_APPEND
+            for hit in reaches_past(path, "_record", own=False)] == []
+
+
+def test_the_application_stays_a_small_composition() -> None:
+    path = modules()[APPLICATION]
+    lines, count = APPLICATION_BUDGET
+    assert len(path.read_text().splitlines()) <= lines
+    assert methods(path, "Interlock") <= count
+
+
 def test_no_module_circle_anywhere_in_the_house() -> None:
     found = modules()
     assert len(found) > 100
@@ -231,6 +271,12 @@ def test_the_checks_see_what_they_forbid(tmp_path: Path) -> None:
     assert hidden_imports(found["interlock.domain.c"], set(found)) == []
     assert reaches(edges, "interlock.domain.c", {"interlock.domain.a"}) == {
         "interlock.domain.a"}
+    (tmp_path / "api" / "d.py").write_text(
+        "def f(app, self):\n    app.recorder.max_notification_id()\n    self._record(1)\n"
+        "    app._record(2)\n")
+    d = tmp_path / "api" / "d.py"
+    assert reaches_past(d, "max_notification_id") == ["d.py:2"]
+    assert reaches_past(d, "_record", own=False) == ["d.py:4"]
 
 
 def test_the_api_imports_no_store() -> None:

@@ -124,7 +124,7 @@ async def create_thread(body: ThreadCreate, service: ServiceDep,
             "a thread with no agent keeps no metadata: metadata is recorded in the chat, which "
             "its first run begins; name the agent in metadata.graph_id to keep metadata",
             field="metadata")
-    reserved = await service.off_loop(service.reserve_thread, actor=who.id, tenant=who.tenant)
+    reserved = await service.off_loop(service.threads.reserve, actor=who.id, tenant=who.tenant)
     return mapping.reserved_thread(reserved)
 
 
@@ -136,7 +136,7 @@ def _thread(service: Interlock, thread_id: UUID, tenant: str) -> Thread:
     try:
         return service.get_chat(thread_id, tenant=tenant)
     except ChatNotFoundError:
-        reserved = service.get_reservation(thread_id, tenant=tenant)
+        reserved = service.threads.get(thread_id, tenant=tenant)
         if reserved is None:
             raise
         return reserved
@@ -290,7 +290,7 @@ async def _begin(service: Interlock, found: Thread, body: RunCreate, text: str |
         raise InvalidRequestError("name the run's assistant_id: it becomes the thread's agent",
                                   field="assistant_id")
     who.require("requester")
-    return await service.off_loop(service.start_reserved_chat, found.thread_id, agent,
+    return await service.off_loop(service.threads.start_chat, found.thread_id, agent,
                                   actor=who.id, tenant=who.tenant)
 
 

@@ -134,8 +134,7 @@ class Metrics:
     def follow(self) -> None:
         """Count the events recorded since the last scrape."""
         with self._lock:
-            recorder = self.service.recorder
-            head = recorder.max_notification_id() or 0
+            recorder, head = self.service.recorder, self.service.position()
             while self._position < head:
                 notes = recorder.select_notifications(self._position, BATCH, stop=head,
                                                       inclusive_of_start=False)

@@ -76,7 +76,7 @@ async def _failed_notifications(request: Request) -> int | None:
 
 def _probe(service: Interlock, views: ReadModels) -> tuple[bool, bool]:
     try:
-        service.recorder.max_notification_id()
+        service.position()
     except (PersistenceError, UnavailableError):
         return False, False
     try:

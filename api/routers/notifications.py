@@ -66,7 +66,7 @@ def _listed(channels: Channels) -> ChannelList:
 @router.get("/v1/channels", response_model=ChannelList, responses=errors())
 def list_channels(service: ServiceDep, who: Admin) -> ChannelList:
     """The tenant's channels as recorded (who set each)."""
-    return _listed(service.get_channels(who.tenant))
+    return _listed(service.channels.get(who.tenant))
 
 
 def _setter(channel: ChannelType) -> Callable[..., Awaitable[ChannelList]]:
@@ -74,7 +74,7 @@ def _setter(channel: ChannelType) -> Callable[..., Awaitable[ChannelList]]:
 
     async def set_channel(body: Any, service: ServiceDep, who: Admin) -> ChannelList:
         return _listed(await run_in_threadpool(
-            service.set_channel, who.tenant, channel.kind, body, actor=who.id))
+            service.channels.set, who.tenant, channel.kind, body, actor=who.id))
 
     set_channel.__annotations__["body"] = channel.config  # FastAPI reads the body's model here
     return set_channel
@@ -88,7 +88,7 @@ for _channel in CHANNELS:
 
 @router.delete("/v1/channels/{kind}", status_code=204, responses=errors(404, 409))
 async def remove_channel(kind: KindParam, service: ServiceDep, who: Admin) -> Response:
-    removed = await run_in_threadpool(service.remove_channel, who.tenant, kind, actor=who.id)
+    removed = await run_in_threadpool(service.channels.remove, who.tenant, kind, actor=who.id)
     if not removed:
         raise RouteNotFoundError(f"the tenant has no {kind} channel")
     return Response(status_code=204)

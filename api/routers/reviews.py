@@ -64,7 +64,7 @@ def desk_for(service: Interlock, views: ReadModels, auth: AuthConfig, tenant: st
     """The desk over the views once they show every write committed before the request
     (the API's and the console's: one desk, one meaning of a query)."""
     try:
-        views.wait(service.recorder.max_notification_id())
+        views.wait(service.position())
     except TimeoutError:
         raise ViewsBehindError() from None
     principals = None if auth.keys is None else {

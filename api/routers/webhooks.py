@@ -46,7 +46,7 @@ View = Annotated[WebhooksView, Depends(_view)]
 def _current(view: View, service: ServiceDep, views: ReadModelsDep) -> WebhooksView:
     """The webhooks view once it shows every event committed before this request."""
     try:
-        views.wait(service.recorder.max_notification_id(), views=(WebhooksView.view_name,))
+        views.wait(service.position(), views=(WebhooksView.view_name,))
     except TimeoutError:
         raise ViewsBehindError() from None
     return view

@@ -19,7 +19,7 @@ router = APIRouter(prefix="/slack-link")
 
 def _page(request: Request, service: ServiceDep, who: Visitor, status: int = 200,
           **context: object) -> HTMLResponse:
-    mine = [link for link in service.get_channels(who.tenant).links.linked.values()
+    mine = [link for link in service.channels.get(who.tenant).links.linked.values()
             if link.principal == who.id]
     return render(request, "slack_link.html", status, who=who, links=mine, **context)
 
@@ -34,7 +34,7 @@ async def confirm(request: Request, service: ServiceDep, who: Visitor) -> Respon
     data = await checked_form(request)
     try:
         link: Link = await run_in_threadpool(
-            service.confirm_link, who.tenant, data.get("code", ""), confirmer=who.id)
+            service.channels.confirm_link, who.tenant, data.get("code", ""), confirmer=who.id)
     except (InvalidRequestError, AuthError, ConflictError) as exc:
         return await run_in_threadpool(_page, request, service, who, exc.status,
                                        error=exc.message, code=exc.code)

@@ -116,7 +116,7 @@ def read(service: Interlock, views: ReadModels, f: DecisionFilter
     """The statistics and the figures, from one read of the summary, once the views show
     every write before the request."""
     try:
-        views.wait(service.recorder.max_notification_id(), views=("decisions", "inbox"))
+        views.wait(service.position(), views=("decisions", "inbox"))
     except TimeoutError:
         raise ViewsBehindError() from None
     # The console's filter names the visitor's tenant; none (no tenant is empty) counts none.

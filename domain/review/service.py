@@ -6,13 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, ProcessingEvent
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.application import AggregateNotFoundError
 
 from interlock.domain.application import Interlock
 from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.state import ToolCall
-from interlock.domain.errors import ConcurrencyError, InvalidRequestError, ReviewNotFoundError
+from interlock.domain.errors import InvalidRequestError, ReviewNotFoundError
 from interlock.domain.review.aggregate import Review
 from interlock.domain.review.events import QueryRecord, ReviewItem, SampleRecord, Severity, Verdict
 from interlock.domain.review.sampling import (
@@ -90,15 +89,7 @@ class Reviews:
     def save(self, review: Review) -> int | None:
         """Seal and append the review's new events; the position of the last."""
         review.seal(self.app.sealer.sign)
-        processing: ProcessingEvent[UUID] = ProcessingEvent()
-        processing.events.extend(review.collect_events())
-        try:
-            recordings = self.app._record(processing)
-        except IntegrityError:
-            raise ConcurrencyError(review.id) from None
-        for listener in self.app.store.listeners:
-            listener(recordings)
-        return recordings[-1].notification.id if recordings else None
+        return self.app.store.append(review.id, review.collect_events())
 
 
 def _item(n: int, candidate: Candidate, chat: Chat | None, tenant: str) -> ReviewItem:

@@ -1,5 +1,6 @@
-"""The chat repository: loads chats (from a sealed snapshot and the events after it, else
-from the log), lends them to one command at a time, and commits their sealed events."""
+"""The repository every use case shares: loads chats (from a sealed snapshot and the events
+after it, else from the log), lends them to one command at a time, and appends sealed events
+(a chat's, several chats' together, or a stream that is no chat) through one path."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.domain import OriginatorVersionError
-from eventsourcing.persistence import IntegrityError, PersistenceError, Recording
+from eventsourcing.persistence import EventStore, IntegrityError, PersistenceError, Recording
 
 from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.events import ChatEvent, ChatStarted
@@ -34,6 +35,7 @@ class ChatRepository:
     def __init__(self, app: Application[UUID], mapper: PydanticMapper, sealer: Sealer,
                  cache: ChatCache | None = None) -> None:
         self._app, self._mapper, self._sealer = app, mapper, sealer
+        self.events: EventStore[UUID] = app.events  # any stream's events, by id
         self.cache = cache or ChatCache()
         self.snapshots: SnapshotStore | None = None  # the edge attaches one (interlock/stores)
         self.listeners: list[CommitListener] = []  # in-process read models catch up here
@@ -150,20 +152,47 @@ class ChatRepository:
         tip = chat.state.chain_tip
         chat.seal(self._sealer.sign)
         events = chat.collect_events()
-        processing: ProcessingEvent[UUID] = ProcessingEvent()
-        processing.events.extend(events)  # the library's save() does costly
-        processing.aggregates[chat.id] = chat  # runtime Protocol checks; the steps are the same
         try:
-            recordings = self._app._record(processing)
-        except IntegrityError:
-            raise ConcurrencyError(chat.id) from None
+            recordings = self._write(events, chat.id, {chat.id: chat})
+        except ConcurrencyError:
+            raise
         except BaseException:
             # nothing was written: keep the events pending so the turn can still record its end
             chat.pending_events, chat.state.chain_tip = events + chat.pending_events, tip
             raise
+        position = self._tell(recordings)
+        self._snapshot(chat)
+        return position
+
+    def commit_together(self, chats: Sequence[Chat]) -> None:
+        """Seal each chat's new events in its chain and append them all in one transaction."""
+        events: list[Any] = []
+        for chat in chats:
+            chat.seal(self._sealer.sign)
+            events.extend(chat.collect_events())
+        self._tell(self._write(events, chats[-1].id, {chat.id: chat for chat in chats}))
+
+    def append(self, stream_id: UUID, events: Sequence[Any]) -> int | None:
+        """Append a stream's sealed events that is no chat (a review, a subscription, a
+        tenant's channels, a call's receipts): the position of the last (None: nothing to
+        write); ConcurrencyError if another write took its version first."""
+        return self._tell(self._write(events, stream_id))
+
+    def _write(self, events: Sequence[Any], conflict_id: UUID,
+               aggregates: dict[UUID, Any] | None = None) -> list[Recording[UUID]]:
+        """The one append of the house: `events` in one transaction."""
+        processing: ProcessingEvent[UUID] = ProcessingEvent()
+        processing.events.extend(events)  # the library's save() does costly
+        processing.aggregates.update(aggregates or {})  # runtime Protocol checks; same steps
+        try:
+            return self._app._record(processing)
+        except IntegrityError:
+            raise ConcurrencyError(conflict_id) from None
+
+    def _tell(self, recordings: list[Recording[UUID]]) -> int | None:
+        """The listeners hear of a commit (read models catch up); the position of its last."""
         for listener in self.listeners:
             listener(recordings)
-        self._snapshot(chat)
         return recordings[-1].notification.id if recordings else None
 
     def _snapshot(self, chat: Chat) -> None:

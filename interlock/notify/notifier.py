@@ -128,7 +128,7 @@ class Notifier:
             return []
         told = routed(call.approval, call.approval.terms.requested_by, self.auth, tenant)
         asked = Asked(position, event.originator_version, tenant, str(chat.id), call.ref, told,
-                      self.service.get_channels(tenant))
+                      self.service.channels.get(tenant))
         return [row for c in self.channels for row in c.rows(asked)]
 
     def callbacks(self) -> dict[str, Callbacks]:

@@ -109,7 +109,7 @@ class SlackActions:
         tenant = text.strip() or self._only_tenant()
         if not re.fullmatch(SLACK_USER, user) or not of_tenant(self.auth, tenant):
             return _say(f"Nothing was recorded: say which tenant: {COMMAND} <tenant>")
-        code, proposal = self.service.propose_link(tenant, user, principal=None,
+        code, proposal = self.service.channels.propose_link(tenant, user, principal=None,
                                                    proposer=f"slack:{user}")
         return _say(
             f"Your link code is {code} (tenant {tenant}, until {proposal.expires_at:%H:%M} "
@@ -124,7 +124,7 @@ class SlackActions:
     def _principal(self, button: Button, user: str) -> tuple[Principal, Chat]:
         chat = self.service.get_chat(button.chat_id)
         tenant = chat.state.tenant
-        channels = self.service.get_channels(tenant)
+        channels = self.service.channels.get(tenant)
         principal_id = channels.principal_of(user) if channels.slack() is not None else None
         found = of_tenant(self.auth, tenant).get(principal_id or "")
         if found is None:

@@ -46,7 +46,7 @@ class Subscriptions:
         secret, hook_id = new_secret(), uuid4()
         # The secret first: a subscription whose event is recorded always has one.
         self.view.keep_secret(public_id(hook_id), secret)
-        hook = self.service.subscribe_webhook(hook_id, tenant=tenant, url=url, events=events,
+        hook = self.service.webhooks.subscribe(hook_id, tenant=tenant, url=url, events=events,
                                               actor=actor, secret_sha256=secret_sha256(secret))
         first = hook.subscribed
         return Subscription(id=hook.public_id, tenant=tenant, url=url, events=first.events,
@@ -57,7 +57,7 @@ class Subscriptions:
         hook_id = parse_id(sub_id)
         if hook_id is None:
             return False
-        return self.service.unsubscribe_webhook(hook_id, tenant=tenant, actor=actor) is not None
+        return self.service.webhooks.unsubscribe(hook_id, tenant=tenant, actor=actor) is not None
 
     def migrate(self) -> int:
         """Record an event for each subscription of the old table, then drop it (idempotent:
@@ -65,7 +65,7 @@ class Subscriptions:
         recorded = 0
         for row in self.view.legacy_subscriptions():
             hook_id = parse_id(row["id"])
-            if hook_id is None or self.service.get_webhook(hook_id) is not None:
+            if hook_id is None or self.service.webhooks.get(hook_id) is not None:
                 continue
             self.view.keep_secret(row["id"], row["secret"])
             if self._record(hook_id, row["tenant"], row["url"], row["events"]):
@@ -79,7 +79,7 @@ class Subscriptions:
     def _record(self, hook_id: UUID, tenant: str, url: str, events: str) -> bool:
         secret = self.view.secret(public_id(hook_id)) or ""
         try:
-            self.service.subscribe_webhook(
+            self.service.webhooks.subscribe(
                 hook_id, tenant=tenant, url=url, events=[e for e in events.split("|") if e],
                 actor=MIGRATED_BY, secret_sha256=secret_sha256(secret))
         except ConcurrencyError:

@@ -9,9 +9,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from eventsourcing.application import Application
 from eventsourcing.persistence import Notification, Recording
 
 from interlock.projections.engine.interface import V
@@ -27,6 +26,9 @@ from interlock.projections.engine.runner import (
 from interlock.projections.engine.sql import JointBatchError, PositionConflictError, SqlView
 from interlock.projections.engine.stuck import StuckView, StuckViews
 
+if TYPE_CHECKING:
+    from interlock.domain.application import Interlock
+
 FRESH_KEPT = 10_000  # committed events kept for the next pass, at most
 POLL = 0.01  # seconds between reads of the views' positions while another process applies them
 
@@ -37,7 +39,7 @@ class ReadEngine:
 
     def __init__(
         self,
-        app: Application[Any],
+        app: Interlock,
         views: Sequence[SqlView],
         *,
         on_close: Callable[[], None] | None = None,
@@ -99,7 +101,7 @@ class ReadEngine:
         compare-and-set, and the one-by-one path that follows rereads it. With nothing new
         they are read, so a view reset under an idle log is caught up all the same.
         """
-        head = self.app.recorder.max_notification_id() or 0
+        head = self.app.position()
         known, self._known = self._known, None
         if not known or head <= min(known.values()):
             known = {r.name: r.view.position() for r in self.runners}
@@ -230,7 +232,7 @@ class ReadEngine:
         return self.lag() == 0
 
     def lag(self) -> int:
-        head = self.app.recorder.max_notification_id() or 0
+        head = self.app.position()
         return max(0, head - min(self.positions().values()))
 
     def stopped(self) -> bool:

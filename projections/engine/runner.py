@@ -6,14 +6,16 @@ import functools
 import inspect
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from eventsourcing.application import Application
 from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
 from interlock.domain.chat.events import ModelResponded, ToolRequested
 from interlock.projections.engine.sql import PositionConflictError, SqlView
+
+if TYPE_CHECKING:
+    from interlock.domain.application import Interlock
 
 Progress = Callable[[str, int, int], None]  # view name, position, head
 Noted = tuple[int, str, Any]  # notification id, topic, decoded event
@@ -71,7 +73,7 @@ class BatchRunner:
     """
 
     def __init__(
-        self, app: Application[Any], projection: Projection[Any], batch_size: int = 1000
+        self, app: Interlock, projection: Projection[Any], batch_size: int = 1000
     ) -> None:
         self.app = app
         self.projection = projection
@@ -147,7 +149,7 @@ class BatchRunner:
         if start is None:
             start = self.view.position()
         if head is None:
-            head = self.app.recorder.max_notification_id() or 0
+            head = self.app.position()
         if head <= start:
             return start
         notes = self.app.recorder.select_notifications(
@@ -160,7 +162,7 @@ class BatchRunner:
     def catch_up(self, progress: Progress | None = None, head: int | None = None) -> int:
         """Apply batches until the view has seen the head read at the start; the position."""
         if head is None:
-            head = self.app.recorder.max_notification_id() or 0
+            head = self.app.position()
         position = self.view.position()
         while position < head:
             position = self.step(head, position)

@@ -155,10 +155,10 @@ async def test_retention_expires_chats_not_streams_that_are_no_chat(
 ) -> None:
     old = await _chat_at(app, monkeypatch, "bank", timedelta(days=800))
     monkeypatch.setattr(channels, "now", lambda: datetime.now(UTC) - timedelta(days=800))
-    app.set_channel("bank", "email", EmailChannel(addresses={"tina": "t@bank.test"}),
+    app.channels.set("bank", "email", EmailChannel(addresses={"tina": "t@bank.test"}),
                     actor="root")
     monkeypatch.undo()
     policy = Policy.parse(POLICY)
     removed = {r.chat_id for r in expired(app, policy, datetime.now(UTC))}
     assert removed == {str(old)}  # the channel stream is as old, and not a chat's to expire
-    assert app.get_channels("bank").email() is not None
+    assert app.channels.get("bank").email() is not None

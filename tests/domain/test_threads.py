@@ -21,22 +21,22 @@ def test_a_reserved_thread_becomes_a_chat_with_the_agent_of_its_first_run(
         any_store: str) -> None:
     app = build_service(any_store, AGENTS)
     try:
-        reserved = app.reserve_thread(actor="dana", tenant="acme")
+        reserved = app.threads.reserve(actor="dana", tenant="acme")
         tid = reserved.thread_id
         [event] = app.events.get(reservation_id(tid))
         assert isinstance(event, ThreadReserved) and (event.tenant, event.actor) == ("acme",
                                                                                       "dana")
         with pytest.raises(ChatNotFoundError):
             app.get_chat(tid, tenant="acme")  # reserved: no chat, so no chat without an agent
-        assert app.get_reservation(tid, tenant="globex") is None
+        assert app.threads.get(tid, tenant="globex") is None
         with pytest.raises(ChatNotFoundError):
-            app.start_reserved_chat(tid, "first", actor="eve", tenant="globex")
+            app.threads.start_chat(tid, "first", actor="eve", tenant="globex")
 
-        chat = app.start_reserved_chat(tid, "first", actor="alice", tenant="acme")
+        chat = app.threads.start_chat(tid, "first", actor="alice", tenant="acme")
         assert (chat.id, chat.state.agent, chat.state.started_by) == (tid, "first", "alice")
-        again = app.start_reserved_chat(tid, "second", actor="bob", tenant="acme")
+        again = app.threads.start_chat(tid, "second", actor="bob", tenant="acme")
         assert (again.id, again.state.agent, again.version) == (tid, "first", chat.version)
         with pytest.raises(ChatNotFoundError):
-            app.start_reserved_chat(uuid4(), "first", actor="alice", tenant="acme")
+            app.threads.start_chat(uuid4(), "first", actor="alice", tenant="acme")
     finally:
         app.close()

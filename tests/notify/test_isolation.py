@@ -43,10 +43,10 @@ def _two_tenants(world: World, tina: str) -> Notifier:
     """acme's mail as an older version recorded it (tina's address unchecked), globex's
     mailing gus; a call held in each, acme's first; a notifier that knows gus."""
     service = world.notifier.service
-    service.remove_channel("acme", "slack", actor="root")
-    service.set_channel("acme", "email", EmailChannel.model_construct(
+    service.channels.remove("acme", "slack", actor="root")
+    service.channels.set("acme", "email", EmailChannel.model_construct(
         addresses={**EMAILS, "tina": tina}), actor="root")
-    service.set_channel("globex", "email", EmailChannel(addresses={"gus": "gus@globex.test"}),
+    service.channels.set("globex", "email", EmailChannel(addresses={"gus": "gus@globex.test"}),
                         actor="root")
     _held(world)
     assert world.api("eve").chat("payAgent").send("pay 500 bob-corp").interrupts

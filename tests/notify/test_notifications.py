@@ -342,12 +342,12 @@ def test_quiet_hours_in_their_zone(start: str, end: str, at: str, until: str | N
 def test_two_admins_racing_on_a_channel_one_wins_and_the_other_writes_nothing() -> None:
     service = build_service("memory://", [])
     try:
-        first, second = service.get_channels("acme"), service.get_channels("acme")
+        first, second = service.channels.get("acme"), service.channels.get("acme")
         first.set("email", EmailChannel(addresses={"tina": "t@acme.test"}), "root")
         second.set("email", EmailChannel(addresses={"tom": "m@acme.test"}), "admin2")
         service.save_stream(first.id, first.seal(service.sealer.sign))
         with pytest.raises(ConcurrencyError):
             service.save_stream(second.id, second.seal(service.sealer.sign))
-        assert service.get_channels("acme").set_by == {"email": "root"}
+        assert service.channels.get("acme").set_by == {"email": "root"}
     finally:
         service.close()

@@ -102,7 +102,7 @@ def test_a_wrong_expired_reused_or_foreign_code_is_refused_and_writes_nothing(
     world: World,
 ) -> None:
     service = world.notifier.service
-    channels = service.get_channels("acme")
+    channels = service.channels.get("acme")
     stale = new_code()
     channels.propose_link("USTALE", principal=None, proposed_by="slack:USTALE",
                           code_sha256=code_sha256("acme", stale),
@@ -140,7 +140,7 @@ def test_only_an_admin_or_the_linked_principal_removes_a_link(world: World) -> N
 def test_an_admins_mapping_of_old_counts_for_nobody_until_confirmed(world: World) -> None:
     """A stream written before links: its `users` are shown as unconfirmed and not used."""
     service = world.notifier.service
-    channels = service.get_channels("acme")
+    channels = service.channels.get("acme")
     channels._record(ChannelSet(
         originator_id=channels.id, originator_version=channels.version + 1, timestamp=now(),
         tenant="acme", kind="slack", config={"users": {"UOLD": "tom"}, "quiet_hours": None},
@@ -187,14 +187,15 @@ def test_a_signed_payload_of_another_shape_is_refused_in_words(
 def test_two_confirmations_racing_on_one_code_one_wins(store: str) -> None:
     service = build_service(store, [])
     try:
-        code, _ = service.propose_link("acme", "URACE", principal=None, proposer="slack:URACE")
-        first, second = service.get_channels("acme"), service.get_channels("acme")
+        code, _ = service.channels.propose_link("acme", "URACE", principal=None,
+                                                proposer="slack:URACE")
+        first, second = service.channels.get("acme"), service.channels.get("acme")
         sha = code_sha256("acme", code)
         first.confirm_link(sha, confirmer="tina", at=now())
         second.confirm_link(sha, confirmer="tom", at=now())
         service.save_stream(first.id, first.seal(service.sealer.sign))
         with pytest.raises(ConcurrencyError):
             service.save_stream(second.id, second.seal(service.sealer.sign))
-        assert service.get_channels("acme").linked() == {"URACE": "tina"}
+        assert service.channels.get("acme").linked() == {"URACE": "tina"}
     finally:
         service.close()

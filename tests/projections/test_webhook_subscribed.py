@@ -19,7 +19,7 @@ def _outbox(hooks: WebhooksView) -> int:
 
 
 def _subscribe(app: Interlock) -> None:
-    app.subscribe_webhook(uuid4(), tenant="bank", url="http://127.0.0.1:9/hook",
+    app.webhooks.subscribe(uuid4(), tenant="bank", url="http://127.0.0.1:9/hook",
                           events=["interrupt.pending", "interrupt.decided"], actor="alice",
                           secret_sha256="0" * 64)
 

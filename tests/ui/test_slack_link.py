@@ -32,6 +32,6 @@ def test_a_principal_confirms_its_own_code_in_the_console(live: ConsoleLive) -> 
     bob_session = _sign_in(c, "key-bob")
     status, text = _confirm(c, bob_session, code)
     assert status == 200 and "now votes as bob" in text and "<code>UBOB</code>" in text
-    assert live.service.get_channels("acme").linked() == {"UBOB": "bob"}
+    assert live.service.channels.get("acme").linked() == {"UBOB": "bob"}
     status, text = _confirm(c, bob_session, code)
     assert status == 422 and "used already" in text

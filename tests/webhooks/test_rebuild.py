@@ -48,7 +48,7 @@ def test_a_rebuild_under_a_live_server_keeps_subscriptions_and_resends_nothing(
         # The subscription is in the log, sealed: who, which URL, and no secret but its hash.
         hook_id = parse_id(made["id"])
         assert hook_id is not None
-        hook = service.get_webhook(hook_id)
+        hook = service.webhooks.get(hook_id)
         assert hook is not None and isinstance(hook.subscribed, WebhookSubscribed)
         assert (hook.subscribed.actor, hook.subscribed.url, hook.tenant) == (
             "root", receiver.url, "acme")
@@ -68,7 +68,7 @@ def test_a_rebuild_under_a_live_server_keeps_subscriptions_and_resends_nothing(
         assert api("root", "GET", "/v1/webhooks/deliveries").json()["items"] == []  # pruned
 
         assert api("root", "DELETE", f"/v1/webhooks/{made['id']}").status_code == 204
-        gone = service.get_webhook(hook_id)
+        gone = service.webhooks.get(hook_id)
         assert gone is not None and isinstance(gone.removed, WebhookUnsubscribed)
         assert gone.removed.actor == "root"
         assert cli(["projections", "rebuild", "all"]) == 0
@@ -125,7 +125,7 @@ def test_subscriptions_of_the_old_table_are_recorded_once(sqlite_store: str) -> 
         assert (sub.id, sub.url, sub.events) == (old, "http://hooks.example.com/",
                                                  ["turn.finished"])
         assert h.hooks.secret(old) == "whsec_old"
-        recorded = h.service.get_webhook(UUID(hex="ab" * 16))
+        recorded = h.service.webhooks.get(UUID(hex="ab" * 16))
         assert recorded is not None and recorded.subscribed.actor == MIGRATED_BY
         assert recorded.subscribed.secret_sha256 == hashlib.sha256(b"whsec_old").hexdigest()
 

@@ -1,0 +1,234 @@
+"""Chats and turns: start a chat, send, resume, retry, withdraw, expire what is due, and
+continue the turn; each loads the chat, calls it, runs the turn loop, commits."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Literal, Protocol, TypeVar
+from uuid import UUID
+
+from interlock.domain.chat.aggregate import Chat
+from interlock.domain.chat.approval_events import ApprovalVoted
+from interlock.domain.chat.events import TurnFinished, now
+from interlock.domain.chat.rules import AWAITS_AGENT, VoteEntry, held_call
+from interlock.domain.errors import (
+    ConcurrencyError,
+    IdempotencyKeyReusedError,
+    InvalidRequestError,
+    TurnInProgressError,
+)
+from interlock.domain.results import TurnResult
+from interlock.domain.runtime.agent import Agent
+from interlock.domain.runtime.models import Model
+from interlock.domain.runtime.tracing import Tracer
+from interlock.domain.runtime.turns import Emit, TurnLoop
+from interlock.domain.services.commands import Resume, Retry, Send, StartChat, Withdraw
+from interlock.domain.services.io import IoThreads, counted
+from interlock.domain.storage.repository import ChatRepository
+
+T = TypeVar("T")
+
+
+class Host(Protocol):
+    """What turns need of the application: its agents and their models, the tracer the
+    edge may set, its commit (the repository's), and itself as the runner sub-agents call."""
+
+    agents: dict[str, Agent]
+    models: dict[str, Model]
+    tracer: Tracer | None
+
+    def agent(self, name: str) -> Agent: ...
+
+    def commit(self, chat: Chat) -> int | None: ...
+
+
+class Turns:
+    """The chat and turn use cases over the shared repository, their store work on `io`."""
+
+    def __init__(self, host: Host, store: ChatRepository, io: IoThreads,
+                 clock: Callable[[], datetime] = now) -> None:
+        """`clock`: when a decision, a retry or an expiry is judged (the application's)."""
+        self._host, self._store, self.io, self._clock = host, store, io, clock
+
+    def start(self, command: StartChat) -> Chat:
+        """A new chat; with `chat_id` (a server-made id), ConcurrencyError if it exists."""
+        self._host.agent(command.agent)
+        chat = Chat.start(command.agent, actor=command.actor, tenant=command.tenant,
+                          metadata=command.metadata, chat_id=command.chat_id)
+        self._store.commit(chat)
+        self._store.checkin(chat)  # its first message need not load what was just written
+        return chat
+
+    @counted
+    async def send(self, command: Send, emit: Emit | None = None) -> TurnResult:
+        """Send a user message and run the turn."""
+        chat = await self.io.off_loop(self._store.checkout, command.chat_id, command.tenant)
+        loop = self._loop(chat, command.max_turns)
+        since = len(chat.state.messages)
+        chat.send_message(command.text, actor=command.actor, fingerprint=loop.agent.fingerprint)
+        return self._checkin(chat, await loop.run(chat, since, emit))
+
+    @counted
+    async def resume(self, command: Resume, emit: Emit | None = None) -> TurnResult:
+        """Decide pending interrupts and continue the turn with a fresh tool budget; while an
+        approval waits for more votes, no turn runs."""
+        try:
+            return await self._resume(command, emit)
+        except ConcurrencyError:
+            await self.io.off_loop(self._explain_lost_vote, command.chat_id, command.votes)
+            raise
+
+    async def _resume(self, command: Resume, emit: Emit | None) -> TurnResult:
+        chat = await self.io.off_loop(self._store.checkout, command.chat_id, command.tenant)
+        loop = self._loop(chat, command.max_turns)
+        key, body_sha = command.idempotency_key, None
+        if key is not None:
+            body_sha = command.body_sha256()
+            if key in chat.state.resume_keys:
+                return await self.io.off_loop(self._first_answer, chat, key, body_sha)
+        since = len(chat.state.messages)
+        chat.resume(
+            command.respond,
+            command.restart,
+            actor=command.actor,
+            tools=loop.agent.tool_map,
+            request_key=key,
+            request_sha256=body_sha,
+            metadata=command.metadata,
+            votes=command.votes,
+            decider=command.decider,
+            now=self._clock(),
+            policy=loop.agent.policy,
+        )
+        chat.record_fingerprint(loop.agent.fingerprint)
+        if chat.status == "interrupted":  # votes only, none resolved: record them, run nothing
+            position = await self.io.off_loop(self._host.commit, chat)
+            return self._checkin(chat, await self._answer(chat, since, position, emit))
+        return self._checkin(chat, await loop.run(chat, since, emit))
+
+    @counted
+    async def retry(self, command: Retry, emit: Emit | None = None) -> TurnResult:
+        """Continue from the last recorded step; completed tools never run again (a crashed
+        process's requested tools run again with the same idempotency key)."""
+        chat = await self.io.off_loop(self._store.checkout, command.chat_id, command.tenant)
+        loop = self._loop(chat, command.max_turns)
+        since = len(chat.state.messages)
+        chat.retry(actor=command.actor, now=self._clock(), stale_after=command.stale_after,
+                   decider_only=command.decider_only)
+        chat.record_fingerprint(loop.agent.fingerprint)
+        return self._checkin(chat, await loop.run(chat, since, emit))
+
+    @counted
+    async def withdraw(self, command: Withdraw, emit: Emit | None = None) -> TurnResult:
+        """Take pending requests back; the model is told, and the chat goes on."""
+        chat = await self.io.off_loop(self._store.get, command.chat_id, tenant=command.tenant)
+        since = len(chat.state.messages)
+        chat.withdraw(command.refs, decider=command.decider, reason=command.reason)
+        return await self._continue(chat, since, emit)
+
+    @counted
+    async def expire_due(
+        self, chat_id: UUID, ref: str, chat: Chat | None = None, *, at: datetime | None = None
+    ) -> Literal["expired", "escalated", ""]:
+        """Escalate or expire one held call if due (the sweeper's command): which it did
+        ("expired" when both were due), "" when nothing was due.
+
+        An expiry is told to the model as the tool's response and the turn goes on. `chat`:
+        the chat as just loaded (the sweeper reads a page's chats together); a write since
+        then makes the commit a conflict, and nothing is written.
+        """
+        if chat is None:
+            chat = await self.io.off_loop(self._store.get, chat_id)
+        at = at or self._clock()  # `at`: a replay's clock (interlock.replay), where a deadline fell
+        escalated, expired = chat.escalate(ref, at), chat.expire(ref, at)
+        if not (escalated or expired):
+            return ""
+        await self._continue(chat)
+        return "expired" if expired else "escalated"
+
+    async def expire_erased(self, chat_id: UUID, ref: str,
+                            at: datetime) -> Literal["expired", ""]:
+        """Record the expiry of an erased chat's call alone: its turn cannot go on (the
+        model's answer has personal fields), and the expiry has none."""
+        chat = await self.io.off_loop(self._store.get, chat_id)
+        if not chat.expire(ref, at):
+            return ""
+        await self.io.off_loop(self._host.commit, chat)
+        return "expired"
+
+    async def read(self, chat_ids: Sequence[UUID]) -> dict[UUID, Chat]:
+        """These chats as they are now, read together off the event loop."""
+        return await self.io.off_loop(self._store.get_many, chat_ids)
+
+    async def batch(self, commands: Awaitable[T]) -> T:
+        """Run several commands (one gather) as under way together: their commits meet."""
+        return await self.io.batch(commands)
+
+    async def _continue(
+        self, chat: Chat, since: int | None = None, emit: Emit | None = None
+    ) -> TurnResult:
+        """Run the turn on if nothing else is pending; a service without the agent only records."""
+        since = len(chat.state.messages) if since is None else since
+        if chat.status != "running":
+            position = await self.io.off_loop(self._host.commit, chat)
+            return await self._answer(chat, since, position, emit)
+        if chat.state.agent not in self._host.agents:  # a sweeper without agents: retry goes on
+            chat.finish_turn("failed", error=AWAITS_AGENT)
+            position = await self.io.off_loop(self._host.commit, chat)
+            return await self._answer(chat, since, position, emit)
+        return await self._loop(chat, None).run(chat, since, emit)
+
+    def _loop(self, chat: Chat, max_turns: int | None) -> TurnLoop:
+        """The turn loop for this chat's agent, with this call's tool budget."""
+        agent = self._host.agent(chat.state.agent)
+        if max_turns is not None and max_turns < 1:
+            raise InvalidRequestError("max_turns must be at least 1", max_turns=max_turns)
+        return TurnLoop(
+            agent, self._host.models[agent.name], self._commit_turn,
+            max_turns or agent.max_turns, self._host.tracer, runner=self._host,
+        )
+
+    async def _commit_turn(self, chat: Chat) -> int | None:
+        """The loop's commit, off the event loop: concurrent turns' appends commit together."""
+        return await self.io.off_loop(self._host.commit, chat)
+
+    async def _answer(
+        self, chat: Chat, since: int, position: int | None, emit: Emit | None
+    ) -> TurnResult:
+        result = TurnResult.of(chat, since, position)
+        if emit is not None:
+            for event in result.closing_events():
+                await emit(event)
+        return result
+
+    def _first_answer(self, chat: Chat, key: str, body_sha: str) -> TurnResult:
+        use = chat.state.resume_keys[key]
+        if use.request_sha256 != body_sha:
+            raise IdempotencyKeyReusedError(key)
+        votes_only: int | None = None  # a request of votes that settled nothing ran no turn
+        for event in self._store.events.get(chat.id, gt=use.version - 1):
+            if isinstance(event, ApprovalVoted) and event.request_key == key:
+                votes_only = event.originator_version if event.outcome == "pending" else None
+                continue
+            if votes_only is not None:
+                break
+            if isinstance(event, TurnFinished):
+                then = self._store.get(chat.id, version=event.originator_version)
+                return TurnResult.of(then, use.since, None)
+        if votes_only is not None:
+            return TurnResult.of(self._store.get(chat.id, version=votes_only), use.since, None)
+        raise TurnInProgressError()
+
+    def _explain_lost_vote(self, chat_id: UUID, votes: Sequence[VoteEntry]) -> None:
+        """A vote that lost a race says what won (expiry, another decision) when it can."""
+        if not votes:
+            return
+        chat = self._store.get(chat_id)
+        for entry in votes:
+            held_call(chat.state.calls, entry, self._clock())  # raises the winner's story, if any
+
+    def _checkin(self, chat: Chat, result: TurnResult) -> TurnResult:
+        """The command is over and all it recorded committed: later commands may reuse it."""
+        self._store.checkin(chat)
+        return result
