@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from interlock.api.agent_protocol import mapping
 from interlock.api.deps import Reader, Requester, ServiceDep
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.routers.common import errors
 from interlock.domain import Agent, Chat, Interlock, RespondEntry
 from interlock.domain.chat.canonical import wire_time
@@ -29,7 +30,7 @@ from interlock.domain.errors import (
 from interlock.domain.results import TurnResult
 from interlock.domain.threads import Reservation
 
-router = APIRouter(prefix="/agent-protocol", tags=["agent-protocol"])
+router = APIRouter(prefix="/agent-protocol", tags=["agent-protocol"], route_class=JsonRoute)
 ThreadId = Annotated[UUID, "the thread's (chat's) id"]
 RunId = Annotated[str, Path(max_length=36, description="a run's id (a turn's end)")]
 STARTED = wire_time(datetime.now(UTC))  # agents are code: they exist since the process

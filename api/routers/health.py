@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from interlock.api.deps import ReadModelsDep, ServiceDep
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.schemas import Health
 from interlock.domain import Interlock
 from interlock.domain.errors import UnavailableError
@@ -29,7 +30,7 @@ from interlock.stores.postgres import store_guard
 READY_LAG = 1000
 READY_WITHIN = 0.5  # seconds the store and views may take to answer (slower: not ready)
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=JsonRoute)
 
 
 @router.get("/healthz", response_model=Health)

@@ -13,12 +13,13 @@ from pydantic import BaseModel, Field
 from interlock.api.auth import Principal
 from interlock.api.deps import PrincipalDep, ServiceDep
 from interlock.api.errors import RouteNotFoundError
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.routers.common import errors
 from interlock.domain.channels import ChannelKind, Channels, EmailChannel, SlackChannel
 from interlock.domain.links import SLACK_USER, Link, LinkRequest
 from interlock.notify.slack_actions import SlackActions
 
-router = APIRouter(tags=["notifications"])
+router = APIRouter(tags=["notifications"], route_class=JsonRoute)
 
 
 async def _admin(principal: PrincipalDep) -> Principal:
