@@ -50,9 +50,11 @@ from interlock.domain.errors import (
     IdempotencyKeyReusedError,
     InvalidRequestError,
     TurnInProgressError,
+    UnavailableError,
     UnknownAgentError,
 )
 from interlock.domain.links import Link, SlackLinkProposed, check_proposer, code_sha256, new_code
+from interlock.domain.lost_answers import CutTurns
 from interlock.domain.results import TurnResult
 from interlock.domain.runtime.agent import Agent
 from interlock.domain.runtime.models import Model
@@ -130,6 +132,7 @@ class Interlock(Application[UUID]):
         self.chats = self.store.cache
         self._active = 0  # commands under way on this event loop (see off_loop)
         self._active_lock = threading.Lock()
+        self.cut_turns = CutTurns()  # resumes a store failure stopped (their key's retry goes on)
 
     def construct_mapper(self) -> Mapper[UUID]:
         return PydanticMapper(
@@ -235,6 +238,10 @@ class Interlock(Application[UUID]):
         except ConcurrencyError:
             await self.off_loop(self._explain_lost_vote, chat_id, votes)
             raise
+        except UnavailableError:  # it may have committed: the key's retry continues it
+            if idempotency_key is not None:
+                self.cut_turns.cut(chat_id, idempotency_key)
+            raise
 
     async def _resume(
         self,
@@ -258,7 +265,7 @@ class Interlock(Application[UUID]):
             check_entries(respond, restart, metadata)  # before hashing: must be encodable
             body_sha = _body_sha256(respond, restart, metadata, max_turns, votes)
             if idempotency_key in chat.state.resume_keys:
-                return await self.off_loop(self._first_answer, chat, idempotency_key, body_sha)
+                return await self._answer_again(chat, loop, idempotency_key, body_sha, actor, emit)
         since = len(chat.state.messages)
         chat.resume(
             respond,
@@ -343,6 +350,18 @@ class Interlock(Application[UUID]):
             chat.finish_turn("failed", error=AWAITS_AGENT)
             return await self._answer(chat, since, await self.off_loop(self.commit, chat), emit)
         return await self._loop(chat, None).run(chat, since, emit)
+
+    async def _answer_again(self, chat: Chat, loop: TurnLoop, key: str, body_sha: str,
+                            actor: str, emit: Emit | None) -> TurnResult:
+        """The first answer under `key`; its turn continued if a store failure cut it."""
+        try:
+            return await self.off_loop(self._first_answer, chat, key, body_sha)
+        except TurnInProgressError:
+            if not self.cut_turns.may_continue(chat, key, now(), ABANDONED_AFTER):
+                raise
+        since = chat.state.resume_keys[key].since
+        chat.retry(actor=actor, now=now(), stale_after=timedelta(0))
+        return self._checkin(chat, await loop.run(chat, since, emit))
 
     def _first_answer(self, chat: Chat, key: str, body_sha: str) -> TurnResult:
         use = chat.state.resume_keys[key]
