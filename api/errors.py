@@ -84,8 +84,9 @@ def error_response(exc: InterlockError, headers: Mapping[str, str] | None = None
     """The HTTP answer for a typed error: the status its class carries."""
     if isinstance(exc, UnauthenticatedError):
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
-    if isinstance(exc, UnavailableError):  # a 503 says when to come back
-        headers = {**(headers or {}), "Retry-After": str(exc.retry_after)}
+    retry_after = getattr(exc, "retry_after", None)  # a 503 or a 429 says when to come back
+    if isinstance(retry_after, int):
+        headers = {**(headers or {}), "Retry-After": str(retry_after)}
     return ErrorJSON(error_body(exc.code, exc.message, exc.details), exc.status, headers=headers)
 
 

@@ -53,6 +53,7 @@ from interlock.domain.errors import (
     UnavailableError,
     UnknownAgentError,
 )
+from interlock.domain.limits import Limits
 from interlock.domain.links import Link, SlackLinkProposed, check_proposer, code_sha256, new_code
 from interlock.domain.lost_answers import CutTurns
 from interlock.domain.results import TurnResult
@@ -104,6 +105,7 @@ class Interlock(Application[UUID]):
     snapshotting_intervals: ClassVar[dict[Any, int]] = {}
     tracer: Tracer | None = None  # the edge sets one when tracing is configured
     mapper: PydanticMapper
+    limits = Limits()  # the edge sets the configured ones (domain/limits.py)
 
     def __init__(
         self,
@@ -160,6 +162,7 @@ class Interlock(Application[UUID]):
     ) -> Chat:
         """A new chat; with `chat_id` (a server-made id), ConcurrencyError if it exists."""
         self.agent(agent)
+        self.limits.metadata(metadata)
         chat = Chat.start(agent, actor=actor, tenant=tenant, metadata=metadata, chat_id=chat_id)
         self.store.commit(chat)
         self.store.checkin(chat)  # its first message need not load what was just written
@@ -392,6 +395,7 @@ class Interlock(Application[UUID]):
             raise InvalidRequestError(f"there is no version {version}", version=version)
         source = self.get_chat(chat_id, tenant=tenant)
         self._check_not_erased(source)
+        self.limits.fork(chat_id)
         at = self.get_chat(chat_id, version=version, tenant=tenant)
         fork = Chat.fork(at, agent=self.agent(agent or source.state.agent).name, actor=actor)
         source.record_fork(fork.id, version, actor=actor)
