@@ -9,7 +9,7 @@ refusal is a `json.JSONDecodeError`, which FastAPI answers as an invalid request
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi.routing import APIRoute
@@ -41,7 +41,7 @@ class _JsonRequest(Request):
 class JsonRoute(APIRoute):
     """FastAPI's route with the body parsed by `parse_json`: every router uses it."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def guarded(request: Request) -> Response:
