@@ -25,6 +25,7 @@ from interlock.domain.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
+from interlock.domain.storage.outages import cause
 
 log = logging.getLogger("interlock.api")
 
@@ -134,7 +135,7 @@ async def _on_http_error(_: Request, exc: Exception) -> JSONResponse:
 
 def store_failure(exc: Exception) -> StoreUnavailableError:
     """The store failed a call past the library's retries: unavailable, not a bug (503)."""
-    return StoreUnavailableError(f"{type(exc.__cause__ or exc).__name__} past its retries")
+    return StoreUnavailableError(f"{cause(exc)}, past its retries")
 
 
 async def _on_store_failure(_: Request, exc: Exception) -> JSONResponse:

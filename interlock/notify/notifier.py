@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 import smtplib
+import sqlite3
 import threading
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -31,6 +32,7 @@ from interlock.domain.chat.approval_events import (
 from interlock.domain.chat.events import ChatEvent
 from interlock.domain.email_address import addr_spec
 from interlock.domain.errors import InterlockError, UnavailableError
+from interlock.domain.storage.outages import cause
 from interlock.notify import messages
 from interlock.notify.config import NotifyConfig
 from interlock.notify.routing import routed
@@ -43,7 +45,7 @@ TOPICS = [f"interlock:{c.__name__}" for c in (
 PAGE = 500
 # A send that failed on the way (mail server, network, Slack): tried again, with backoff.
 DELIVERY_ERRORS = (smtplib.SMTPException, OSError, SlackClientError)
-STORE_ERRORS = (PersistenceError, UnavailableError)  # the store is away: the pass pauses
+STORE_ERRORS = (PersistenceError, UnavailableError, sqlite3.Error)  # the store is away: pause
 
 
 class UndeliverableError(Exception):
@@ -312,7 +314,8 @@ class Notifier:
             self.run_once()
         except STORE_ERRORS as exc:
             if not self.failing:
-                log.warning("notifications paused: %s", type(exc).__name__)
+                log.warning("notifications paused: the store is unavailable, %s; retrying",
+                            cause(exc))
             self.failing = True
             return
         except Exception:  # broad on purpose: a bug must not stop every later notification
