@@ -462,6 +462,8 @@ def _sealed(manifest: dict[str, Any], cp: dict[str, Any], key: Key, proofs: list
                             f"{rotated['statement']['seq']} is not proven")
             continue
         bounds[p["chat_id"]] = then["version"]
+    if not cp["statement"].get("keys"):
+        problems += _unnamed_keys(streams)
     sealing = Sealing(cp["statement"].get("keys"), bounds)
     for stream, (_, rows) in streams.items():
         for row in rows:
@@ -470,6 +472,22 @@ def _sealed(manifest: dict[str, Any], cp: dict[str, Any], key: Key, proofs: list
                 problems.append(f"stream {stream}: version {row['version']}: {problem}")
                 break
     return problems
+
+
+def _kid(state: str) -> str | None:
+    at = state.rfind(TAIL)
+    match = CHAIN_V2.fullmatch(state[at + len(TAIL):-2]) if at >= 0 else None
+    return match.group(1) if match else None
+
+
+def _unnamed_keys(streams: dict[str, tuple[Chat, list[dict[str, Any]]]]) -> list[str]:
+    """A checkpoint that names no keys cannot say when a key was retired: events sealed
+    with more than one key need a checkpoint that does (`keys` with retirement times)."""
+    kids = {_kid(r["state"]) for _, rows in streams.values() for r in rows} - {None}
+    if len(kids) <= 1:
+        return []
+    return [f"events are sealed with keys {sorted(k for k in kids if k)} but the checkpoint "
+            "names no keys and when they were retired: a retired key's late seal would pass"]
 
 
 def _review(manifest: dict[str, Any], streams: dict[str, tuple[Chat, list[dict[str, Any]]]],

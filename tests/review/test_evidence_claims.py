@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import uuid
 import zipfile
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from interlock.domain.review.service import Reviews
 from interlock.projections.views.reviews import ReviewsView
 from interlock.reviewing import ReviewDesk
 from tests.review.history import ACTIVE, TENANT, History
-from tests.review.test_evidence import keys, verifier
+from tests.review.test_evidence import TOOL, keys, verifier
 
 __all__ = ["keys"]  # the fixture, shared
 Files = dict[str, Any]
@@ -156,3 +157,25 @@ def test_another_reviews_findings_inside_a_pack_fail(
               lambda f, m: f["findings.json"].update(review_id=ours))
     code, out = verifier(str(packs["mine"]), "--public-key", keys[1])
     assert code == 1 and "findings.json names another call" in out, out[-600:]
+
+
+def test_seals_by_several_keys_need_the_checkpoints_retirement_times() -> None:
+    """A checkpoint that names no keys (signed before keys were named, or by a careless
+    signer) cannot say when a key was retired: a pack whose events two keys sealed fails."""
+    sys.path.insert(0, str(TOOL.parent))
+    try:
+        import verify_export  # type: ignore[import-not-found]
+    finally:
+        sys.path.pop(0)
+
+    def row(version: int, kid: str) -> dict[str, Any]:
+        chain = f"2:{kid}:{'a' * 64}:{'b' * 64}"
+        state = '{"timestamp":"2026-01-01T00:00:00+00:00","chain":"' + chain + '"}'
+        return {"chat_id": "c", "version": version, "topic": "t", "state": state}
+
+    cp: dict[str, Any] = {"statement": {"seq": 3}, "signature": ""}
+    one = {"c": (None, [row(1, "k1"), row(2, "k1")])}
+    two = {"c": (None, [row(1, "k1"), row(2, "k2")])}
+    assert verify_export._sealed({}, cp, None, [], one) == []
+    [problem] = verify_export._sealed({}, cp, None, [], two)
+    assert "sealed with keys ['k1', 'k2'] but the checkpoint names no keys" in problem

@@ -68,7 +68,8 @@ def test_the_webhook_deliverer_says_it_paused_and_resumed_once_each(
 ) -> None:
     """The guard's 503 (StoreUnavailableError) every round of an outage was 'failed
     unexpectedly' with a whole traceback, 13 times in 20 s."""
-    deliverer = Deliverer(_Outbox(), DeliveryPolicy(poll=0.01, outage_backoff=0.02))  # type: ignore[arg-type]
+    policy = DeliveryPolicy(poll=0.01, outage_backoff=0.02)
+    deliverer = Deliverer(_Outbox(), policy)  # type: ignore[arg-type]
     rounds, done = [0], threading.Event()
 
     def run_once() -> int:
