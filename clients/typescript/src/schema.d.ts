@@ -552,6 +552,11 @@ export interface paths {
          * History
          * @description The thread's states at the end of each turn, newest first (the chat's log replayed);
          *     `before` a checkpoint, those older than it. A reserved thread has none yet.
+         *
+         *     A page holds at most `limit` states and at most INTERLOCK_HISTORY_BYTES of them (at
+         *     least one): each state is a whole one, as LangGraph's clients read it, so a page stops
+         *     before the state that would pass the budget; ask on with `before` its last checkpoint.
+         *     Only the states on the page are replayed.
          */
         post: operations["history"];
         delete?: never;
