@@ -25,6 +25,7 @@ from interlock.domain.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
+from interlock.domain.storage.outages import cause
 
 log = logging.getLogger("interlock.api")
 
@@ -84,8 +85,9 @@ def error_response(exc: InterlockError, headers: Mapping[str, str] | None = None
     """The HTTP answer for a typed error: the status its class carries."""
     if isinstance(exc, UnauthenticatedError):
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
-    if isinstance(exc, UnavailableError):  # a 503 says when to come back
-        headers = {**(headers or {}), "Retry-After": str(exc.retry_after)}
+    retry_after = getattr(exc, "retry_after", None)  # a 503 or a 429 says when to come back
+    if isinstance(retry_after, int):
+        headers = {**(headers or {}), "Retry-After": str(retry_after)}
     return ErrorJSON(error_body(exc.code, exc.message, exc.details), exc.status, headers=headers)
 
 
@@ -133,7 +135,7 @@ async def _on_http_error(_: Request, exc: Exception) -> JSONResponse:
 
 def store_failure(exc: Exception) -> StoreUnavailableError:
     """The store failed a call past the library's retries: unavailable, not a bug (503)."""
-    return StoreUnavailableError(f"{type(exc.__cause__ or exc).__name__} past its retries")
+    return StoreUnavailableError(f"{cause(exc)}, past its retries")
 
 
 async def _on_store_failure(_: Request, exc: Exception) -> JSONResponse:

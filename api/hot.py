@@ -17,7 +17,6 @@ stay registered for the OpenAPI document and for the requests this lets through.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -30,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from interlock.api.auth import Principal, Role
 from interlock.api.deps import _authenticate, _bearer
+from interlock.api.jsonbody import parse_json
 from interlock.api.routers import chats
 from interlock.api.routers.common import run_turn
 from interlock.api.schemas import ChatCreate, MessageCreate, ResumeRequest
@@ -144,8 +144,9 @@ class HotRoutes:
             if not message.get("more_body", False):
                 break
         try:
-            body = hot.body.model_validate(json.loads(b"".join(chunks)))
-        except (ValueError, ValidationError):  # bad JSON or a bad body: FastAPI's 422
+            body = hot.body.model_validate(parse_json(b"".join(chunks)))
+        except (ValueError, ValidationError):  # bad JSON or a bad body: FastAPI's 422 (the
+            # same parse_json refuses it there)
             await self.app(scope, _replay(messages, receive), send)
             return
         scope["route"], scope["endpoint"] = hot.route, hot.endpoint

@@ -20,6 +20,8 @@ from interlock.domain.chat.events import ChatEvent, now
 from interlock.domain.chat.policies import Decider
 from interlock.domain.chat.rules import RespondEntry, RestartEntry, VoteEntry
 from interlock.domain.errors import ConfigurationError, InvalidRequestError, UnknownAgentError
+from interlock.domain.limits import Limits
+from interlock.domain.lost_answers import CutTurns
 from interlock.domain.results import TurnResult
 from interlock.domain.runtime.agent import Agent
 from interlock.domain.runtime.models import Model
@@ -64,6 +66,7 @@ class Interlock(Application[UUID]):
     snapshotting_intervals: ClassVar[dict[Any, int]] = {}
     tracer: Tracer | None = None  # the edge sets one when tracing is configured
     mapper: PydanticMapper
+    limits = Limits()  # the edge sets the configured ones (domain/limits.py)
 
     def __init__(
         self,
@@ -90,8 +93,9 @@ class Interlock(Application[UUID]):
         self.store = ChatRepository(self, self.mapper, self.sealer, cache)
         self.chats = self.store.cache
         self.keys = PersonalData(self.mapper, self.sealer)
+        self.cut_turns = CutTurns()  # resumes a store failure stopped (their key's retry goes on)
         self.turns = Turns(self, self.store, self.io, clock=_clock)
-        self.forks = Forks(self.store, self.keys, self.agent)
+        self.forks = Forks(self.store, self.keys, self.agent, lambda: self.limits)
         self.threads = Threads(self.store, self.sealer, self.turns.start)
         self.channels = TenantChannels(self.store, self.sealer)
         self.webhooks = Webhooks(self.store, self.sealer)

@@ -24,6 +24,7 @@ from interlock.audit.signing import Signer
 from interlock.domain import Agent, Interlock
 from interlock.domain.application import DEV_SECRET
 from interlock.domain.errors import ConfigurationError, InvalidRequestError
+from interlock.domain.limits import Limits
 from interlock.domain.runtime.models import Model
 from interlock.domain.storage.keys import Keyring
 from interlock.notify.channels.registry import CHANNELS
@@ -62,6 +63,7 @@ def build_service(
             "dev secret, so it proves nothing against someone who can write the store"
         )
     service = Interlock(agents, env=env, secret=secret, resolve_model=resolve_model)
+    service.limits = Limits()  # its own fork counts; service_from applies the settings'
     service.snapshot_store = open_snapshots(service)
     rotation.attach(service)  # a retired key seals nothing past its rotation checkpoint
     return service
@@ -77,6 +79,7 @@ def service_from(settings: Settings, *, with_agents: bool = True) -> Interlock:
     service = build_service(settings.store, agents, secret=settings.keyring(),
                             resolve_model=model_resolver(), deadline=settings.store_deadline)
     service.protect_personal_data(KeyStore.open(service))
+    service.limits = settings.limits()
     return service
 
 

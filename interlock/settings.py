@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from interlock.domain.application import DEV_SECRET
 from interlock.domain.errors import ConfigurationError
+from interlock.domain.limits import Limits
 from interlock.domain.storage.keys import Keyring
 from interlock.process import DEFAULT_GC_THRESHOLD
 
@@ -99,6 +100,16 @@ class Settings(BaseSettings):
     console_url: str | None = Field(
         None, description="the server's base URL as its users reach it, for links in messages"
                           " (a trailing /ui is dropped; default: http://host:port served on)")
+    forks_per_minute: int = Field(
+        30, ge=0, description="forks of one chat a minute, per server process (0: no limit)")
+    max_metadata_bytes: int = Field(
+        65536, ge=0, description="bytes of JSON a chat's or thread's metadata may hold (0: any)")
+    max_metadata_keys: int = Field(
+        1000, ge=0, description="keys, at any depth, a chat's or thread's metadata may hold"
+                                " (0: any)")
+    history_bytes: int = Field(
+        4 << 20, ge=65536, description="bytes of states one Agent Protocol history page may"
+                                       " answer")
     checkpoint_key: Path | None = Field(
         None, description="the checkpoint private key file (interlock audit keygen): the "
                           "server signs reviews' evidence packs with it")
@@ -109,6 +120,12 @@ class Settings(BaseSettings):
             if os.environ.get(name):
                 raise ValueError(f"{name} is no longer read: use {instead}")
         return self
+
+    def limits(self) -> Limits:
+        """The bounds on what one request may make the service keep, copy or read."""
+        return Limits(forks_per_minute=self.forks_per_minute,
+                      metadata_bytes=self.max_metadata_bytes,
+                      metadata_keys=self.max_metadata_keys, history_bytes=self.history_bytes)
 
     def cors_origin_list(self) -> list[str]:
         """The origins browsers may call the API from (none by default)."""

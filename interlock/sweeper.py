@@ -21,6 +21,7 @@ from uuid import UUID
 from eventsourcing.persistence import PersistenceError
 
 from interlock.domain.errors import InterlockError, InternalError, UnavailableError
+from interlock.domain.storage.outages import cause
 from interlock.projections.views.decisions import SWEEPER
 from interlock.projections.views.inbox import InboxView
 
@@ -173,12 +174,13 @@ class Sweeper:
         except (UnavailableError, PersistenceError) as exc:
             if self._failing_since is None:  # one line when it begins, one when it ends
                 self._failing_since = time.monotonic()
-                log.warning("sweeper: store unavailable (%s); backing off", type(exc).__name__)
+                log.warning("sweeper paused: the store is unavailable, %s; backing off",
+                            cause(exc))
             return False
         except Exception:  # broad on purpose: the next pass must still come
             log.exception("sweeper pass failed; retrying")
         if self._failing_since is not None:
-            log.warning("sweeper: sweeping again after %.1fs",
+            log.warning("sweeper resumed: sweeping again after %.1fs",
                         time.monotonic() - self._failing_since)
             self._failing_since = None
         return True

@@ -40,6 +40,7 @@ import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from uuid import NAMESPACE_URL, uuid5
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -461,6 +462,8 @@ def _sealed(manifest: dict[str, Any], cp: dict[str, Any], key: Key, proofs: list
                             f"{rotated['statement']['seq']} is not proven")
             continue
         bounds[p["chat_id"]] = then["version"]
+    if not cp["statement"].get("keys"):
+        problems += _unnamed_keys(streams)
     sealing = Sealing(cp["statement"].get("keys"), bounds)
     for stream, (_, rows) in streams.items():
         for row in rows:
@@ -469,6 +472,22 @@ def _sealed(manifest: dict[str, Any], cp: dict[str, Any], key: Key, proofs: list
                 problems.append(f"stream {stream}: version {row['version']}: {problem}")
                 break
     return problems
+
+
+def _kid(state: str) -> str | None:
+    at = state.rfind(TAIL)
+    match = CHAIN_V2.fullmatch(state[at + len(TAIL):-2]) if at >= 0 else None
+    return match.group(1) if match else None
+
+
+def _unnamed_keys(streams: dict[str, tuple[Chat, list[dict[str, Any]]]]) -> list[str]:
+    """A checkpoint that names no keys cannot say when a key was retired: events sealed
+    with more than one key need a checkpoint that does (`keys` with retirement times)."""
+    kids = {_kid(r["state"]) for _, rows in streams.values() for r in rows} - {None}
+    if len(kids) <= 1:
+        return []
+    return [f"events are sealed with keys {sorted(k for k in kids if k)} but the checkpoint "
+            "names no keys and when they were retired: a retired key's late seal would pass"]
 
 
 def _review(manifest: dict[str, Any], streams: dict[str, tuple[Chat, list[dict[str, Any]]]],
@@ -482,18 +501,66 @@ def _review(manifest: dict[str, Any], streams: dict[str, tuple[Chat, list[dict[s
     if (opened["query"], _method(opened["sample"])) != (manifest["query"],
                                                        _method(manifest["sample"])):
         return ["the manifest's query or sample is not the one the review recorded"]
+    if findings.get("review_id") != manifest["review_id"]:
+        return [f"findings.json is review {findings.get('review_id')}'s, not the pack's "
+                f"review {manifest['review_id']}"]
+    listed = findings.get("items")
+    if not isinstance(listed, list) or len(listed) != len(opened["items"]):
+        return [f"findings.json lists {len(listed) if isinstance(listed, list) else 'no'} "
+                f"items; the review recorded {len(opened['items'])}"]
     assessed = {e["item"]: e for t, e in events if t == "interlock:ItemAssessed"}
     signed = [e for t, e in events if t == "interlock:ReviewSignedOff"]
     problems = [] if signed else ["the review was not signed off"]
-    for item in opened["items"]:
+    problems += _receipts(manifest, opened["items"], streams)
+    for item, said in zip(opened["items"], listed, strict=True):
         problems += _item(item, streams)
-        done, said = assessed.get(item["n"]), findings["items"][item["n"] - 1]["assessment"]
-        if done is None or said is None or any(
-                said[k] != done[k] for k in ("verdict", "severity", "note", "actor")):
+        if any(said.get(k) != item.get(k) for k in ("n", "chat_id", "version", "ref")):
+            problems.append(f"item {item['n']}: findings.json names another call than the "
+                            "review recorded")
+            continue
+        done, told = assessed.get(item["n"]), said.get("assessment")
+        if done is None or told is None or any(
+                told.get(k) != done[k] for k in ("verdict", "severity", "note", "actor")):
             problems.append(f"item {item['n']}: findings.json does not say what was assessed")
     if signed and findings.get("signed_off_by") != signed[-1]["actor"]:
         problems.append("findings.json names another signer than the review's events")
+    found = sum(e["verdict"] == "finding" for e in assessed.values())
+    if findings.get("findings") != found:
+        problems.append(f"findings.json counts {findings.get('findings')} findings; the "
+                        f"review's events record {found}")
     return problems + _second_signer(opened, events, findings)
+
+
+def receipts_id(chat_id: str, ref: str) -> str:
+    """A call's view receipt stream (domain/receipts.py)."""
+    return str(uuid5(NAMESPACE_URL, f"interlock:receipts:{chat_id}:{ref}"))
+
+
+def _receipts(manifest: dict[str, Any], items: list[dict[str, Any]],
+              streams: dict[str, tuple[Chat, list[dict[str, Any]]]]) -> list[str]:
+    """Each item's receipt stream is named by the signed manifest (null: the call's page was
+    never opened) and, when named, is in the pack; a receipt stream in the pack is named."""
+    named = manifest.get("receipts")
+    if not isinstance(named, dict):
+        return ["the manifest names no item's view receipt stream"]
+    problems = []
+    for item in items:
+        expected = receipts_id(item["chat_id"], item["ref"])
+        said = named.get(str(item["n"]), "absent")
+        if said == "absent" or said not in (None, expected):
+            problems.append(f"item {item['n']}: the manifest does not name its receipt stream")
+        elif said is None and expected in streams:
+            problems.append(f"item {item['n']}: its receipt stream is in the pack but the "
+                            "manifest says its page was never opened")
+        elif said is not None and expected not in streams:
+            problems.append(f"item {item['n']}: its receipt stream {said} is not in the pack")
+        elif said is not None and any(
+                json.loads(r["state"]).get("chat_id") != item["chat_id"]
+                or json.loads(r["state"]).get("ref") != item["ref"]
+                for r in streams[expected][1]):
+            problems.append(f"item {item['n']}: its receipt stream holds another call's "
+                            "receipts")
+    return problems
 
 
 def _second_signer(opened: dict[str, Any], events: list[tuple[str, dict[str, Any]]],

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from interlock.api.agent_protocol import mapping
 from interlock.api.deps import Reader, Requester, ServiceDep
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.routers.common import errors
 from interlock.domain import Agent, Chat, Interlock, RespondEntry
 from interlock.domain.chat.canonical import wire_time
@@ -29,7 +30,7 @@ from interlock.domain.errors import (
 from interlock.domain.results import TurnResult
 from interlock.domain.threads import Reservation
 
-router = APIRouter(prefix="/agent-protocol", tags=["agent-protocol"])
+router = APIRouter(prefix="/agent-protocol", tags=["agent-protocol"], route_class=JsonRoute)
 ThreadId = Annotated[UUID, "the thread's (chat's) id"]
 RunId = Annotated[str, Path(max_length=36, description="a run's id (a turn's end)")]
 STARTED = wire_time(datetime.now(UTC))  # agents are code: they exist since the process
@@ -217,26 +218,54 @@ class ThreadHistory(_Body):
     metadata: dict[str, Any] | None = None
 
 
-@router.post("/threads/{thread_id}/history", responses=errors(404))
+@router.post("/threads/{thread_id}/history", response_model=list[Any], responses=errors(404))
 def history(thread_id: ThreadId, body: ThreadHistory, service: ServiceDep,
-            who: Reader) -> list[Any]:
+            who: Reader) -> Response:
     """The thread's states at the end of each turn, newest first (the chat's log replayed);
-    `before` a checkpoint, those older than it. A reserved thread has none yet."""
+    `before` a checkpoint, those older than it. A reserved thread has none yet.
+
+    A page holds at most `limit` states and at most INTERLOCK_HISTORY_BYTES of them (at
+    least one): each state is a whole one, as LangGraph's clients read it, so a page stops
+    before the state that would pass the budget; ask on with `before` its last checkpoint.
+    Only the states on the page are replayed."""
     if isinstance(_thread(service, thread_id, who.tenant), Reservation):
-        return []
-    before = _version(body.before)
-    events = service.chat_events(thread_id, tenant=who.tenant)
+        return _json_list([])
+    versions = _turn_ends(service, thread_id, who.tenant, _version(body.before))
+    parents = [*versions[1:], None][:len(versions)]  # none before the first checkpoint
+    wanted = body.metadata or {}
+    page: list[bytes] = []
+    size, budget = 2, service.limits.history_bytes
+    for version, parent in zip(versions, parents, strict=True):
+        state = mapping.state(service.get_chat(thread_id, version=version, tenant=who.tenant),
+                              parent)
+        if any(state["metadata"].get(k) != v for k, v in wanted.items()):
+            continue
+        encoded = _encode(state)
+        size += len(encoded) + 1
+        if page and size > budget:
+            break
+        page.append(encoded)
+        if len(page) == body.limit:
+            break
+    return _json_list(page)
+
+
+def _turn_ends(service: Interlock, thread_id: UUID, tenant: str, before: int | None) -> list[int]:
+    """The versions a thread's states are at (each turn's end, and its latest), newest first."""
+    events = service.chat_events(thread_id, tenant=tenant)
     ends = [e.originator_version for e in events if type(e).__name__ == "TurnFinished"]
     latest = events[-1].originator_version if events else 1
     versions = sorted({*ends, latest}, reverse=True)
-    if before is not None:
-        versions = [v for v in versions if v < before]
-    parents = [*versions[1:], None]
-    states = (mapping.state(service.get_chat(thread_id, version=v, tenant=who.tenant), parent)
-              for v, parent in zip(versions, parents, strict=True))
-    wanted = body.metadata or {}
-    found = [s for s in states if all(s["metadata"].get(k) == v for k, v in wanted.items())]
-    return found[:body.limit]
+    return versions if before is None else [v for v in versions if v < before]
+
+
+def _encode(value: Any) -> bytes:
+    """JSON as FastAPI's JSONResponse writes it."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def _json_list(items: list[bytes]) -> Response:
+    return Response(b"[" + b",".join(items) + b"]", media_type="application/json")
 
 
 STREAM_MODES = ("values", "updates", "messages", "messages-tuple")

@@ -7,11 +7,12 @@ from functools import cache
 from fastapi import APIRouter
 
 from interlock.api.deps import Reader, ServiceDep
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.routers.common import errors
 from interlock.api.schemas import AgentList, AgentPublic
 from interlock.domain import Interlock
 
-router = APIRouter(prefix="/v1/agents", tags=["agents"])
+router = APIRouter(prefix="/v1/agents", tags=["agents"], route_class=JsonRoute)
 
 
 @router.get("", response_model=AgentList, responses=errors())

@@ -18,6 +18,7 @@ from interlock.api.deps import (
     service_of,
     streams_of,
 )
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.routers.common import STREAMED, answer_turn, errors
 from interlock.api.schemas import (
     MAX_EVENTS,
@@ -39,7 +40,7 @@ from interlock.domain.results import TurnResult
 from interlock.domain.runtime.turns import Emit
 from interlock.projections.interface import ChatFilter, ChatSummary, Page
 
-router = APIRouter(prefix="/v1/chats", tags=["chats"])
+router = APIRouter(prefix="/v1/chats", tags=["chats"], route_class=JsonRoute)
 ChatId = Annotated[UUID, "the chat's id"]
 IdempotencyKey = Annotated[
     str | None, Header(alias="Idempotency-Key", min_length=1, max_length=200)

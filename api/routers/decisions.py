@@ -10,11 +10,12 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 
 from interlock.api.deps import CurrentViews, Reader
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.routers.common import errors
 from interlock.api.schemas import MAX_LIMIT, Instant
 from interlock.projections.interface import DecisionFilter, DecisionRow, DecisionStats, Page
 
-router = APIRouter(prefix="/v1/decisions", tags=["decisions"])
+router = APIRouter(prefix="/v1/decisions", tags=["decisions"], route_class=JsonRoute)
 _MEDIA = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
 
 

@@ -10,10 +10,11 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict
 
 from interlock.api.deps import PrincipalDep, ServiceDep
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.routers.common import errors
 from interlock.domain.delegations import Delegation, DelegationDesk, DelegationRequest
 
-router = APIRouter(prefix="/v1/delegations", tags=["delegations"])
+router = APIRouter(prefix="/v1/delegations", tags=["delegations"], route_class=JsonRoute)
 
 
 class Delegations(BaseModel):

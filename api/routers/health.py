@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from interlock.api.deps import ReadModelsDep, ServiceDep
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.observability.metrics import StoreProbe
 from interlock.api.schemas import Health
 from interlock.domain import Interlock
@@ -30,7 +31,7 @@ from interlock.projections.interface import ReadModels
 READY_LAG = 1000
 READY_WITHIN = 0.5  # seconds the store and views may take to answer (slower: not ready)
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=JsonRoute)
 
 
 @router.get("/healthz", response_model=Health)

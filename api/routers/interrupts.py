@@ -8,12 +8,13 @@ from uuid import UUID
 from fastapi import APIRouter, Query
 
 from interlock.api.deps import CurrentViews, Reader
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.routers.common import errors
 from interlock.api.schemas import MAX_LIMIT, Instant
 from interlock.projections.interface import InboxFilter, InboxRow, Page
 from interlock.projections.views.inbox import Decidable
 
-router = APIRouter(prefix="/v1/interrupts", tags=["interrupts"])
+router = APIRouter(prefix="/v1/interrupts", tags=["interrupts"], route_class=JsonRoute)
 
 
 @router.get("", response_model=Page[InboxRow], responses=errors())

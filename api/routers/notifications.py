@@ -14,12 +14,13 @@ from pydantic_core import PydanticCustomError
 from interlock.api.auth import Principal
 from interlock.api.deps import PrincipalDep, ServiceDep
 from interlock.api.errors import RouteNotFoundError
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.routers.common import errors
 from interlock.domain.channels import Channels
 from interlock.notify.channels.port import ChannelType
 from interlock.notify.channels.registry import CHANNELS, KINDS
 
-router = APIRouter(tags=["notifications"])
+router = APIRouter(tags=["notifications"], route_class=JsonRoute)
 
 
 async def _admin(principal: PrincipalDep) -> Principal:

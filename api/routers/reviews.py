@@ -15,6 +15,7 @@ from interlock.api.auth import AuthConfig, Principal
 from interlock.api.deps import PrincipalDep, ReadModelsDep, ServiceDep
 from interlock.api.errors import ViewsBehindError
 from interlock.api.evidence import MEDIA, evidence_download
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.routers.common import errors
 from interlock.api.schemas import (
     AssessmentIn,
@@ -36,7 +37,7 @@ from interlock.projections.interface import ReadModels
 from interlock.projections.views.reviews import ReviewsView
 from interlock.reviewing import ReviewDesk
 
-router = APIRouter(prefix="/v1/reviews", tags=["reviews"])
+router = APIRouter(prefix="/v1/reviews", tags=["reviews"], route_class=JsonRoute)
 
 
 async def auditor(principal: PrincipalDep) -> Principal:

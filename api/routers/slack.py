@@ -12,12 +12,13 @@ from pydantic import BaseModel, Field
 
 from interlock.api.deps import PrincipalDep, ServiceDep
 from interlock.api.errors import RouteNotFoundError
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.routers.common import errors
 from interlock.domain.links import SLACK_USER, Link, LinkRequest
 from interlock.notify.channels.port import Callbacks
 from interlock.notify.slack_actions import SIGNATURE_HEADER, TIMESTAMP_HEADER
 
-router = APIRouter(tags=["notifications"])
+router = APIRouter(tags=["notifications"], route_class=JsonRoute)
 
 
 class LinkProposal(BaseModel):
@@ -48,7 +49,7 @@ async def propose_link(body: LinkRequest, service: ServiceDep,
     """Propose that a Slack user count as you (or, an admin, as `principal`): the one-time
     code its principal confirms within ten minutes. Nothing counts before that."""
     code, proposal = await run_in_threadpool(
-        service.propose_link, who.tenant, body.slack_user, principal=body.principal,
+        service.channels.propose_link, who.tenant, body.slack_user, principal=body.principal,
         proposer=who.decider())
     assert proposal.principal is not None  # a proposal made over the API names its principal
     return LinkProposal(code=code, slack_user=proposal.slack_user, principal=proposal.principal,
@@ -58,14 +59,14 @@ async def propose_link(body: LinkRequest, service: ServiceDep,
 @router.post("/v1/channels/slack/links/confirm", response_model=Link, responses=errors(409))
 async def confirm_link(body: LinkConfirm, service: ServiceDep, who: PrincipalDep) -> Link:
     """Confirm, as yourself, the link a code names: from now its Slack user's votes are yours."""
-    return await run_in_threadpool(service.confirm_link, who.tenant, body.code,
+    return await run_in_threadpool(service.channels.confirm_link, who.tenant, body.code,
                                    confirmer=who.id)
 
 
 @router.get("/v1/channels/slack/links", response_model=LinkList, responses=errors())
 def list_links(service: ServiceDep, who: PrincipalDep) -> LinkList:
     """The confirmed links: all of the tenant's for an admin, your own otherwise."""
-    channels = service.get_channels(who.tenant)
+    channels = service.channels.get(who.tenant)
     admin = "admin" in who.roles
     links = [link for link in channels.links.linked.values()
              if admin or link.principal == who.id]
@@ -78,7 +79,8 @@ def list_links(service: ServiceDep, who: PrincipalDep) -> LinkList:
 async def remove_link(slack_user: Annotated[str, Path(pattern=SLACK_USER)], service: ServiceDep,
                       who: PrincipalDep) -> Response:
     """Remove a link (an admin, or its principal): its Slack user counts as nobody."""
-    removed = await run_in_threadpool(service.unlink, who.tenant, slack_user, who=who.decider())
+    removed = await run_in_threadpool(service.channels.unlink, who.tenant, slack_user,
+                                      who=who.decider())
     if not removed:
         raise RouteNotFoundError(f"the Slack user {slack_user} is linked to nobody")
     return Response(status_code=204)

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, AnyHttpUrl, BaseModel, ConfigDict, Field
 from interlock.api.auth import Principal
 from interlock.api.deps import PrincipalDep, ReadModelsDep, ServiceDep
 from interlock.api.errors import RouteNotFoundError, ViewsBehindError
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.routers.common import errors
 from interlock.projections.views.webhooks import (
     EVENT_TYPES,
@@ -21,7 +22,7 @@ from interlock.projections.views.webhooks import (
 )
 from interlock.webhooks.subscriptions import Subscriptions
 
-router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
+router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], route_class=JsonRoute)
 Id = Annotated[str, Field(min_length=1, max_length=200)]
 
 

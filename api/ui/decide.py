@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from interlock.api.auth import Principal
 from interlock.api.deps import CurrentViews, ServiceDep
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.ui.forms_parse import FormError, parse_form
 from interlock.api.ui.render import checked_form, redirect, render, sessions
 from interlock.api.ui.router import Visitor
@@ -47,7 +48,7 @@ from interlock.domain.errors import (
 from interlock.domain.receipts import Receipts
 from interlock.domain.results import TurnResult
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 Action = Literal["respond", "restart", "approve", "reject", "edit"]
 Vote = Literal["approve", "reject", "edit"]
 Conflict = (InterruptNotPendingError | StaleInterruptError | AlreadyVotedError

@@ -9,12 +9,13 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, Response
 
 from interlock.api.deps import ServiceDep
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.ui.render import checked_form, render
 from interlock.api.ui.router import Visitor
 from interlock.domain.errors import AuthError, ConflictError, InvalidRequestError
 from interlock.domain.links import Link
 
-router = APIRouter(prefix="/slack-link")
+router = APIRouter(prefix="/slack-link", route_class=JsonRoute)
 
 
 def _page(request: Request, service: ServiceDep, who: Visitor, status: int = 200,

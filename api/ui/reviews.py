@@ -14,6 +14,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from interlock.api.auth import Principal
 from interlock.api.deps import ReadModelsDep, ServiceDep
 from interlock.api.evidence import evidence_download
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.routers.reviews import desk_for, second_signer
 from interlock.api.ui import review_forms as forms
 from interlock.api.ui.render import checked_form, redirect, render
@@ -30,7 +31,7 @@ from interlock.domain.review.sampling import MAX_SIZE, STRATA
 from interlock.domain.review.service import Reviews
 from interlock.reviewing import ReviewDesk
 
-router = APIRouter(prefix="/reviews")
+router = APIRouter(prefix="/reviews", route_class=JsonRoute)
 PAGE = 50
 Item = Annotated[int, Path(ge=1, le=MAX_SIZE)]
 Short = Annotated[str, Query(max_length=100)]

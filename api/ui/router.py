@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 from interlock.api.auth import Principal
 from interlock.api.deps import CurrentViews, ReadModelsDep, ServiceDep
 from interlock.api.dev_principals import COOKIE, console_visitor
+from interlock.api.jsonbody import JsonRoute
 from interlock.api.ui import oversight
 from interlock.api.ui.charts import duration, oversight_charts, pending_label
 from interlock.api.ui.forms_parse import whole_number
@@ -35,7 +36,7 @@ from interlock.domain.errors import (
 from interlock.projections.interface import DecisionFilter, InboxFilter, ReadModels
 from interlock.projections.views.inbox import Decidable
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 PAGE = 50
 TITLE_COUNT_CAP = 100  # the title says "100+" beyond this: a count never scans the inbox
 AGES: dict[str, timedelta] = {"5m": timedelta(minutes=5), "1h": timedelta(hours=1),

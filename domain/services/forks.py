@@ -9,6 +9,7 @@ from uuid import UUID
 from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.fork_events import ChatForkedTo
 from interlock.domain.errors import ConcurrencyError, InvalidRequestError
+from interlock.domain.limits import Limits
 from interlock.domain.runtime.agent import Agent
 from interlock.domain.services.keys import PersonalData
 from interlock.domain.storage.repository import ChatRepository
@@ -18,8 +19,9 @@ class Forks:
     """Forks of chats in the shared repository; an erased chat's are refused."""
 
     def __init__(self, store: ChatRepository, keys: PersonalData,
-                 agent: Callable[[str], Agent]) -> None:
-        self._store, self._keys, self._agent = store, keys, agent
+                 agent: Callable[[str], Agent], limits: Callable[[], Limits]) -> None:
+        """`limits`: the bounds in force (the edge may set the application's after this)."""
+        self._store, self._keys, self._agent, self._limits = store, keys, agent, limits
 
     def fork(self, chat_id: UUID, version: int, *, actor: str, tenant: str | None = None,
              agent: str | None = None) -> Chat:
@@ -30,6 +32,7 @@ class Forks:
             raise InvalidRequestError(f"there is no version {version}", version=version)
         source = self._store.get(chat_id, tenant=tenant)
         self._keys.check_not_erased(source)
+        self._limits().fork(chat_id)
         at = self._store.get(chat_id, version=version, tenant=tenant)
         fork = Chat.fork(at, agent=self._agent(agent or source.state.agent).name, actor=actor)
         source.record_fork(fork.id, version, actor=actor)

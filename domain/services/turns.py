@@ -4,7 +4,7 @@ continue the turn; each loads the chat, calls it, runs the turn loop, commits.""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal, Protocol, TypeVar
 from uuid import UUID
 
@@ -17,13 +17,23 @@ from interlock.domain.errors import (
     IdempotencyKeyReusedError,
     InvalidRequestError,
     TurnInProgressError,
+    UnavailableError,
 )
+from interlock.domain.limits import Limits
+from interlock.domain.lost_answers import CutTurns
 from interlock.domain.results import TurnResult
 from interlock.domain.runtime.agent import Agent
 from interlock.domain.runtime.models import Model
 from interlock.domain.runtime.tracing import Tracer
 from interlock.domain.runtime.turns import Emit, TurnLoop
-from interlock.domain.services.commands import Resume, Retry, Send, StartChat, Withdraw
+from interlock.domain.services.commands import (
+    ABANDONED_AFTER,
+    Resume,
+    Retry,
+    Send,
+    StartChat,
+    Withdraw,
+)
 from interlock.domain.services.io import IoThreads, counted
 from interlock.domain.storage.repository import ChatRepository
 
@@ -32,11 +42,14 @@ T = TypeVar("T")
 
 class Host(Protocol):
     """What turns need of the application: its agents and their models, the tracer the
-    edge may set, its commit (the repository's), and itself as the runner sub-agents call."""
+    edge may set, its commit (the repository's), and itself as the runner sub-agents call;
+    the bounds the edge configures, and the resumes a store failure cut off."""
 
     agents: dict[str, Agent]
     models: dict[str, Model]
     tracer: Tracer | None
+    limits: Limits
+    cut_turns: CutTurns
 
     def agent(self, name: str) -> Agent: ...
 
@@ -54,6 +67,7 @@ class Turns:
     def start(self, command: StartChat) -> Chat:
         """A new chat; with `chat_id` (a server-made id), ConcurrencyError if it exists."""
         self._host.agent(command.agent)
+        self._host.limits.metadata(command.metadata)
         chat = Chat.start(command.agent, actor=command.actor, tenant=command.tenant,
                           metadata=command.metadata, chat_id=command.chat_id)
         self._store.commit(chat)
@@ -78,6 +92,10 @@ class Turns:
         except ConcurrencyError:
             await self.io.off_loop(self._explain_lost_vote, command.chat_id, command.votes)
             raise
+        except UnavailableError:  # it may have committed: the key's retry continues it
+            if command.idempotency_key is not None:
+                self._host.cut_turns.cut(command.chat_id, command.idempotency_key)
+            raise
 
     async def _resume(self, command: Resume, emit: Emit | None) -> TurnResult:
         chat = await self.io.off_loop(self._store.checkout, command.chat_id, command.tenant)
@@ -86,7 +104,7 @@ class Turns:
         if key is not None:
             body_sha = command.body_sha256()
             if key in chat.state.resume_keys:
-                return await self.io.off_loop(self._first_answer, chat, key, body_sha)
+                return await self._answer_again(chat, loop, key, body_sha, command.actor, emit)
         since = len(chat.state.messages)
         chat.resume(
             command.respond,
@@ -201,6 +219,18 @@ class Turns:
             for event in result.closing_events():
                 await emit(event)
         return result
+
+    async def _answer_again(self, chat: Chat, loop: TurnLoop, key: str, body_sha: str,
+                            actor: str, emit: Emit | None) -> TurnResult:
+        """The first answer under `key`; its turn continued if a store failure cut it."""
+        try:
+            return await self.io.off_loop(self._first_answer, chat, key, body_sha)
+        except TurnInProgressError:
+            if not self._host.cut_turns.may_continue(chat, key, self._clock(), ABANDONED_AFTER):
+                raise
+        since = chat.state.resume_keys[key].since
+        chat.retry(actor=actor, now=self._clock(), stale_after=timedelta(0))
+        return self._checkin(chat, await loop.run(chat, since, emit))
 
     def _first_answer(self, chat: Chat, key: str, body_sha: str) -> TurnResult:
         use = chat.state.resume_keys[key]

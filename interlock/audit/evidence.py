@@ -1,6 +1,7 @@
 """Evidence packs: one signed zip holding a review and the chained events it rests on.
 
-    manifest.json   what the pack is (review, query and version, parameters, seed), the
+    manifest.json   what the pack is (review, query and version, parameters, seed), each
+                    item's receipt stream (null: never opened), the
                     SHA-256 of each other file, the signed checkpoint, all signed (Ed25519)
     events.jsonl    every stored record of the review's stream, of each item's chat and of
                     each item's call's view receipts (when its page was opened), up to the
@@ -82,7 +83,7 @@ def write(app: Interlock, review_id: UUID, signer: Signer, output: Path,
     files = {"events.jsonl": b"".join(_events(app, streams, heads, progress)),
              "proofs.jsonl": b"".join(_proofs(streams, heads, tree, rotated)),
              "findings.json": _findings(review)}
-    manifest = _manifest(review, checkpoint, files, signer, rotated)
+    manifest = _manifest(review, checkpoint, files, signer, rotated, heads)
     with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as pack:
         pack.writestr("manifest.json", json.dumps(manifest, indent=1, ensure_ascii=False))
         for name, data in files.items():
@@ -154,8 +155,10 @@ def _findings(review: Review) -> bytes:
 
 
 def _manifest(review: Review, checkpoint: Checkpoint, files: dict[str, bytes],
-              signer: Signer, rotated: Checkpoint | None) -> dict[str, Any]:
+              signer: Signer, rotated: Checkpoint | None,
+              heads: dict[str, tuple[int, Head]]) -> dict[str, Any]:
     s = review.state
+    receipts = {str(i.n): str(receipts_id(UUID(i.chat_id), i.ref)) for i in s.items}
     manifest: dict[str, Any] = {
         "format": FORMAT, "review_id": str(review.id), "tenant": s.tenant,
         "query": s.query.model_dump(mode="json"), "sample": s.sample.model_dump(mode="json"),
@@ -163,6 +166,8 @@ def _manifest(review: Review, checkpoint: Checkpoint, files: dict[str, bytes],
                   for n, d in files.items()},
         "checkpoint": {"statement": checkpoint.statement, "signature": checkpoint.signature},
         "created_at": datetime.now(UTC).isoformat(), "key_id": signer.key_id,
+        # each item's view receipt stream, null for a call whose page was never opened
+        "receipts": {n: (r if r in heads else None) for n, r in receipts.items()},
     }
     if rotated is not None:  # the checkpoint the proofs' `rotation` members lead to
         manifest["rotation"] = {"statement": rotated.statement, "signature": rotated.signature}

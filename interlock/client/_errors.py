@@ -64,6 +64,14 @@ class PayloadTooLargeError(InvalidRequestError):
     code = "payload_too_large"
 
 
+class MetadataTooLargeError(InvalidRequestError):
+    code = "metadata_too_large"
+
+
+class TooManyForksError(InvalidRequestError):
+    code = "too_many_forks"
+
+
 class InvalidFilterError(InvalidRequestError):
     code = "invalid_filter"
 

@@ -6,6 +6,7 @@ event's position, the channel and the recipient) and sent until it is marked sen
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from dataclasses import replace
 from typing import Any
@@ -23,6 +24,7 @@ from interlock.domain.chat.approval_events import (
 from interlock.domain.chat.events import ChatEvent
 from interlock.domain.errors import InterlockError, UnavailableError
 from interlock.domain.principals import Directory
+from interlock.domain.storage.outages import cause
 from interlock.notify import messages
 from interlock.notify.channels.port import Asked, Callbacks, Channel, UndeliverableError
 from interlock.notify.channels.registry import CHANNELS
@@ -35,7 +37,7 @@ log = logging.getLogger("interlock.notify")
 TOPICS = [f"interlock:{c.__name__}" for c in (
     ApprovalRequested, ApprovalVoted, InterruptExpired, InterruptWithdrawn)]
 PAGE = 500
-STORE_ERRORS = (PersistenceError, UnavailableError)  # the store is away: the pass pauses
+STORE_ERRORS = (PersistenceError, UnavailableError, sqlite3.Error)  # the store is away: pause
 
 
 def ending(event: ChatEvent) -> str | None:
@@ -247,7 +249,8 @@ class Notifier:
             self.run_once()
         except STORE_ERRORS as exc:
             if not self.failing:
-                log.warning("notifications paused: %s", type(exc).__name__)
+                log.warning("notifications paused: the store is unavailable, %s; retrying",
+                            cause(exc))
             self.failing = True
             return
         except Exception:  # broad on purpose: a bug must not stop every later notification

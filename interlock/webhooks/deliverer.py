@@ -23,15 +23,16 @@ from typing import Protocol
 import psycopg
 from eventsourcing.persistence import PersistenceError
 
-from interlock.domain.errors import StoreUnavailableError
+from interlock.domain.errors import UnavailableError
+from interlock.domain.storage.outages import StorePause
 from interlock.projections.views.webhooks import DeliveryStatus, Due
 from interlock.webhooks.addresses import AddressPolicy, RefusedAddressError
 from interlock.webhooks.sender import READ_LIMIT, DeliveryError, post
 from interlock.webhooks.signing import sign
 
 log = logging.getLogger("interlock.webhooks")
-# the store is away (a guarded store refuses at once with StoreUnavailableError): pause
-STORE_ERRORS = (PersistenceError, psycopg.Error, sqlite3.Error, StoreUnavailableError)
+# UnavailableError: the store guard's refusal while PostgreSQL is down (a 503 to requests)
+STORE_ERRORS = (PersistenceError, UnavailableError, psycopg.Error, sqlite3.Error)
 # What an attempt can meet on the way out: the address policy, DNS, sockets, TLS, a bad answer,
 # a host name the IDNA codec refuses (a label over 63 characters passes URL validation).
 SEND_ERRORS = (RefusedAddressError, DeliveryError, OSError, ssl.SSLError, UnicodeError,
@@ -85,7 +86,7 @@ class Deliverer:
         self._lock = threading.Lock()
         self._wake, self._stop = threading.Event(), threading.Event()
         self._thread: threading.Thread | None = None
-        self._down_since: float | None = None
+        self._pause = StorePause("webhook delivery", log)
         self._pruned_at = 0.0
 
     def run_once(self) -> int:
@@ -180,19 +181,10 @@ class Deliverer:
         return busy
 
     def _store_down(self, exc: BaseException) -> None:
-        with self._lock:
-            if self._down_since is not None:
-                return
-            self._down_since = time.monotonic()
-        log.warning("webhook delivery paused: the store is unreachable (%s: %s); retrying"
-                    " with backoff", type(exc).__name__, exc)
+        self._pause.down(exc)
 
     def _store_up(self) -> None:
-        with self._lock:
-            since, self._down_since = self._down_since, None
-        if since is not None:
-            log.warning("webhook delivery resumed: the store is reachable again after %.1f s",
-                        time.monotonic() - since)
+        self._pause.up()
 
     def stop(self) -> None:
         self._stop.set()

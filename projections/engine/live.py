@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from eventsourcing.persistence import PersistenceError, Recording
 
 from interlock.domain.errors import UnavailableError
+from interlock.domain.storage.outages import cause
 
 log = logging.getLogger(__name__)
 # A commit wakes the runner, which gathers the commits of this long before its pass (unless a
@@ -168,8 +169,8 @@ class LiveRunner:
         except (PersistenceError, UnavailableError, sqlite3.Error) as exc:  # the store
             if self._error is None:  # one line per streak; the class only: no row's data
                 self._failing_since = time.monotonic()
-                log.warning("views: cannot catch up (%s); retrying with backoff",
-                            type(exc).__name__)
+                log.warning("views paused: cannot catch up, the store is unavailable, %s;"
+                            " retrying with backoff", cause(exc))
             self._fail(exc)
             return False
         except Exception as exc:  # broad on purpose: whatever failed, the views must go on
@@ -193,7 +194,7 @@ class LiveRunner:
     def _publish(self, seen: int) -> None:
         with self._changed:
             if self._error is not None:
-                log.warning("views: catching up again after %.1fs of failures",
+                log.warning("views resumed: catching up again after %.1fs of failures",
                             time.monotonic() - self._failing_since)
             self._seen, self._error = seen, None
             self._changed.notify_all()

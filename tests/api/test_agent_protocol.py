@@ -3,10 +3,13 @@ runs, interrupts and `Command(resume=...)`, under the same keys, tenants and rul
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import httpx
 import pytest
@@ -15,6 +18,7 @@ from langgraph.types import Command
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
+from interlock.domain.limits import Limits
 from tests.api.agents import PAID
 from tests.api.conftest import ClientFor, Live
 
@@ -350,3 +354,34 @@ def test_four_eyes_and_tenants_hold_through_remote_graph(remote: Remote, sdk: Sd
     assert _refused(lambda: remote("eve", "opsAgent").get_state(config))[0] == 404
     done = remote("bob", "opsAgent").invoke(Command(resume={"status": "ok"}), config)
     assert "__interrupt__" not in done
+
+
+def test_history_of_a_300_turn_thread_pages_under_the_byte_budget(
+    live: Live, sdk: Sdk
+) -> None:
+    """Each page at most INTERLOCK_HISTORY_BYTES (whole states, at least one); `before` its
+    last checkpoint asks on, and the pages together are every turn's state once."""
+    dana = sdk("dana")
+    tid = dana.threads.create(metadata={"graph_id": "bankingAgent"})["thread_id"]
+
+    async def fill() -> None:
+        for i in range(300):
+            await live.service.send(UUID(tid), f"turn {i} " + "x" * 200, actor="dana",
+                                    tenant="acme")
+
+    asyncio.run(fill())
+    budget = 1 << 20
+    live.service.limits = Limits(history_bytes=budget)
+    seen: list[int] = []
+    before: dict[str, Any] | None = None
+    while True:
+        page = dana.threads.get_history(tid, limit=100, before=before)
+        if not page:
+            break
+        assert len(json.dumps(page, separators=(",", ":"), ensure_ascii=False)) <= budget
+        assert len(page) < 100 or not seen  # the budget, not the limit, ends the old pages
+        seen += [int(s["checkpoint"]["checkpoint_id"]) for s in page]
+        before = page[-1]["checkpoint"]
+    assert seen == sorted(set(seen), reverse=True) and len(seen) == 300  # each turn's end
+    assert len(seen) > 100  # more than one page
+    assert len(dana.threads.get_history(tid, limit=5)) == 5  # a small page is still `limit`

@@ -267,6 +267,7 @@ def test_hostile_json_and_cursors_are_invalid_requests(raw: httpx.Client) -> Non
     deep = '{"k": ' * 250 + "1" + "}" * 250
     hostile = [
         b'{"agent": "bankingAgent", "metadata": ' + deep.encode() + b"}",
+        b'{"agent": "bankingAgent", "metadata": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
         b'{"agent": "bankingAgent", "metadata": {"x": Infinity}}',
         b'{"agent": "bankingAgent", "metadata": {"x": "\\ud800"}}',
         b'{"agent": "bankingAgent", "metadata": {"x": ' + b"9" * 5000 + b"}}",

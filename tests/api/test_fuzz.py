@@ -28,3 +28,30 @@ def test_no_generated_request_gets_a_server_error(live: Live) -> None:
 
     with requests.Session() as session:  # one session, closed: no sockets left to the GC
         check()
+
+
+HOSTILE = (
+    b"[" * 100_000 + b"]" * 100_000,  # json.loads: RecursionError, not ValueError
+    b'{"metadata": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    b'{"agent": "bankingAgent", "metadata": {"x": "\xff"}}',  # not UTF-8
+    b'{"agent": "bankingAgent", "metadata": {"x": Infinity',
+)
+
+
+def test_every_json_route_refuses_hostile_bodies_with_a_4xx(live: Live) -> None:
+    """The bad-input suite on every route that takes a JSON body, the hot ones among them
+    (`POST /v1/chats`, its messages and resume, served by `interlock.api.hot`)."""
+    spec = requests.get(f"{live.url}/openapi.json", timeout=10).json()
+    chat = requests.post(f"{live.url}/v1/chats", json={"agent": "bankingAgent"},
+                         headers=AS_ADMIN, timeout=10).json()["id"]
+    posts = [path.replace("{chat_id}", chat).replace("{thread_id}", chat)
+             for path, methods in spec["paths"].items()
+             for method, op in methods.items() if method in ("post", "put", "patch")
+             and "application/json" in op.get("requestBody", {}).get("content", {})]
+    assert {"/v1/chats", f"/v1/chats/{chat}/messages", f"/v1/chats/{chat}/resume"} <= set(posts)
+    with requests.Session() as session:
+        for path in posts:
+            for body in HOSTILE:
+                answer = session.post(f"{live.url}{path}", data=body, timeout=30, headers={
+                    **AS_ADMIN, "content-type": "application/json"})
+                assert 400 <= answer.status_code < 500, (path, body[:40], answer.text[:200])

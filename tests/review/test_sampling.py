@@ -220,8 +220,9 @@ def test_a_review_recorded_without_a_method_is_checked_as_sha256_v1() -> None:
                "state": json.dumps({"query": query, "sample": sample, "items": []})},
               {"topic": "interlock:ReviewSignedOff", "state": json.dumps({"actor": "head"})}]
     streams = {"r": (None, events)}
-    findings = {"items": [], "signed_off_by": "head"}
+    findings = {"review_id": "r", "items": [], "signed_off_by": "head", "findings": 0}
     for method, problems in (("sha256-v1", []), ("mix64-v2", [
             "the manifest's query or sample is not the one the review recorded"])):
-        manifest = {"review_id": "r", "query": query, "sample": {**sample, "method": method}}
+        manifest = {"review_id": "r", "query": query, "sample": {**sample, "method": method},
+                    "receipts": {}}
         assert verifier._review(manifest, streams, findings) == problems

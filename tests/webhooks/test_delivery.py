@@ -171,7 +171,7 @@ def test_a_store_outage_is_logged_once_and_delivery_resumes_by_itself(
             deliverer.stop()
     lines = [r.getMessage() for r in caplog.records if r.name == "interlock.webhooks"]
     assert len(lines) == 2, lines
-    assert "unreachable" in lines[0] and "OperationalError" in lines[0]
+    assert "paused: the store is unavailable" in lines[0] and "OperationalError" in lines[0]
     assert "resumed" in lines[1]
     gaps = [b - a for a, b in zip(view.times, view.times[1:], strict=False)][:4]
     assert gaps[3] > gaps[0] and gaps[3] >= 0.15  # it waited longer each time, up to the cap

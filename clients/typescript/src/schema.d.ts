@@ -552,6 +552,11 @@ export interface paths {
          * History
          * @description The thread's states at the end of each turn, newest first (the chat's log replayed);
          *     `before` a checkpoint, those older than it. A reserved thread has none yet.
+         *
+         *     A page holds at most `limit` states and at most INTERLOCK_HISTORY_BYTES of them (at
+         *     least one): each state is a whole one, as LangGraph's clients read it, so a page stops
+         *     before the state that would pass the budget; ask on with `before` its last checkpoint.
+         *     Only the states on the page are replayed.
          */
         post: operations["history"];
         delete?: never;
@@ -1599,7 +1604,7 @@ export interface components {
              * Code
              * @enum {string}
              */
-            code: "already_voted" | "approval_required" | "assistant_not_found" | "chat_erased" | "chat_not_found" | "concurrent_modification" | "delegation_not_found" | "duplicate_ref" | "empty_resume" | "forbidden" | "idempotency_key_reused" | "internal_error" | "interrupt_expired" | "interrupt_name_mismatch" | "interrupt_not_pending" | "invalid_filter" | "invalid_request" | "invalid_tool_input" | "invalid_tool_output" | "method_not_allowed" | "model_error" | "no_signing_key" | "not_an_approval" | "not_found" | "nothing_to_retry" | "payload_too_large" | "pending_interrupts" | "review_not_found" | "review_state" | "same_signer" | "segregation_of_duties" | "stale_interrupt" | "store_unavailable" | "turn_in_progress" | "unauthenticated" | "unknown_agent" | "unknown_interrupt" | "unknown_review_query" | "views_behind";
+            code: "already_voted" | "approval_required" | "assistant_not_found" | "chat_erased" | "chat_not_found" | "concurrent_modification" | "delegation_not_found" | "duplicate_ref" | "empty_resume" | "forbidden" | "idempotency_key_reused" | "internal_error" | "interrupt_expired" | "interrupt_name_mismatch" | "interrupt_not_pending" | "invalid_filter" | "invalid_request" | "invalid_tool_input" | "invalid_tool_output" | "metadata_too_large" | "method_not_allowed" | "model_error" | "no_signing_key" | "not_an_approval" | "not_found" | "nothing_to_retry" | "payload_too_large" | "pending_interrupts" | "review_not_found" | "review_state" | "same_signer" | "segregation_of_duties" | "stale_interrupt" | "store_unavailable" | "too_many_forks" | "turn_in_progress" | "unauthenticated" | "unknown_agent" | "unknown_interrupt" | "unknown_review_query" | "views_behind";
             /** Message */
             message: string;
             /** Details */

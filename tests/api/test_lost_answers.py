@@ -1,0 +1,70 @@
+"""A 503 can follow a commit: the store recorded the decision, then the answer was lost.
+A retry with the same `Idempotency-Key` answers the first request's result, never a 409."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from interlock.client import Client, TurnInProgressError
+from interlock.client._errors import StoreUnavailableError
+from interlock.domain.errors import StoreUnavailableError as StoreDown
+from interlock.domain.lost_answers import CutTurns
+from tests.api.conftest import ClientFor, Live
+
+
+@pytest.fixture
+def dana(client_for: ClientFor) -> Client:
+    return client_for("dana")
+
+
+@pytest.fixture
+def lose_next_answer(live: Live, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The next commit succeeds, and then the store's answer is lost (the store guard's 503)."""
+    real = live.service.commit
+    armed: list[int] = []
+
+    def commit(chat: Any) -> int | None:
+        position = real(chat)
+        if armed:
+            armed.clear()
+            raise StoreDown("the answer to a commit was lost")
+        return position
+
+    monkeypatch.setattr(live.service, "commit", commit)
+    yield armed
+
+
+def test_a_retry_after_a_lost_answer_gets_the_first_result(
+    dana: Client, lose_next_answer: list[int]
+) -> None:
+    chat = dana.chat("bankingAgent")
+    [approval] = chat.send("Transfer $500 to savings.").interrupts
+    ok = approval.respond({"approved": True})
+    lose_next_answer.append(1)
+    with pytest.raises(StoreUnavailableError) as lost:
+        chat.resume(respond=[ok], idempotency_key="k-lost")
+    assert lost.value.status == 503
+    again = chat.resume(respond=[ok], idempotency_key="k-lost")
+    assert again.finish_reason == "stop" and "500" in again.text
+    assert chat.resume(respond=[ok], idempotency_key="k-lost") == again
+    done = [e for e in chat.events() if e["type"] in ("ToolCompleted", "Responded")]
+    assert [e["type"] for e in done] == ["Responded", "ToolCompleted"]  # the transfer ran once
+
+
+def test_another_process_waits_for_the_turns_lease(
+    live: Live, dana: Client, lose_next_answer: list[int]
+) -> None:
+    """A process that did not see the cut cannot tell it from a turn still running
+    elsewhere: 409 until the lease lapses (then it continues the turn)."""
+    chat = dana.chat("bankingAgent")
+    [approval] = chat.send("Transfer $500 to savings.").interrupts
+    ok = approval.respond({"approved": True})
+    lose_next_answer.append(1)
+    with pytest.raises(StoreUnavailableError):
+        chat.resume(respond=[ok], idempotency_key="k-elsewhere")
+    live.service.cut_turns = CutTurns()  # the retry reaches a process that never saw it
+    with pytest.raises(TurnInProgressError):
+        chat.resume(respond=[ok], idempotency_key="k-elsewhere")
