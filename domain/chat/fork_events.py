@@ -83,7 +83,9 @@ def asked_afresh(call: ToolCall, source_id: UUID, forker: str, at: datetime) -> 
     approved call is held again with no votes (its deadlines as far from `at` as they
     were from its hold), a restart not yet run is an interrupt again at the attempt it
     was (so the fork's restart runs the source's attempt, under its key); a call not yet
-    held stays requested, for the fork's turn to hold under its policy.
+    held stays requested, for the fork's turn to hold under its policy. A staged call
+    starts over at the first stage its current input goes through (an edit in the source
+    may have added a stage: the fork needs it too).
     """
     before = call.forked
     forked = ForkedCall(
@@ -99,7 +101,12 @@ def asked_afresh(call: ToolCall, source_id: UUID, forker: str, at: datetime) -> 
         update["attempt"] = call.attempt - 1
     if call.approval is not None:
         terms = _retimed(call.approval.terms, at - (call.interrupted_at or at))
-        update["approval"] = ApprovalState.opened(terms, forked)
+        if call.approval.stages_apply is not None:  # the stages its input now goes through
+            terms = terms.model_copy(update={"stages_apply": list(call.approval.stages_apply)})
+        state = ApprovalState.opened(terms, forked)
+        if state.stage is not None:  # that stage's own roles and deadlines, from `at`
+            state = state.model_copy(update={"stage_at": at})
+        update["approval"] = state
         update["interrupt"] = {"approval": terms.model_dump(mode="json")}
     return call.model_copy(update=update)
 

@@ -288,3 +288,24 @@ def test_a_stage_policy_is_checked_when_declared() -> None:
         Approval(conflicts=[("a", "a")])
     with pytest.raises(ValueError, match="quorum"):
         Stage("one", quorum=0)
+
+
+def test_a_fork_of_an_edited_call_goes_through_the_stages_its_new_input_needs() -> None:
+    """Raised over the CFO's threshold by an edit, a call forked afterwards still needs the
+    CFO: the fork asks afresh by the stages the current input goes through, not those the
+    first input went through."""
+    chat = held()  # 5,000: the CFO's stage does not apply
+    edit = EditEntry(ref="p1", name="pay", input=LARGE, reason="the full invoice",
+                     input_sha256=sha256_hex(SMALL))
+    vote(chat, who("lee", "lead"), edit)
+    fork = Chat.fork(chat, agent="bank", actor="dana")
+    call = fork.state.calls["p1"]
+    assert call.input == LARGE and call.approval is not None
+    assert call.approval.stages_apply == [True, True, True] and call.approval.votes == []
+    assert stage(fork) == "team lead"
+    fork.collect_events()
+    vote(fork, who("leo", "lead"), approve(LARGE))
+    vote(fork, who("tom", "treasury"), approve(LARGE))
+    assert voted(vote(fork, who("ted", "treasury"), approve(LARGE))) == [
+        ("ted", 1, 2, "pending")]
+    assert stage(fork) == "CFO" and fork.status == "interrupted"
