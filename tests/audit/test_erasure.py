@@ -196,7 +196,9 @@ _NOT_PERSONAL = {"agent", "tenant", "actor", "ref", "name", "usage", "reason", "
                  "edited_input_sha256", "request_key", "request_sha256", "source_id",
                  "source_version", "fork_id", "version",
                  "as_part",  # a flag: the respond came as a raw Genkit part
-                 "requests"}  # a reply's requests: refs and tool names, as ToolRequested's
+                 "requests",  # a reply's requests: refs and tool names, as ToolRequested's
+                 "stage", "next_stage", "stages_apply",  # a staged policy's positions
+                 "for_actor", "delegation_id"}  # a delegated vote: a principal, as actor is
 
 
 def test_every_event_field_that_can_hold_personal_data_is_erasable() -> None:
