@@ -67,8 +67,11 @@ def test_an_approver_approves_an_mcp_call_in_the_console_and_it_runs_once(
         row.get_by_role("link", name="refund").click()
         expect(page.locator("#policy-deciders")).to_contain_text("approver")
         assert ledger.calls() == []
+        asked: list[str] = []  # the settling vote asks to confirm: accepted here
+        page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
         page.get_by_role("button", name="Approve").click()
         expect(page.locator("#status")).to_have_text("completed")
+        assert len(asked) == 1
     finally:
         context.close()
     with Client(console, api_key="key-carol") as carol:
