@@ -24,7 +24,12 @@ PG_URL = os.environ.get(
 def scratch_schema() -> Iterator[str]:
     """A store URL in a new schema, dropped afterwards."""
     schema = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
+    try:
+        conn = psycopg.connect(PG_URL, autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise SystemExit(f"benchmarks need PostgreSQL at {PG_URL} (INTERLOCK_BENCH_POSTGRES;"
+                         f" `bash .ci/run` creates interlock_test): {exc}") from None
+    with conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
     try:
         yield f"{PG_URL}?schema={schema}"
