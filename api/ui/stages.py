@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from interlock.domain.chat.policies import ApprovalState, Vote
+from interlock.domain.chat.policies import ApprovalState, Vote, normalise_id
 from interlock.domain.chat.stages import CurrentStage
 from interlock.domain.chat.state import ToolCall
 
@@ -70,7 +70,7 @@ class StageView:
 
     @property
     def approvals(self) -> int:
-        return len({(v.for_actor or v.actor).casefold() for v in self.votes
+        return len({normalise_id(v.for_actor or v.actor) for v in self.votes
                     if v.kind == "approve"})
 
 

@@ -199,6 +199,7 @@ def test_a_delegate_votes_for_the_delegator_from_the_decide_form(
     assert _grant(cora).status_code == 303
     [d] = api("cora").request("GET", "/v1/delegations")["items"]
     bob = visit("bob")
+    assert f'data-ref="{ref}"' in bob.get("/ui/inbox?show=mine").text  # cora's CFO role, lent
     url = f"/ui/chats/{chat_id}/interrupts/{ref}"
     page = bob.get(url).text
     offered = f'<option value="{d["id"]}" >vote for cora by delegation {d["id"][:8]}</option>'
@@ -244,5 +245,6 @@ def test_a_revoked_delegation_is_no_longer_offered_and_refused_if_sent(
     page = bob.get(url).text
     assert 'name="delegation"' not in page
     assert "You (bob) can read this but not vote." in page
+    assert f'data-ref="{ref}"' not in bob.get("/ui/inbox?show=mine").text
     assert [e["type"] for e in api("root").open_chat(chat_id).events()].count(
         "ApprovalVoted") == 2
