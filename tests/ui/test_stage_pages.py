@@ -220,6 +220,8 @@ def test_a_delegate_votes_for_the_delegator_from_the_decide_form(
     assert answer.headers["location"].endswith("?done=true"), answer.text
     page = html.unescape(bob.get(url).text)
     assert f"approve by bob for cora, by delegation {d['id'][:8]}" in re.sub(r"<[^>]+>", "", page)
+    timeline = re.sub(r"<[^>]+>", "", bob.get(f"/ui/chats/{chat_id}").text)
+    assert f"Vote: approve by bob for cora, by delegation {d['id'][:8]}" in timeline
     voted = [e for e in api("root").open_chat(chat_id).events() if e["type"] == "ApprovalVoted"]
     assert [(e["actor"], e["data"].get("for_actor"), e["data"].get("delegation_id"))
             for e in voted] == [("lee", None, None), ("tina", None, None),

@@ -101,6 +101,8 @@ def test_a_call_under_the_threshold_shows_the_cfo_skipped_and_two_stages_decide_
     tina = signed_in("tina")
     _approve_from_the_inbox(tina, live, ref, "stage 2 of 3: treasury")
     expect(tina.locator("#outcome-then")).to_contain_text('"paid": 900')
+    assert [(v["actor"], v["data"]["stage"], v["data"]["outcome"])
+            for v in _votes(api, chat_id)] == [("lee", 0, "pending"), ("tina", 1, "approved")]
 
 
 def test_a_delegation_granted_on_the_page_lets_the_delegate_approve_for_the_delegator(
