@@ -250,3 +250,33 @@ def test_a_revoked_delegation_is_no_longer_offered_and_refused_if_sent(
     assert f'data-ref="{ref}"' not in bob.get("/ui/inbox?show=mine").text
     assert [e["type"] for e in api("root").open_chat(chat_id).events()].count(
         "ApprovalVoted") == 2
+
+
+def test_a_delegate_who_may_vote_too_chooses_whose_vote_and_casts_only_one(
+    visit: Callable[[str], Visitor], api: Api
+) -> None:
+    """tina is a treasurer and holds tom's delegation: the form offers both votes; once
+    she has voted for tom she may not vote again for herself (one vote each person)."""
+    chat = api("alice").chat("payAgent")
+    [held] = chat.send("pay 500 bob").interrupts
+    tom = visit("tom")
+    tom.get("/ui/delegations")
+    until = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")
+    granted = tom.post("/ui/delegations", {"delegate": "tina", "role.treasury": "on",
+                                           "ends_at": until, "tz": "UTC"})
+    assert granted.status_code == 303
+    [d] = api("tom").request("GET", "/v1/delegations")["items"]
+    assert (d["roles"], d["groups"]) == (["treasury"], [])  # group finance left unticked
+    tina = visit("tina")
+    url = f"/ui/chats/{chat.id}/interrupts/{held.ref}"
+    page = tina.get(url).text
+    assert '<option value="">your own (tina)</option>' in page
+    assert f"vote for tom by delegation {d['id'][:8]}" in page
+    assert 'id="why-not"' not in page
+    answer = tina.post(f"{url}/approve", {"input_sha256": held.input_sha256,
+                                          "delegation": d["id"]})
+    assert answer.headers["location"].endswith("?recorded=approve")
+    page = html.unescape(tina.get(url).text)
+    assert "1 of 2 approvals so far" in page
+    assert 'name="delegation"' not in page
+    assert "You cannot vote: tina already voted (approve)" in page
