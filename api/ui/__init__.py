@@ -9,6 +9,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from interlock.api.auth import AuthConfig
 from interlock.api.ui.decide import router as deciding
+from interlock.api.ui.delegations import router as delegating
 from interlock.api.ui.links import router as linking
 from interlock.api.ui.render import HERE, on_bad_query, on_error, on_http_error
 from interlock.api.ui.reviews import router as reviewing
@@ -34,6 +35,7 @@ def console(service: Interlock, read_models: ReadModels, auth: AuthConfig,
     app.include_router(deciding)
     app.include_router(reviewing)
     app.include_router(linking)
+    app.include_router(delegating)
     app.add_exception_handler(InterlockError, on_error)
     app.add_exception_handler(RequestValidationError, on_bad_query)
     app.add_exception_handler(StarletteHTTPException, on_http_error)

@@ -1,8 +1,10 @@
 """One interrupt's page and its decisions: respond, restart, approve, reject, edit.
 
 Each form becomes the same resume entries the HTTP API takes and goes through
-`Interlock.resume`, so every rule (routing, four-eyes, quorum, schemas, expiry) is the
-domain's. A refusal comes back as this page with the server's reason, never an error page.
+`Interlock.resume`, so every rule (routing, four-eyes, quorum, stages, schemas, expiry) is
+the domain's. A vote may name a `delegation` of the visitor's, as a resume may: it is cast
+for the delegator (`DelegationDesk.acting`, as POST /v1/chats/{id}/resume does). A refusal
+comes back as this page with the server's reason, never an error page.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from pydantic import ValidationError
 from interlock.api.auth import Principal
 from interlock.api.deps import CurrentViews, ServiceDep
 from interlock.api.jsonbody import JsonRoute
+from interlock.api.ui.delegating import chosen
 from interlock.api.ui.forms_parse import FormError, parse_form
 from interlock.api.ui.render import checked_form, redirect, render, sessions
 from interlock.api.ui.router import Visitor
 from interlock.api.ui.views import InterruptPage, interrupt_page
 from interlock.domain import Interlock
 from interlock.domain.chat.canonical import sha256_hex
+from interlock.domain.chat.policies import Decider
 from interlock.domain.chat.rules import (
     ApproveEntry,
     EditEntry,
@@ -32,13 +36,16 @@ from interlock.domain.chat.rules import (
     RespondEntry,
     RestartEntry,
 )
+from interlock.domain.delegations import DelegationDesk
 from interlock.domain.errors import (
     AlreadyVotedError,
     ApprovalRequiredError,
     ConcurrencyError,
+    DelegationNotFoundError,
     ForbiddenError,
     InterruptExpiredError,
     InterruptNotPendingError,
+    InvalidRequestError,
     InvalidToolInputError,
     InvalidToolOutputError,
     NotAnApprovalError,
@@ -109,8 +116,9 @@ async def decide(request: Request, chat_id: UUID, ref: str, action: Action,
     except ForbiddenError as exc:
         return await run_in_threadpool(_again, request, service, page, who, 403,
                                        notice=f"Refused by the server: {exc.message}.")
-    except (ApprovalRequiredError, NotAnApprovalError) as exc:
-        return await run_in_threadpool(_again, request, service, page, who, 422,
+    except (ApprovalRequiredError, NotAnApprovalError, InvalidRequestError,
+            DelegationNotFoundError) as exc:
+        return await run_in_threadpool(_again, request, service, page, who, exc.status,
                                        notice=f"Refused by the server: {exc.message}.")
     here = f"/chats/{chat_id}/interrupts/{quote(ref, safe='')}"
     if action in ("approve", "reject", "edit") and _still_waiting(result, ref):
@@ -123,8 +131,21 @@ async def _resume(service: Interlock, who: Principal, chat_id: UUID, page: Inter
     """The form as the resume the HTTP API would send, decided by the same service call."""
     if action in ("respond", "restart"):
         who.require("approver")  # a tool's own interrupt: as POST /v1/chats/{id}/resume
-    return await service.resume(chat_id, actor=who.id, tenant=who.tenant,
-                                decider=who.decider(), **_entries(page, action, data))
+    entries = _entries(page, action, data)
+    decider = await _decider(service, who, action, data)
+    return await service.resume(chat_id, actor=who.id, tenant=who.tenant, decider=decider,
+                                **entries)
+
+
+async def _decider(service: Interlock, who: Principal, action: Action, data: dict[str, str]
+                   ) -> Decider:
+    """The visitor, or the visitor deciding for a delegator by the delegation the vote
+    names (approve and reject offer it; checked here and again as the vote is cast)."""
+    delegation = chosen(data.get("delegation", "")) if action in ("approve", "reject") else None
+    if delegation is None:
+        return who.decider()
+    return await run_in_threadpool(DelegationDesk(service).acting, who.tenant, delegation,
+                                   who.decider())
 
 
 def _entries(page: InterruptPage, action: Action, data: dict[str, str]) -> dict[str, Any]:
@@ -165,6 +186,11 @@ def _errors(exc: FormProblem) -> list[dict[str, Any]]:
 
 def _recorded(vote: Vote, page: InterruptPage) -> str:
     policy = page.policy
+    if policy is not None and policy.stage is not None:  # a staged call: where it waits now
+        said = {"approve": "Your approval is recorded.", "reject": "Your rejection is recorded.",
+                "edit": "Your edit is recorded: the call starts again from its first stage."}
+        return (f"{said[vote]} It waits in {policy.stage} ({policy.tally} so far). "
+                "The tool has not run.")
     tally = f" {policy.tally} on this input so far." if policy else ""
     left = max(policy.quorum - policy.approvals, 0) if policy else 0
     waits = (f" The tool has not run: it waits for {left} more approval{'s' if left != 1 else ''}."

@@ -12,11 +12,17 @@ from typing import Any
 
 from interlock.api.auth import DEV_PRINCIPAL, Principal
 from interlock.api.dev_principals import dev_hint
+from interlock.api.ui.stages import StageView, short_id, stage_line, stage_views
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.policies import ApprovalState
 from interlock.domain.chat.rules import ApproveEntry, check_voter, held_call
 from interlock.domain.chat.state import ToolCall
-from interlock.domain.errors import AlreadyVotedError, ForbiddenError, InterruptExpiredError
+from interlock.domain.errors import (
+    AlreadyVotedError,
+    ForbiddenError,
+    InterlockError,
+    InterruptExpiredError,
+)
 from interlock.projections.interface import InboxRow
 
 
@@ -29,6 +35,13 @@ class VoteView:
     at: datetime
     reason: str | None
     current: bool
+    stage: str | None = None  # a staged policy: the stage it was cast in
+    for_actor: str | None = None  # by delegation: whom it was cast for
+    delegation: str | None = None
+
+    @property
+    def short(self) -> str:
+        return short_id(self.delegation)
 
 
 @dataclass(frozen=True)
@@ -45,6 +58,9 @@ class PolicyView:
     reject_rejects: bool
     outcome: str
     votes: tuple[VoteView, ...]
+    stage: str | None = None  # a staged policy: "stage 2 of 3: treasury", where it waits
+    final: bool = True  # the quorum of this stage decides the call (no applying stage after)
+    stages: tuple[StageView, ...] = ()  # a staged policy's stages, in order
 
     @property
     def tally(self) -> str:
@@ -57,6 +73,7 @@ def policy_view(call: ToolCall, now: datetime) -> PolicyView | None:
     if state is None:
         return None
     terms, current = state.current(), sha256_hex(call.input)  # a staged call: its stage
+    names = [s.name for s in state.terms.stages or ()]
     return PolicyView(
         deciders=deciders(state), quorum=terms.quorum,
         approvals=len(state.approvers(current, call.requester)), requester=call.requester,
@@ -64,7 +81,12 @@ def policy_view(call: ToolCall, now: datetime) -> PolicyView | None:
         escalation=_escalation(state), reject_rejects=terms.reject_rejects,
         outcome=state.outcome,
         votes=tuple(VoteView(actor=v.actor, kind=v.kind, at=v.at, reason=v.reason,
-                             current=v.input_sha256 == current) for v in state.votes),
+                             current=v.input_sha256 == current,
+                             stage=names[v.stage] if v.stage is not None else None,
+                             for_actor=v.for_actor, delegation=v.delegation)
+                    for v in state.votes),
+        stage=stage_line(state.current_stage()), final=state.next_stage() is None,
+        stages=stage_views(call),
     )
 
 
@@ -100,17 +122,35 @@ def time_left(deadline: datetime | None, now: datetime) -> str | None:
     return f"{minutes} min left" if minutes else f"{secs} s left"
 
 
-def why_not_vote(who: Principal, call: ToolCall, now: datetime) -> str | None:
-    """Why `who` cannot vote on this held call now, in the server's words; None if they can."""
+PREFIXES = {"requester": "Four-eyes: ", "other_stage": "Segregation: ",
+            "conflicting_roles": "Segregation: "}
+
+
+def open_to_votes(call: ToolCall, now: datetime) -> bool:
+    """Whether the held call takes a vote now on the input the page shows (anyone's)."""
+    try:
+        seen = ApproveEntry(ref=call.ref, name=call.name, input_sha256=sha256_hex(call.input))
+        held_call({call.ref: call}, seen, now)
+    except InterlockError:  # decided, expired, not an approval: no vote goes in
+        return False
+    return True
+
+
+def why_not_vote(who: Principal, call: ToolCall, now: datetime,
+                 delegated: bool = False) -> str | None:
+    """Why `who` cannot vote on this held call now, in the server's words; None if they can.
+    `delegated`: they may still vote for someone else, by a delegation the form offers."""
     try:
         seen = ApproveEntry(ref=call.ref, name=call.name, input_sha256=sha256_hex(call.input))
         held_call({call.ref: call}, seen, now)  # on the input the page shows
         check_voter(call, who.decider())
     except ForbiddenError as exc:
-        prefix = "Four-eyes: " if exc.details.get("reason") == "requester" else "Routing: "
+        prefix = PREFIXES.get(str(exc.details.get("reason")), "Routing: ")
         hint = dev_hint(exc) if who == DEV_PRINCIPAL else None  # dev mode's one user
         then = f" {hint[0].upper()}{hint[1:]}." if hint else ""
-        return f"{prefix}{exc.message}. You ({who.id}) can read this but not vote.{then}"
+        tail = (f"You ({who.id}) may not vote yourself, only by a delegation to you (below)."
+                if delegated else f"You ({who.id}) can read this but not vote.")
+        return f"{prefix}{exc.message}. {tail}{then}"
     except (AlreadyVotedError, InterruptExpiredError) as exc:
         return f"You cannot vote: {exc.message}."
     return None
@@ -124,6 +164,7 @@ class HeldSummary:
     votes: int
     time_left: str | None
     deadline: datetime | None
+    stage: str | None = None  # a staged policy: "stage 2 of 3: treasury"
 
 
 def held_summary(row: InboxRow, now: datetime) -> HeldSummary | None:
@@ -132,10 +173,10 @@ def held_summary(row: InboxRow, now: datetime) -> HeldSummary | None:
     if raw is None:
         return None
     state = ApprovalState.model_validate(raw)
-    quorum = state.terms.quorum
+    quorum = state.current().quorum  # a staged call: its current stage's
     approvals = 0
     if any(v.kind == "approve" for v in state.votes):  # else the input need not be hashed
         approvals = len(state.approvers(sha256_hex(row.input), state.terms.requested_by))
     return HeldSummary(tally=f"{approvals} of {quorum} approval{'s' if quorum != 1 else ''}",
                        votes=len(state.votes), time_left=time_left(row.expires_at, now),
-                       deadline=row.expires_at)
+                       deadline=row.expires_at, stage=stage_line(row.stage))

@@ -29,6 +29,8 @@ from interlock.api.ui.render import (
 )
 from interlock.api.ui.views import chat_page, inbox_forks
 from interlock.domain import Interlock
+from interlock.domain.chat.policies import normalise_id
+from interlock.domain.delegations import DelegationDesk
 from interlock.domain.errors import (
     InvalidRequestError,
     UnauthenticatedError,
@@ -116,15 +118,24 @@ async def dev_as(request: Request, who: Visitor) -> Response:
 
 
 def inbox_filter(
-    who: Visitor, agent: Short = None, tool: Short = None,
+    who: Visitor, service: ServiceDep, agent: Short = None, tool: Short = None,
     age: Literal["", "5m", "1h", "1d"] = "", order: Literal["oldest", "newest"] = "oldest",
     show: Literal["all", "mine"] = "all",
 ) -> InboxFilter:
-    older = datetime.now(UTC) - AGES[age] if age else None
-    mine = Decidable(id=who.id, roles=frozenset(who.roles), groups=frozenset(who.groups))
+    """`show=mine`: what the visitor may decide, by their roles and groups and those lent
+    to them by a delegation in force (the page then says which vote each one takes)."""
+    now = datetime.now(UTC)
+    older = now - AGES[age] if age else None
+    mine = None
+    if show == "mine":
+        roles, groups = set(who.roles), set(who.groups)
+        for d in DelegationDesk(service).load(who.tenant).granted.values():
+            if normalise_id(d.delegate) == normalise_id(who.id) and d.active(now):
+                roles, groups = roles | set(d.roles), groups | set(d.groups)
+        mine = Decidable(id=who.id, roles=frozenset(roles), groups=frozenset(groups))
     return InboxFilter(tenant=who.tenant, agent=agent or None, tool=tool or None,
                        older_than=older, newest_first=order == "newest",
-                       decidable_by=mine if show == "mine" else None, partial=True)
+                       decidable_by=mine, partial=True)
 
 
 InboxQuery = Annotated[InboxFilter, Depends(inbox_filter)]

@@ -11,10 +11,11 @@ from uuid import UUID
 
 from interlock.api.auth import Principal
 from interlock.api.schemas import EventPublic
+from interlock.api.ui.delegating import DelegationChoice, choices
 from interlock.api.ui.edits import EditView, changed_inputs, edit_history
 from interlock.api.ui.forms import SchemaForm, schema_form
 from interlock.api.ui.outcome import Outcome, outcome
-from interlock.api.ui.policy import PolicyView, policy_view, why_not_vote
+from interlock.api.ui.policy import PolicyView, open_to_votes, policy_view, why_not_vote
 from interlock.audit.integrity import ChainBreak, Verifier
 from interlock.domain import Interlock
 from interlock.domain.chat.canonical import sha256_hex
@@ -22,6 +23,7 @@ from interlock.domain.chat.events import ChatEvent
 from interlock.domain.chat.fork_events import ChatForked
 from interlock.domain.chat.messages import Message
 from interlock.domain.chat.state import ToolCall
+from interlock.domain.delegations import DelegationDesk
 from interlock.domain.errors import UnknownInterruptError
 from interlock.projections.interface import DecisionFilter, DecisionRow, InboxRow, ReadModels
 
@@ -93,11 +95,16 @@ class InterruptPage:
     values: dict[str, str] = field(default_factory=dict)  # what was submitted, to refill
     fork: ForkInfo | None = None  # this chat is a fork, and the call was asked afresh here
     details: list[tuple[str, Any]] = field(default_factory=list)  # the interrupt's payload
+    # delegations to this visitor in force that let them vote on it, for their delegators
+    delegations: tuple[DelegationChoice, ...] = ()
+    own_vote: bool = True  # the visitor may vote as themselves
 
     @property
     def settling(self) -> bool:
-        """One more approval reaches the quorum and decides: the page asks to confirm."""
-        return self.policy is not None and self.policy.approvals + 1 >= self.policy.quorum
+        """One more approval reaches the quorum of the last stage and decides: the page
+        asks to confirm (a staged call's earlier stage only passes it on)."""
+        return (self.policy is not None and self.policy.final
+                and self.policy.approvals + 1 >= self.policy.quorum)
 
     @property
     def pending(self) -> bool:
@@ -122,6 +129,8 @@ def interrupt_page(
     decisions = views.decisions(DecisionFilter(tenant=who.tenant, chat_id=str(chat_id)), 50)
     events = ([EventPublic.of(e) for e in service.chat_events(chat_id, tenant=who.tenant)]
               if call.input_by is not None else [])
+    delegated = delegated_votes(service, who, call, at)
+    own = why_not_vote(who, call, at, bool(delegated)) if call.awaiting_approval else None
     return InterruptPage(
         chat_id=str(chat_id), agent=chat.state.agent, call=call,
         description=definition.description if definition else "(this tool is no longer served)",
@@ -132,8 +141,9 @@ def interrupt_page(
         respond_form=schema_form(definition.output_schema if definition else None,
                                  decide=True),
         restart_form=schema_form(definition.input_schema if definition else None),
-        why_not=(why_not_vote(who, call, at) if call.awaiting_approval
+        why_not=(own if call.awaiting_approval
                  else why_not(who, call, tool.distinct_approver if tool else False)),
+        delegations=delegated, own_vote=own is None,
         policy=policy_view(call, at),
         outcome=outcome(call, chat.state.messages, chat.pending_interrupts()),
         edits=edit_history(call, events) if call.original_input is not None else (),
@@ -142,6 +152,15 @@ def interrupt_page(
               if call.forked is not None else None),
         details=details(call.interrupt, call.approval is not None),
     )
+
+
+def delegated_votes(service: Interlock, who: Principal, call: ToolCall, at: datetime
+                    ) -> tuple[DelegationChoice, ...]:
+    """The delegations to `who` under which they may vote on this held call now (the
+    tenant's delegations are read only for a call open to votes)."""
+    if not call.awaiting_approval or not open_to_votes(call, at):
+        return ()
+    return choices(DelegationDesk(service).load(who.tenant), who, call, at)
 
 
 def why_not(who: Principal, call: ToolCall, distinct_approver: bool) -> str | None:

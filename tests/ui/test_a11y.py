@@ -121,6 +121,49 @@ def _review_pages(carol: Page, bob: Page, url: str, seen: dict[str, list[str]]) 
     _check(bob, "reviews: not an auditor (403)", seen)
 
 
+def test_the_stage_and_delegation_pages_have_no_serious_or_critical_violation(
+    signed_in: Browse, api: Api, live: Live
+) -> None:
+    """A staged call's page (stages, a skipped one), the delegation page (empty, refused,
+    with a grant), and the decide form offering a vote by delegation."""
+    seen: dict[str, list[str]] = {}
+    small = api("alice").chat("wireAgent")
+    [held_small] = small.send("wire 500 acme").interrupts
+    big = api("alice").chat("wireAgent")
+    [held] = big.send("wire 500000 acme").interrupts
+    for who in ("lee", "tina"):
+        api(who).request("POST", f"/v1/chats/{big.id}/resume", json={"approve": [
+            {"ref": held.ref, "name": "wire", "input_sha256": held.input_sha256}]})
+    lee = signed_in("lee")
+    _check(lee, "inbox with staged calls", seen)
+    lee.goto(f"{live.url}/ui/chats/{small.id}/interrupts/{held_small.ref}")
+    expect(lee.locator("#stages")).to_be_visible()
+    _check(lee, "interrupt: a staged call with a skipped stage", seen)
+    cora = signed_in("cora")
+    cora.goto(f"{live.url}/ui/delegations")
+    _check(cora, "delegations: none yet", seen)
+    cora.locator("#grant").get_by_label("Delegate").fill("cora")
+    cora.locator("#grant").get_by_label("Until").fill("2099-01-01T00:00")
+    cora.get_by_role("button", name="Grant the delegation").click()
+    expect(cora.locator("#grant-error")).to_be_visible()
+    _check(cora, "delegations: a refused grant", seen)
+    cora.locator("#grant").get_by_label("Delegate").fill("bob")
+    cora.get_by_role("button", name="Grant the delegation").click()
+    expect(cora.locator("#notice")).to_be_visible()
+    _check(cora, "delegations: granted", seen)
+    bob = signed_in("bob")
+    bob.goto(f"{live.url}/ui/chats/{big.id}/interrupts/{held.ref}")
+    expect(bob.locator("#approve-delegation")).to_be_visible()
+    _check(bob, "interrupt: a vote by delegation offered", seen)
+    bob.goto(f"{live.url}/ui/delegations")
+    _check(bob, "delegations: one granted to you", seen)
+    print("\naxe-core violations by page:")
+    for where, found in seen.items():
+        print(f"  {where}: {'; '.join(found) or 'none'}")
+    blocking = {w: [f for f in found if f.split()[0] in BLOCKING] for w, found in seen.items()}
+    assert {w: f for w, f in blocking.items() if f} == {}
+
+
 def _tab_to(page: Page, matches: Callable[[], bool], limit: int = 60) -> None:
     """Press Tab until `matches()` (the focused element is the one wanted)."""
     for _ in range(limit):

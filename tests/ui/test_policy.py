@@ -117,3 +117,73 @@ def test_dev_mode_s_one_user_is_told_how_to_act_as_an_approver() -> None:
     named = Principal(id="alice", tenant="acme", roles=frozenset({"treasury"}))
     mine = why_not_vote(named, call.model_copy(update={"requested_by": "alice"}), NOW)
     assert mine is not None and "--dev-principals" not in mine  # a named user knows who asked
+
+
+def _staged(votes: list[Vote], stage: int, applying: list[bool], **more: object) -> ApprovalState:
+    stages = [{"name": "team lead", "roles": ["lead"]},
+              {"name": "treasury", "roles": ["treasury"], "quorum": 2},
+              {"name": "CFO", "roles": ["cfo"], "when": "over_100k"}]
+    terms = ApprovalTerms.model_validate({"roles": ["lead"], "requested_by": "alice",
+                                          "stages": stages, "stages_apply": applying})
+    return ApprovalState(terms=terms, votes=votes, stage=stage, stage_at=NOW,
+                         stages_apply=applying, **more)
+
+
+def _staged_vote(actor: str, stage: int, **more: object) -> Vote:
+    return Vote.model_validate({"actor": actor, "kind": "approve", "at": NOW, "stage": stage,
+                                "input_sha256": sha256_hex(NEW), **more})
+
+
+def test_a_staged_call_shows_each_stage_who_voted_in_it_and_where_it_waits() -> None:
+    votes = [_staged_vote("lee", 0), _staged_vote("bob", 1, for_actor="tina",
+                                                  delegation="0123456789abcdef")]
+    view = policy_view(_call(_staged(votes, 1, [True, True, False])), NOW)
+    assert view is not None
+    assert (view.stage, view.tally, view.final) == ("stage 2 of 3: treasury",
+                                                    "1 of 2 approvals", True)
+    assert [(s.name, s.status, s.deciders, s.quorum) for s in view.stages] == [
+        ("team lead", "approved", "role lead", 1), ("treasury", "waiting", "role treasury", 2),
+        ("CFO", "skipped", "role cfo", 1)]
+    [by_bob] = view.stages[1].votes
+    assert (by_bob.actor, by_bob.for_actor, by_bob.short) == ("bob", "tina", "01234567")
+    assert [(v.actor, v.stage, v.for_actor) for v in view.votes] == [
+        ("lee", "team lead", None), ("bob", "treasury", "tina")]
+    applying = policy_view(_call(_staged(votes, 1, [True, True, True])), NOW)
+    assert applying is not None and not applying.final  # the CFO's stage comes after
+
+
+def _statuses(call: ToolCall) -> list[str]:
+    view = policy_view(call, NOW)
+    assert view is not None
+    return [s.status for s in view.stages]
+
+
+def test_a_staged_call_ended_or_decided_says_where_it_stopped() -> None:
+    state = _staged([_staged_vote("lee", 0)], 1, [True, True, True])
+    expired = _call(state).model_copy(update={"status": "expired"})
+    assert _statuses(expired) == ["approved", "ended", "not reached"]
+    rejected = _call(state.model_copy(update={"outcome": "rejected"})).model_copy(
+        update={"status": "rejected"})
+    assert _statuses(rejected) == ["approved", "rejected", "not reached"]
+    one_stage = policy_view(_call(_state([])), NOW)
+    assert one_stage is not None and (one_stage.stages, one_stage.stage) == ((), None)
+
+
+def test_an_inbox_row_of_a_staged_call_names_its_stage_and_that_stage_s_quorum() -> None:
+    state = _staged([_staged_vote("lee", 0), _staged_vote("tina", 1)], 1, [True, True, False])
+    raw = state.model_dump(mode="json")
+    row = InboxRow(chat_id="c", tenant="acme", agent="wireAgent", ref="r1", tool="wire",
+                   input=NEW, requested_at=NOW, approval=raw, stage=state.current_stage())
+    summary = held_summary(row, NOW)
+    assert summary is not None
+    assert (summary.stage, summary.tally) == ("stage 2 of 3: treasury", "1 of 2 approvals")
+
+
+def test_segregation_refusals_are_named_so() -> None:
+    state = _staged([_staged_vote("bea", 0)], 1, [True, True, True])
+    bea = Principal(id="bea", tenant="acme", roles=frozenset({"lead", "treasury"}))
+    reason = why_not_vote(bea, _call(state), NOW)
+    assert reason is not None and reason.startswith('Segregation: bea voted in stage "team lead"')
+    delegated = why_not_vote(bea, _call(state), NOW, delegated=True)
+    assert delegated is not None and delegated.endswith(
+        "You (bea) may not vote yourself, only by a delegation to you (below).")
