@@ -135,7 +135,8 @@ def main() -> None:
     for name, values in (("Patroni's new primary", list(promoted)),
                          ("served again", list(back))):
         print(f"{name} after {fault}: p50 {statistics.median(values):.2f}s,"
-              f" p95 {_p(values, 0.95):.2f}s, max {max(values):.2f}s over {len(values)}")
+              f" p95 {_p(values, 0.95):.2f}s, max {max(values):.2f}s over {len(values)}"
+              f" ({', '.join(f'{v:.2f}' for v in values)})")
     print(f"503 store_unavailable answers a failover: {', '.join(map(str, refused))};"
           " no side effect twice, nothing else refused")
 
