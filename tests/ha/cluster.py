@@ -186,6 +186,29 @@ class PatroniCluster:
         os.kill(pid, signal.SIGKILL)
         return node
 
+    def kill_node(self, node: Node) -> None:
+        """The whole node lost at once: SIGKILL to its Patroni's process group and to its
+        postmaster's (Patroni starts PostgreSQL in a session of its own, so that group holds
+        the postmaster and every backend). Nobody demotes it or releases its leader key: the
+        key expires after `ttl`."""
+        assert node.process is not None and node.process.poll() is None
+        pid = node.postmaster()
+        assert pid is not None
+        groups = {os.getpgid(node.process.pid)}
+        with suppress(ProcessLookupError):
+            groups.add(os.getpgid(pid))
+        assert os.getpgid(0) not in groups, "would kill the test itself"
+        for group in groups:
+            with suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+        node.process.wait(10)
+
+    def ttl(self) -> int:
+        """Patroni's `ttl` as docs/ha.md's configuration sets it (seconds)."""
+        found = re.search(r"^\s+ttl: (\d+)$", cluster_settings(), re.MULTILINE)
+        assert found is not None
+        return int(found[1])
+
     def stop_node(self, node: Node) -> None:
         """Stop a node's Patroni, which stops its PostgreSQL: the machine gone, cleanly."""
         assert node.process is not None
