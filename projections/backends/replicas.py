@@ -180,10 +180,11 @@ class Replicas:
             if not answering:  # every replica down or refusing: no use waiting for one
                 self.unavailable += 1
                 return None
-            if time.monotonic() + POLL > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 self.behind += 1
                 return None
-            time.sleep(POLL)
+            time.sleep(min(POLL, left))
 
     def states(self) -> list[dict[str, Any]]:
         return [r.state() for r in self.replicas]
