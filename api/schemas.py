@@ -291,8 +291,9 @@ class Health(BaseModel):
     views: bool | None = None
     stuck: list[StuckView] | None = None  # views stopped on an event, and which
     notifications_failed: int | None = None  # notifications given up (docs/notifications.md)
-    # Read replicas (INTERLOCK_READ_REPLICAS): reported, never a reason to be not ready.
-    replicas: list[ReplicaHealth] | None = None
+    # Read replicas (INTERLOCK_READ_REPLICAS): reported, never a reason to be not ready;
+    # absent without them, so a server without replicas answers as before.
+    replicas: list[ReplicaHealth] | None = Field(None, exclude_if=lambda v: v is None)
 
 
 # -- compliance review (docs/review.md) --------------------------------------------------------
