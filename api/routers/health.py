@@ -3,11 +3,11 @@
 `/readyz` answers within a second, always: a store known to be down (its guard's last probe:
 unreachable, silent, or read-only as a standby is) is a 503 at once, saying why
 (`store_reason`), without a thread or a connection; otherwise the store and the views are
-asked, and whatever does not answer within READY_WITHIN is a 503 too. Read replicas, if any,
-are probed and reported (`replicas`) but never make the server unready: a read none can
-answer goes to the primary. A view stuck on an
+asked, and whatever does not answer within READY_WITHIN is a 503 too. A view stuck on an
 event it cannot apply names the view, the event (notification id and topic) and the error's
-class, never its text (it may quote a row's personal data).
+class, never its text (it may quote a row's personal data). Read replicas, if any, are probed
+and reported (`replicas`) but never make the server unready: a read none can answer goes to
+the primary.
 """
 
 from __future__ import annotations
