@@ -56,7 +56,11 @@ class Replica:
         self._closed = False
         self._kwargs: dict[str, Any] = {
             "autocommit": True, "row_factory": dict_row, "connect_timeout": CONNECT_WITHIN,
-            "options": "-c default_transaction_read_only=on"}
+            "options": "-c default_transaction_read_only=on",
+            # A host lost (not a process: its kernel answers for it) fails a read within
+            # seconds, as the store's own connections do (stores/postgres.py).
+            "keepalives_idle": 1, "keepalives_interval": 1, "keepalives_count": 3,
+            "tcp_user_timeout": CONNECT_WITHIN * 1000}
         if "application_name" not in conninfo_to_dict(conninfo):
             self._kwargs["application_name"] = APPLICATION_NAME
 
