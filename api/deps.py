@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Iterator
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -23,6 +23,7 @@ from interlock.projections.interface import (
     InboxFilter,
     InboxRow,
     Page,
+    Queries,
     ReadModels,
     StuckView,
 )
@@ -104,6 +105,8 @@ def current_views(service: ServiceDep, views: ReadModelsDep) -> ReadModels:
 
     Waiting on the read costs a write nothing: writers never wait for the views. Each query
     waits for the view it reads alone, so a view stuck or behind fails only its own lists.
+    With read replicas (INTERLOCK_READ_REPLICAS) the query then reads on one whose copy of
+    the view has applied the position too, or here (docs/ha.md, "Read replicas").
     """
     return _ReadingAt(views, service.position())
 
@@ -114,12 +117,12 @@ class _ReadingAt:
     def __init__(self, views: ReadModels, position: int | None) -> None:
         self._views, self._position = views, position
 
-    def _current(self, view: str) -> ReadModels:
+    def _current(self, view: str) -> Queries:
         try:
             self._views.wait(self._position, views=(view,))
         except TimeoutError:
             raise ViewsBehindError() from None
-        return self._views
+        return self._views.at(view, self._position)
 
     def chats(self, f: ChatFilter, limit: int = 50, cursor: str | None = None
               ) -> Page[ChatSummary]:
@@ -139,6 +142,12 @@ class _ReadingAt:
     def export_decisions(self, f: DecisionFilter, fmt: Literal["csv", "jsonl"]
                          ) -> Iterator[str]:
         return self._current("decisions").export_decisions(f, fmt)
+
+    def at(self, name: str, position: int | None) -> Queries:
+        return self._views.at(name, position)
+
+    def replica_states(self, probe: bool = False) -> list[dict[str, Any]] | None:
+        return self._views.replica_states(probe)
 
     def view(self, kind: type[V]) -> V:
         """The view itself: its reads wait for nothing (`wait` first)."""

@@ -274,6 +274,16 @@ class ErrorBody(BaseModel):
                     "decided_at": "2025-01-01T12:01:00Z", "decision": "respond"}}}]})
 
 
+class ReplicaHealth(BaseModel):
+    """A read replica as `/readyz` last probed it (docs/ha.md, "Read replicas")."""
+
+    name: str  # its URL, password hidden
+    up: bool  # it answered its last query
+    reason: str | None = None  # why not
+    reads: int  # queries it answered
+    failures: int  # queries it failed or refused, each then read on the primary
+
+
 class Health(BaseModel):
     status: Literal["ok", "ready", "not_ready"]
     store: bool | None = None
@@ -281,6 +291,9 @@ class Health(BaseModel):
     views: bool | None = None
     stuck: list[StuckView] | None = None  # views stopped on an event, and which
     notifications_failed: int | None = None  # notifications given up (docs/notifications.md)
+    # Read replicas (INTERLOCK_READ_REPLICAS): reported, never a reason to be not ready;
+    # absent without them, so a server without replicas answers as before.
+    replicas: list[ReplicaHealth] | None = Field(None, exclude_if=lambda v: v is None)
 
 
 # -- compliance review (docs/review.md) --------------------------------------------------------

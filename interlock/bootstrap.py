@@ -33,6 +33,7 @@ from interlock.notify.gauges import NotifyGauges
 from interlock.notify.notifier import Notifier
 from interlock.process import tune_gc
 from interlock.projections import open_read_models
+from interlock.projections.backends.replicas import open_replicas
 from interlock.settings import Settings, load_settings
 from interlock.stores.console_sessions import open_sessions
 from interlock.stores.erasure_keys import KeyStore
@@ -98,7 +99,18 @@ def build_app(settings: Settings) -> FastAPI:
     if unrotated is not None:  # loud: a worker that started would serve forged approvals
         service.close()
         raise ConfigurationError(f"refusing to serve: {unrotated}")
+    replicas = None  # the queries' hot standbys (docs/ha.md); the views are written here
+    if settings.read_replicas:
+        try:
+            replicas = open_replicas(settings.read_replicas, settings.store,
+                                     settings.read_replica_wait)
+        except ConfigurationError:
+            service.close()
+            raise
     views = open_read_models(service)
+    if replicas is not None:
+        views.replicas = replicas
+        replicas.open()
     sweeper = Sweeper(service, views)  # due approvals expire in process, beside the views
     sweeper.start()
     guard = store_guard(service)
@@ -192,6 +204,8 @@ def openapi_document() -> str:
 def check_serving(settings: Settings) -> None:
     """Refuse, before any process starts, what would make every worker fail or be unsafe."""
     store_env(settings.store)
+    if settings.read_replicas:
+        open_replicas(settings.read_replicas, settings.store, settings.read_replica_wait)
     resolve = model_resolver()
     for agent in load_agents(settings.agents):
         if isinstance(agent.model, str) and resolve is not None:

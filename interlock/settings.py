@@ -62,6 +62,12 @@ class Settings(BaseSettings):
     store_deadline: float = Field(
         3.0, gt=0, le=60,
         description="seconds a request's store work may wait for PostgreSQL before a 503")
+    read_replicas: str = Field(
+        "", description="libpq URLs of hot standbys of the PostgreSQL store, space-separated:"
+                        " the read side's queries read there once current (docs/ha.md)")
+    read_replica_wait: float = Field(
+        1.0, ge=0, le=30, description="seconds a read waits for a replica to show the"
+                                      " request's position before it reads on the primary")
     gc_threshold: int = Field(
         DEFAULT_GC_THRESHOLD, ge=0,
         description="allocations between garbage-collector passes; 0: Python's default (700)")

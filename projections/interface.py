@@ -9,9 +9,9 @@ re-exported here; freshness and the lookup of a view by its kind are the engine'
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from interlock.projections.engine.interface import Page, ReadSide, StuckView
+from interlock.projections.engine.interface import Page, ReadSide, StuckView, V
 from interlock.projections.views.chats import ChatFilter, ChatSummary
 from interlock.projections.views.decisions import DecisionFilter, DecisionRow, DecisionStats
 from interlock.projections.views.inbox import InboxFilter, InboxRow
@@ -25,14 +25,19 @@ __all__ = [
     "InboxFilter",
     "InboxRow",
     "Page",
+    "Queries",
     "ReadModels",
     "ReadSide",
     "StuckView",
 ]
 
 
-class ReadModels(ReadSide, Protocol):
-    """All queries of the read side, current to at least the position waited for."""
+class Queries(Protocol):
+    """The queries over the inbox, decisions and chats views, and each view by its kind."""
+
+    def view(self, kind: type[V]) -> V: ...
+
+    def find(self, kind: type[V]) -> V | None: ...
 
     def chats(
         self, f: ChatFilter, limit: int = 50, cursor: str | None = None
@@ -51,3 +56,14 @@ class ReadModels(ReadSide, Protocol):
     def export_decisions(
         self, f: DecisionFilter, fmt: Literal["csv", "jsonl"]
     ) -> Iterator[str]: ...
+
+
+class ReadModels(ReadSide, Queries, Protocol):
+    """All queries of the read side, current to at least the position waited for."""
+
+    def at(self, name: str, position: int | None) -> Queries:
+        """The queries over view `name` where they show `position`: a read replica that has
+        applied it, else these views (waited for first: `wait`)."""
+
+    def replica_states(self, probe: bool = False) -> list[dict[str, Any]] | None:
+        """Each read replica's state (None: none configured), probed now if `probe`."""

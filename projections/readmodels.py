@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+from interlock.projections.engine.interface import V
 from interlock.projections.engine.pages import Page
 from interlock.projections.engine.readmodels import ReadEngine
 from interlock.projections.views import export
@@ -17,10 +18,16 @@ from interlock.projections.views.decisions import (
 )
 from interlock.projections.views.inbox import InboxFilter, InboxRow, InboxView
 
+if TYPE_CHECKING:
+    from interlock.projections.backends.replicas import Replica
+    from interlock.projections.interface import Queries
 
-class SqlReadModels(ReadEngine):
-    """The `ReadModels` contract: the engine's views and freshness, and the queries over the
-    inbox, decisions and chats views (which the wiring hands in, `views.registry`)."""
+
+class _Queries:
+    """The queries over the inbox, decisions and chats views, wherever `view` finds them."""
+
+    def view(self, kind: type[V]) -> V:
+        raise NotImplementedError
 
     def chats(self, f: ChatFilter, limit: int = 50, cursor: str | None = None) -> Page[ChatSummary]:
         return self.view(ChatsView).page(f, limit, cursor)
@@ -43,3 +50,28 @@ class SqlReadModels(ReadEngine):
         rows = export.rows_of(
             lambda cursor: first if cursor is None else self.decisions(f, 1000, cursor))
         return export.export(rows, fmt)
+
+
+class SqlReadModels(ReadEngine, _Queries):
+    """The `ReadModels` contract: the engine's views and freshness, and the queries over the
+    inbox, decisions and chats views (which the wiring hands in, `views.registry`)."""
+
+    def at(self, name: str, position: int | None) -> Queries:
+        """The queries over view `name` where they show every event up to `position`: on a
+        replica that has applied it (waiting up to the replicas' bound), else here. The
+        caller has waited for `position` here (`wait`): a replica never answers behind it."""
+        replica = self.replica_for(name, position)
+        return self if replica is None else _OnReplica(self, replica)
+
+
+class _OnReplica(_Queries):
+    """The queries, each view read on one replica (what it fails is read on the primary)."""
+
+    def __init__(self, models: SqlReadModels, replica: Replica) -> None:
+        self._models, self.replica = models, replica
+
+    def view(self, kind: type[V]) -> V:
+        return self._models.on_replica(kind, self.replica)
+
+    def find(self, kind: type[V]) -> V | None:
+        return None if self._models.find(kind) is None else self.view(kind)

@@ -5,12 +5,15 @@ unreachable, silent, or read-only as a standby is) is a 503 at once, saying why
 (`store_reason`), without a thread or a connection; otherwise the store and the views are
 asked, and whatever does not answer within READY_WITHIN is a 503 too. A view stuck on an
 event it cannot apply names the view, the event (notification id and topic) and the error's
-class, never its text (it may quote a row's personal data).
+class, never its text (it may quote a row's personal data). Read replicas, if any, are probed
+and reported (`replicas`) but never make the server unready: a read none can answer goes to
+the primary.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from eventsourcing.persistence import PersistenceError
 from fastapi import APIRouter, Request
@@ -20,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from interlock.api.deps import ReadModelsDep, ServiceDep
 from interlock.api.jsonbody import JsonRoute
 from interlock.api.observability.metrics import StoreProbe
-from interlock.api.schemas import Health
+from interlock.api.schemas import Health, ReplicaHealth
 from interlock.domain import Interlock
 from interlock.domain.errors import UnavailableError
 from interlock.notify.notifier import Notifier
@@ -59,7 +62,8 @@ async def readyz(request: Request, service: ServiceDep,
     stuck = views.stuck()
     health = Health(status="ready" if store and current and not stuck else "not_ready",
                     store=store, store_reason=reason, views=current, stuck=stuck or None,
-                    notifications_failed=await _failed_notifications(request) if store else None)
+                    notifications_failed=await _failed_notifications(request) if store else None,
+                    **await _replicas(views))
     if health.status == "ready":
         return health
     return JSONResponse(health.model_dump(), status_code=503)
@@ -73,6 +77,19 @@ async def _failed_notifications(request: Request) -> int | None:
         return await asyncio.wait_for(run_in_threadpool(notifier.store.stuck), READY_WITHIN)
     except (TimeoutError, PersistenceError, UnavailableError):
         return None
+
+
+async def _replicas(views: ReadModels) -> dict[str, Any]:
+    """The read replicas, each probed now (within READY_WITHIN): reported, never a reason
+    to be not ready, since every read a replica cannot answer goes to the primary."""
+    if views.replica_states() is None:
+        return {}
+    try:
+        states = await asyncio.wait_for(run_in_threadpool(views.replica_states, True),
+                                        READY_WITHIN)
+    except TimeoutError:
+        states = views.replica_states()  # as last seen: the probe goes on in its thread
+    return {"replicas": [ReplicaHealth(**s) for s in states or []]}
 
 
 def _probe(service: Interlock, views: ReadModels) -> tuple[bool, bool]:

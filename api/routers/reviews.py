@@ -33,7 +33,7 @@ from interlock.domain.errors import InternalError
 from interlock.domain.receipts import Receipts
 from interlock.domain.review.queries import SHIPPED, ReviewQuery
 from interlock.domain.review.service import Reviews
-from interlock.projections.interface import ReadModels
+from interlock.projections.interface import Queries, ReadModels
 from interlock.projections.views.reviews import ReviewsView
 from interlock.reviewing import ReviewDesk
 
@@ -64,16 +64,19 @@ def desk_for(service: Interlock, views: ReadModels, auth: AuthConfig, tenant: st
              second: frozenset[str] = frozenset()) -> ReviewDesk:
     """The desk over the views once they show every write committed before the request
     (the API's and the console's: one desk, one meaning of a query)."""
+    position = service.position()
     try:
-        views.wait(service.position())
+        views.wait(position)
     except TimeoutError:
         raise ViewsBehindError() from None
     principals = None if auth.keys is None else {
         p.id for p in auth.keys.values() if p.tenant == tenant}
-    return ReviewDesk(Reviews(service), reviews_view(views), principals, second)
+    # Its queries read on a read replica that has applied the position, if there is one.
+    return ReviewDesk(Reviews(service), reviews_view(views.at(ReviewsView.view_name, position)),
+                      principals, second)
 
 
-def reviews_view(views: ReadModels) -> ReviewsView:
+def reviews_view(views: Queries) -> ReviewsView:
     """The reviews read model of these read models (every SQL store keeps one)."""
     found = views.find(ReviewsView)
     if found is None:

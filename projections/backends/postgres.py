@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import json
@@ -30,6 +31,7 @@ from psycopg.types.json import Json
 from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.jsonsafe import c_json_encoder
 from interlock.domain.errors import InvalidRequestError, UnavailableError
+from interlock.projections.backends.replicas import Replica, ReplicaUnavailableError
 from interlock.projections.engine.live import LeaderLostError
 from interlock.projections.engine.sql import (
     JointBatchError,
@@ -65,6 +67,7 @@ _ADVANCE_FROM = (
 )
 
 _MARK = "INSERT INTO {tracking} VALUES (%(marker)s, 1) ON CONFLICT DO NOTHING"
+_POSITION = "SELECT notification_id FROM {tracking} WHERE application_name = %(app)s"
 
 
 class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
@@ -89,6 +92,7 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         self._composed: dict[str, bytes] = {}
         self._bounds: dict[str, tuple[bytes, tuple[str, ...]]] = {}
         self._local = _InBatch()
+        self.replica: Replica | None = None  # set on a twin that reads on a replica (`on`)
         self.sql_create_statements.extend(
             sql.SQL(t).format(**self._names, **_TYPES) for t in self.ddl)
 
@@ -130,10 +134,22 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         return sql.Identifier(self.datastore.schema, self.tracking_table_name).as_string(None)
 
     def position(self) -> int:
+        if self.replica is not None:  # the view's position as replicated there
+            rows = self.replica.fetch(self._q(_POSITION), {"app": self.application_name},
+                                      counted=False)
+            return int(rows[0]["notification_id"]) if rows else 0
         return self.max_tracking_id(self.application_name) or 0
+
+    def on(self, replica: Replica) -> PostgresViewStore:
+        """This view's store reading on `replica`: its queries run there, and any the
+        replica fails or refuses runs here instead; it writes nothing (`batch` refuses)."""
+        twin = copy.copy(self)
+        twin.replica, twin._local = replica, _InBatch()
+        return twin
 
     @contextmanager
     def batch(self, start: int, upto: int) -> Iterator[None]:
+        assert self.replica is None, "a view is written on the primary, never on a replica"
         joint = self._local.joint
         if joint is not None:
             with joint.batch(self, start, upto):
@@ -210,6 +226,11 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         for name, value in params.items():
             if isinstance(value, str) and "\x00" in value:
                 raise InvalidRequestError(f"{name} contains a NUL character", parameter=name)
+        if self.replica is not None:
+            try:
+                return list(self.replica.fetch(self._q(template), params))
+            except ReplicaUnavailableError:
+                pass  # the primary has every row the replica was to show, and maybe more
         with self.datastore.get_connection() as conn:
             return list(conn.execute(self._q(template), params).fetchall())
 

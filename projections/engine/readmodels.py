@@ -28,6 +28,7 @@ from interlock.projections.engine.stuck import StuckView, StuckViews
 
 if TYPE_CHECKING:
     from interlock.domain.application import Interlock
+    from interlock.projections.backends.replicas import Replica, Replicas
 
 FRESH_KEPT = 10_000  # committed events kept for the next pass, at most
 POLL = 0.01  # seconds between reads of the views' positions while another process applies them
@@ -62,6 +63,40 @@ class ReadEngine:
         self._fresh: dict[int, Any] = {}
         self._fresh_lock = threading.Lock()
         self.applied: dict[str, int] = {}  # each view's position after the last pass
+        # Hot standbys whose copies of the views answer queries (the wiring's; docs/ha.md).
+        self.replicas: Replicas | None = None
+        self._twins: dict[tuple[int, type[SqlView]], SqlView] = {}
+
+    # -- where queries read ------------------------------------------------------------------
+
+    def replica_for(self, name: str, position: int | None) -> Replica | None:
+        """A replica whose own copy of view `name` has applied `position` (polled up to the
+        replicas' `wait`), or None: read the view here, on the primary. The copy's tracking
+        row commits with its rows, so a replica at `position` shows every write up to it."""
+        if self.replicas is None:
+            return None
+        view = self.runner(name).view
+        return self.replicas.current(position or 0, lambda r: self.on_replica(
+            type(view), r).position())
+
+    def on_replica(self, kind: type[V], replica: Replica) -> V:
+        """The view of read model `kind` reading on `replica` (what it fails or refuses
+        is read here): the same class over its store's twin (`store.on`)."""
+        view = self.view(kind)
+        key = (id(replica), type(view))
+        twin = self._twins.get(key)
+        if twin is None:
+            twin = self._twins[key] = type(view)(view.store.on(replica), view.read_model)
+        return twin  # type: ignore[return-value]  # the class of view(kind), a V
+
+    def replica_states(self, probe: bool = False) -> list[dict[str, Any]] | None:
+        """Each replica's state (None: no replicas), probed now if `probe`."""
+        if self.replicas is None:
+            return None
+        if probe:
+            for replica in self.replicas.replicas:
+                replica.probe()
+        return self.replicas.states()
 
     def view(self, kind: type[V]) -> V:
         """The view of read model `kind` (a `SqlView` subclass) in this store."""
@@ -289,5 +324,7 @@ class ReadEngine:
         if self._live is not None:
             self._live.stop()
             self._live = None
+        if self.replicas is not None:
+            self.replicas.close()
         if self._on_close is not None:
             self._on_close()

@@ -103,6 +103,10 @@ class ViewStore(TrackingRecorder, ABC):
     def encode_ts(self, value: datetime) -> Any:
         """A time as the backend stores timestamps."""
 
+    def on(self, replica: Any) -> ViewStore:
+        """This store reading on a hot standby `replica` (PostgreSQL's; docs/ha.md)."""
+        raise LookupError(f"a {self.dialect} view has no replicas")
+
     def joint(self, others: Sequence[ViewStore]) -> AbstractContextManager[None] | None:
         """One transaction in which this store's and `others`' batches all commit, or None.
 

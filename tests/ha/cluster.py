@@ -229,6 +229,17 @@ class PatroniCluster:
             **self._user)  # type: ignore[call-overload]
         assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
 
+    def maintenance(self, on: bool) -> None:
+        """Patroni's maintenance mode (`patronictl pause`, `resume`), waiting for every node:
+        Patroni then leaves the nodes alone. Outside it, Patroni resumes a standby's WAL
+        replay paused by hand (`pg_wal_replay_pause()`) at its next loop."""
+        node = self.primary() or self.nodes[0]
+        ctl = PATRONI.with_name("patronictl")
+        done = subprocess.run(
+            [str(ctl), "-c", str(node.config), "pause" if on else "resume", SCOPE, "--wait"],
+            capture_output=True, timeout=60, **self._user)  # type: ignore[call-overload]
+        assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+
     def logs(self) -> str:
         tails = []
         for path in sorted(self.root.rglob("*.out")) + sorted(self.root.rglob("*.log")):

@@ -1688,6 +1688,8 @@ export interface components {
             stuck?: components["schemas"]["StuckView"][] | null;
             /** Notifications Failed */
             notifications_failed?: number | null;
+            /** Replicas */
+            replicas?: components["schemas"]["ReplicaHealth"][] | null;
         };
         /**
          * InboxRow
@@ -1987,6 +1989,22 @@ export interface components {
             reason: string;
             /** Input Sha256 */
             input_sha256?: string | null;
+        };
+        /**
+         * ReplicaHealth
+         * @description A read replica as `/readyz` last probed it (docs/ha.md, "Read replicas").
+         */
+        ReplicaHealth: {
+            /** Name */
+            name: string;
+            /** Up */
+            up: boolean;
+            /** Reason */
+            reason?: string | null;
+            /** Reads */
+            reads: number;
+            /** Failures */
+            failures: number;
         };
         /**
          * RespondEntry
