@@ -1413,6 +1413,12 @@ export interface components {
             version: number;
             /** Fingerprint */
             fingerprint?: string | null;
+            /** Stage */
+            stage?: string | null;
+            /** For Actor */
+            for_actor?: string | null;
+            /** Delegation Id */
+            delegation_id?: string | null;
         };
         /**
          * DecisionStats
@@ -2214,6 +2220,32 @@ export interface components {
             viewed: boolean;
             /** Viewed At */
             viewed_at?: string | null;
+            /** Stage */
+            stage?: string | null;
+            /** For Actor */
+            for_actor?: string | null;
+            /** Delegation Id */
+            delegation_id?: string | null;
+            /**
+             * Delegated
+             * @default false
+             */
+            delegated: boolean;
+            /**
+             * Delegation Active
+             * @default false
+             */
+            delegation_active: boolean;
+            /**
+             * Stage Skipped
+             * @default false
+             */
+            stage_skipped: boolean;
+            /**
+             * Stage Unapproved
+             * @default false
+             */
+            stage_unapproved: boolean;
         };
         /** ReviewItemPublic */
         ReviewItemPublic: {
