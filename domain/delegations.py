@@ -207,6 +207,15 @@ class Delegations(Stream):
             tenant=self.tenant, delegation_id=delegation_id, actor=who.id, chat_id=chat_id,
             refs=refs))
 
+    def letting(self, who: Decider, roles: set[str], groups: set[str], at: datetime
+                ) -> list[Delegation]:
+        """The delegations in force at `at` whose delegate is `who` and whose scope may
+        decide what `roles`/`groups` may (a held call's current stage)."""
+        me = normalise_id(who.id)
+        return [d for d in self.granted.values()
+                if normalise_id(d.delegate) == me and d.active(at)
+                and (set(d.roles) & roles or set(d.groups) & groups)]
+
     def visible_to(self, who: Decider, auditor: bool) -> list[Delegation]:
         """What `who` may list: all (an admin, an auditor) or those naming them."""
         me = normalise_id(who.id)
@@ -285,3 +294,22 @@ class DelegationDesk:
 
     def acting(self, tenant: str, delegation_id: UUID, who: Decider) -> Decider:
         return self.load(tenant).acting(delegation_id, who, now())
+
+    def deciding(self, tenant: str, who: Decider, roles: set[str], groups: set[str]
+                 ) -> Decider:
+        """Who `who` decides as where only one choice is possible (a Slack button names no
+        delegation): themselves when their own roles may decide; else by the one delegation
+        in force that lets them; two or more are refused (the vote names one elsewhere);
+        none: themselves, and the rules refuse them as ever."""
+        if who.may_decide(roles, groups):
+            return who
+        delegations = self.load(tenant)
+        at = now()
+        found = delegations.letting(who, roles, groups, at)
+        if len(found) > 1:
+            raise InvalidRequestError(
+                f"{who.id} decides this by {len(found)} delegations (for "
+                f"{', '.join(sorted(d.delegator for d in found))}): vote in the console or by"
+                " the API naming one", reason="ambiguous_delegation",
+                delegations=sorted(str(d.id) for d in found))
+        return delegations.acting(found[0].id, who, at) if found else who

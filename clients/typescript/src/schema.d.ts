@@ -2477,6 +2477,18 @@ export interface components {
              * @description refused: policies hold calls
              */
             interrupt_after?: unknown;
+            /**
+             * Config
+             * @description only `configurable.delegation` is read: as `delegation`
+             */
+            config?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Delegation
+             * @description a resume's votes are cast for its delegator, by this delegation of yours (as /v1's resume `delegation`); or config.configurable.delegation
+             */
+            delegation?: string | null;
         };
         /**
          * SampleRecord
