@@ -112,8 +112,14 @@ def test_a_decisions_view_of_the_shape_before_is_rebuilt_when_opened(
         assert reopened.position() == 0  # emptied: it catches up from the log
         again.catch_up()
         assert reopened.dump() == want
+        caught_up = reopened.position()
     finally:
         again.close()
+    third = open_views(live.service, prefix=prefix)  # its version is recorded: kept as is
+    try:
+        assert third.view(DecisionsView).position() == caught_up > 0
+    finally:
+        third.close()
 
 
 def _execute(store: Any, template: str) -> None:
