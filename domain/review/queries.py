@@ -87,7 +87,7 @@ SHIPPED: Mapping[str, ReviewQuery] = {q.name: q for q in (
                 filter="stage_skipped = true"),
     ReviewQuery(name="stage_unapproved", version=1, alarm=True,
                 title="Approved while a stage that applied to the input had no approving vote",
-                filter="stage_unapproved = true"),
+                filter="stage_skipped = true and stage_unapproved = true"),
     ReviewQuery(name="delegate_votes", version=1,
                 title="Votes cast by delegation: the delegate (actor), for whom (for_actor),"
                       " by which delegation, and whether it was in force then",
