@@ -7,11 +7,19 @@ revocation is an event, chained like a chat's. A delegate votes "for X, by deleg
 the vote as X's and bar it as if both X and the delegate cast it: neither may be a
 requester of the call, neither may vote twice nor in two stages, and a conflict of roles
 counts the delegate's own roles with the delegated ones.
+
+A delegated vote is fenced against a revocation racing it: the vote's commit carries a
+`DelegationUsed` event of the delegations stream, written in the same transaction at the
+next version of that stream, after the same rule (`in_force`) is checked again at the
+vote's time. A revocation that committed first makes the vote's write a conflict (it is
+then refused as the delegation is no longer in force); one that comes after finds the
+stream moved and is written after the vote (DelegationDesk retries it). Either the vote
+lands before the revocation, or it is refused: never counted under a revoked delegation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Protocol
 from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
@@ -21,12 +29,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from interlock.domain.chat.events import ChatEvent, now
 from interlock.domain.chat.policies import Decider, normalise_id
 from interlock.domain.errors import (
+    ConcurrencyError,
     DelegationNotFoundError,
     ForbiddenError,
     InvalidRequestError,
 )
 from interlock.domain.streams import Stream, StreamEvent
 
+_ATTEMPTS = 5  # a change of the stream losing to others' writes, at most this often
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,199}$"
 
 
@@ -56,6 +66,17 @@ class DelegationRevoked(StreamEvent):
     tenant: str
     delegation_id: UUID
     actor: str
+
+
+class DelegationUsed(StreamEvent):
+    """`actor` voted on calls `refs` of chat `chat_id` for the delegator, by this
+    delegation, while it was in force (the fence of the vote: it commits with the vote)."""
+
+    tenant: str
+    delegation_id: UUID
+    actor: str
+    chat_id: UUID
+    refs: list[str]
 
 
 class Delegation(BaseModel):
@@ -157,17 +178,43 @@ class Delegations(Stream):
         """`who` deciding for the delegation's delegator at `at`: with the delegated scope,
         its own roles kept for conflicts. Refused unless `who` is its delegate and it is
         in force."""
+        d = self.in_force(delegation_id, who.id, at)
+        return Decider(who.id, frozenset(d.roles), frozenset(d.groups),
+                       acting_for=d.delegator, delegation=str(d.id), holds=who.roles)
+
+    def in_force(self, delegation_id: UUID, delegate: str, at: datetime) -> Delegation:
+        """The delegation, when `delegate` is its delegate and it is in force at `at`."""
         d = self.get(delegation_id)
-        if normalise_id(who.id) != normalise_id(d.delegate):
-            raise ForbiddenError(f"delegation {delegation_id} is not {who.id}'s",
-                                 reason="not_the_delegate", actor=who.id)
+        if normalise_id(delegate) != normalise_id(d.delegate):
+            raise ForbiddenError(f"delegation {delegation_id} is not {delegate}'s",
+                                 reason="not_the_delegate", actor=delegate)
         if not d.active(at):
             raise ForbiddenError(
                 f"delegation {delegation_id} is not in force now (from {d.starts_at.isoformat()}"
                 f" until {d.ends_at.isoformat()}{', revoked' if d.revoked_at else ''})",
-                reason="delegation_inactive", actor=who.id, delegation=str(delegation_id))
-        return Decider(who.id, frozenset(d.roles), frozenset(d.groups),
-                       acting_for=d.delegator, delegation=str(d.id), holds=who.roles)
+                reason="delegation_inactive", actor=delegate, delegation=str(delegation_id))
+        return d
+
+    def use(self, who: Decider, at: datetime, chat_id: UUID, refs: list[str]) -> None:
+        """Record that `who` (deciding by a delegation: `acting` made it) votes on `refs`
+        of `chat_id` at `at`; refused as `acting` refuses, if it is no longer in force."""
+        if who.delegation is None:
+            return
+        delegation_id = UUID(who.delegation)
+        self.in_force(delegation_id, who.id, at)
+        self._record(DelegationUsed(
+            originator_id=self.id, originator_version=self.version + 1, timestamp=now(),
+            tenant=self.tenant, delegation_id=delegation_id, actor=who.id, chat_id=chat_id,
+            refs=refs))
+
+    def letting(self, who: Decider, roles: set[str], groups: set[str], at: datetime
+                ) -> list[Delegation]:
+        """The delegations in force at `at` whose delegate is `who` and whose scope may
+        decide what `roles`/`groups` may (a held call's current stage)."""
+        me = normalise_id(who.id)
+        return [d for d in self.granted.values()
+                if normalise_id(d.delegate) == me and d.active(at)
+                and (set(d.roles) & roles or set(d.groups) & groups)]
 
     def visible_to(self, who: Decider, auditor: bool) -> list[Delegation]:
         """What `who` may list: all (an admin, an auditor) or those naming them."""
@@ -189,6 +236,7 @@ class Delegations(Stream):
         elif isinstance(event, DelegationRevoked):
             self.granted[event.delegation_id] = self.granted[event.delegation_id].model_copy(
                 update={"revoked_at": event.timestamp, "revoked_by": event.actor})
+        # a DelegationUsed changes no delegation: it only moves the stream (a fence)
         self._followed(event)
 
 
@@ -196,7 +244,8 @@ def replay(tenant: str, events: Iterable[object]) -> Delegations:
     """The tenant's delegations as recorded."""
     delegations = Delegations(tenant)
     for event in events:
-        if isinstance(event, DelegationGranted | DelegationRevoked) and event.tenant == tenant:
+        if isinstance(event, DelegationGranted | DelegationRevoked | DelegationUsed) \
+                and event.tenant == tenant:
             delegations.apply(event)
     return delegations
 
@@ -220,17 +269,47 @@ class DelegationDesk:
         return replay(tenant, self.service.events.get(delegations_id(tenant)))
 
     def grant(self, tenant: str, who: Decider, request: DelegationRequest) -> Delegation:
-        delegations = self.load(tenant)
-        delegation = delegations.grant(who, request, now())
-        self.service.save_stream(delegations.id, delegations.seal(self.service.sealer.sign))
-        return delegation
+        return self._saved(tenant, lambda d: d.grant(who, request, now()))
 
     def revoke(self, tenant: str, delegation_id: UUID, who: Decider) -> Delegation:
-        delegations = self.load(tenant)
-        delegation = delegations.revoke(delegation_id, who)
-        if delegations.pending_events:
-            self.service.save_stream(delegations.id, delegations.seal(self.service.sealer.sign))
-        return delegation
+        return self._saved(tenant, lambda d: d.revoke(delegation_id, who))
+
+    def _saved(self, tenant: str, change: Callable[[Delegations], Delegation]) -> Delegation:
+        """`change` applied to the stream as it is now, and saved; a delegated vote's fence
+        (or another change) taking the stream's next version first: read again, retried."""
+        for attempt in range(_ATTEMPTS):
+            delegations = self.load(tenant)
+            delegation = change(delegations)
+            if not delegations.pending_events:
+                return delegation
+            try:
+                self.service.save_stream(delegations.id,
+                                         delegations.seal(self.service.sealer.sign))
+            except ConcurrencyError:
+                if attempt == _ATTEMPTS - 1:
+                    raise
+                continue
+            return delegation
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def acting(self, tenant: str, delegation_id: UUID, who: Decider) -> Decider:
         return self.load(tenant).acting(delegation_id, who, now())
+
+    def deciding(self, tenant: str, who: Decider, roles: set[str], groups: set[str]
+                 ) -> Decider:
+        """Who `who` decides as where only one choice is possible (a Slack button names no
+        delegation): themselves when their own roles may decide; else by the one delegation
+        in force that lets them; two or more are refused (the vote names one elsewhere);
+        none: themselves, and the rules refuse them as ever."""
+        if who.may_decide(roles, groups):
+            return who
+        delegations = self.load(tenant)
+        at = now()
+        found = delegations.letting(who, roles, groups, at)
+        if len(found) > 1:
+            raise InvalidRequestError(
+                f"{who.id} decides this by {len(found)} delegations (for "
+                f"{', '.join(sorted(d.delegator for d in found))}): vote in the console or by"
+                " the API naming one", reason="ambiguous_delegation",
+                delegations=sorted(str(d.id) for d in found))
+        return delegations.acting(found[0].id, who, at) if found else who

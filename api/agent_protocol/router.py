@@ -21,6 +21,7 @@ from interlock.api.jsonbody import JsonRoute
 from interlock.api.routers.common import errors
 from interlock.domain import Agent, Chat, Interlock, RespondEntry
 from interlock.domain.chat.canonical import wire_time
+from interlock.domain.delegations import DelegationDesk
 from interlock.domain.errors import (
     ChatNotFoundError,
     InvalidRequestError,
@@ -65,6 +66,28 @@ class RunCreate(_Body):
                                                 "messages (messages-tuple); default values")
     interrupt_before: Any = Field(default=None, description="refused: policies hold calls")
     interrupt_after: Any = Field(default=None, description="refused: policies hold calls")
+    config: dict[str, Any] | None = Field(default=None, description="only `configurable."
+                                          "delegation` is read: as `delegation`")
+    delegation: UUID | None = Field(default=None, description="a resume's votes are cast for "
+                                    "its delegator, by this delegation of yours (as /v1's "
+                                    "resume `delegation`); or config.configurable.delegation")
+
+    def delegation_named(self) -> UUID | None:
+        """The delegation the run votes by: `delegation`, or the LangGraph SDK's
+        `config={"configurable": {"delegation": ...}}` (both: they must agree)."""
+        configurable = (self.config or {}).get("configurable")
+        given = configurable.get("delegation") if isinstance(configurable, dict) else None
+        if given is None:
+            return self.delegation
+        try:
+            named = UUID(str(given))
+        except ValueError:
+            raise InvalidRequestError("config.configurable.delegation is a delegation's id",
+                                      field="config") from None
+        if self.delegation is not None and self.delegation != named:
+            raise InvalidRequestError("delegation and config.configurable.delegation differ",
+                                      field="delegation")
+        return named
 
 
 class AssistantNotFoundError(NotFoundError):
@@ -293,6 +316,9 @@ def _check_run(body: RunCreate) -> str | None:
             raise InvalidRequestError(
                 f"{name} is not served: a call pauses where an approval policy or a tool's "
                 "own interrupt holds it, not before or after a node", field=name)
+    if body.input is not None and body.delegation_named() is not None:
+        raise InvalidRequestError("a delegation goes with a resume (command), not with input",
+                                  field="delegation")
     if body.command is not None and (body.command.update is not None or body.command.goto):
         raise InvalidRequestError(
             "Command(update=..., goto=...) is refused: a thread's state is its chat's event "
@@ -335,8 +361,12 @@ async def _run(chat: Chat, body: RunCreate, text: str | None, service: Interlock
         entries = mapping.resume_entries(chat, body.command.resume)
         respond = [e for e in entries if isinstance(e, RespondEntry)]
         votes = [e for e in entries if not isinstance(e, RespondEntry)]
+        decider, delegation = who.decider(), body.delegation_named()
+        if delegation is not None:  # as /v1's resume: the delegation's rules decide
+            decider = await service.off_loop(DelegationDesk(service).acting, who.tenant,
+                                             delegation, decider)
         result = await service.resume(chat.id, respond=respond, votes=votes, actor=who.id,
-                                      tenant=who.tenant, decider=who.decider())
+                                      tenant=who.tenant, decider=decider)
     if result.finish_reason == "failed":
         raise ModelError(result.error or "the model failed", chat_id=result.chat_id,
                          version=result.version, finish_reason="failed")

@@ -68,6 +68,9 @@ class Chat:
         self.version = version
         self.state = state
         self.pending_events: list[ev.ChatEvent] = []
+        # Sealed events of another stream that must commit with this chat's next commit, or
+        # not at all (a delegated vote's fence: domain/delegations.py).
+        self.companions: list[ev.ChatEvent] = []
         self.snapshotted = 0  # the version of its latest snapshot, as far as this process knows
 
     # -- the eventsourcing aggregate protocol -------------------------------------------------

@@ -37,6 +37,8 @@ FIELDS: Mapping[str, FieldType] = {
     "version": "number", "prior_expiries": "number", "fingerprint_changes": "number",
     "asked_at": "time", "decided_at": "time", "requester_approved": "bool", "edited": "bool",
     "reasked": "bool", "fingerprint_changed": "bool", "viewed": "bool", "viewed_at": "time",
+    "stage": "text", "for_actor": "principal", "delegation_id": "text", "delegated": "bool",
+    "delegation_active": "bool", "stage_skipped": "bool", "stage_unapproved": "bool",
 }
 _ORDERED = frozenset({"text", "number", "time", "json"})
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")

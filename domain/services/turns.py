@@ -11,7 +11,9 @@ from uuid import UUID
 from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.approval_events import ApprovalVoted
 from interlock.domain.chat.events import TurnFinished, now
+from interlock.domain.chat.policies import Decider
 from interlock.domain.chat.rules import AWAITS_AGENT, VoteEntry, held_call
+from interlock.domain.delegations import delegations_id, replay
 from interlock.domain.errors import (
     ConcurrencyError,
     IdempotencyKeyReusedError,
@@ -90,7 +92,8 @@ class Turns:
         try:
             return await self._resume(command, emit)
         except ConcurrencyError:
-            await self.io.off_loop(self._explain_lost_vote, command.chat_id, command.votes)
+            await self.io.off_loop(self._explain_lost_vote, command.chat_id, command.votes,
+                                   command.decider)
             raise
         except UnavailableError:  # it may have committed: the key's retry continues it
             if command.idempotency_key is not None:
@@ -106,6 +109,7 @@ class Turns:
             if key in chat.state.resume_keys:
                 return await self._answer_again(chat, loop, key, body_sha, command.actor, emit)
         since = len(chat.state.messages)
+        at = self._clock()
         chat.resume(
             command.respond,
             command.restart,
@@ -116,9 +120,13 @@ class Turns:
             metadata=command.metadata,
             votes=command.votes,
             decider=command.decider,
-            now=self._clock(),
+            now=at,
             policy=loop.agent.policy,
         )
+        if command.votes and command.decider is not None \
+                and command.decider.delegation is not None:
+            await self.io.off_loop(self._fence, chat, command.decider, at,
+                                   [v.ref for v in command.votes])
         chat.record_fingerprint(loop.agent.fingerprint)
         if chat.status == "interrupted":  # votes only, none resolved: record them, run nothing
             position = await self.io.off_loop(self._host.commit, chat)
@@ -250,11 +258,26 @@ class Turns:
             return TurnResult.of(self._store.get(chat.id, version=votes_only), use.since, None)
         raise TurnInProgressError()
 
-    def _explain_lost_vote(self, chat_id: UUID, votes: Sequence[VoteEntry]) -> None:
-        """A vote that lost a race says what won (expiry, another decision) when it can."""
+    def _fence(self, chat: Chat, decider: Decider, at: datetime, refs: list[str]) -> None:
+        """A delegated vote commits with its delegation's use, at the next version of the
+        tenant's delegations stream, checked in force again at the vote's time: a
+        revocation racing it either commits first (the vote is then a conflict, refused)
+        or after it (domain/delegations.py)."""
+        delegations = replay(chat.state.tenant, self._store.stream(delegations_id(
+            chat.state.tenant)))
+        delegations.use(decider, at, chat.id, refs)
+        chat.companions.extend(delegations.seal(self._store.sign))
+
+    def _explain_lost_vote(self, chat_id: UUID, votes: Sequence[VoteEntry],
+                           decider: Decider | None = None) -> None:
+        """A vote that lost a race says what won (expiry, another decision, a revocation of
+        its delegation) when it can."""
         if not votes:
             return
         chat = self._store.get(chat_id)
+        if decider is not None and decider.delegation is not None:
+            replay(chat.state.tenant, self._store.stream(delegations_id(chat.state.tenant))
+                   ).in_force(UUID(decider.delegation), decider.id, self._clock())
         for entry in votes:
             held_call(chat.state.calls, entry, self._clock())  # raises the winner's story, if any
 

@@ -152,13 +152,15 @@ class ChatRepository:
         tip = chat.state.chain_tip
         chat.seal(self._sealer.sign)
         events = chat.collect_events()
+        companions, chat.companions = chat.companions, []
         try:
-            recordings = self._write(events, chat.id, {chat.id: chat})
+            recordings = self._write([*events, *companions], chat.id, {chat.id: chat})
         except ConcurrencyError:
             raise
         except BaseException:
             # nothing was written: keep the events pending so the turn can still record its end
             chat.pending_events, chat.state.chain_tip = events + chat.pending_events, tip
+            chat.companions = companions + chat.companions
             raise
         position = self._tell(recordings)
         self._snapshot(chat)
@@ -171,6 +173,14 @@ class ChatRepository:
             chat.seal(self._sealer.sign)
             events.extend(chat.collect_events())
         self._tell(self._write(events, chats[-1].id, {chat.id: chat for chat in chats}))
+
+    def stream(self, stream_id: UUID) -> list[Any]:
+        """The events of a stream that is no chat (a tenant's delegations), oldest first."""
+        return list(self._app.events.get(stream_id))
+
+    def sign(self, tip: str | None, event: Any) -> str:
+        """The chain link of `event` after `tip` (a stream's events are sealed like a chat's)."""
+        return self._sealer.sign(tip, event)
 
     def append(self, stream_id: UUID, events: Sequence[Any]) -> int | None:
         """Append a stream's sealed events that is no chat (a review, a subscription, a

@@ -3,7 +3,12 @@ the `/interlock-link` command. Each is verified (Slack's signing secret, a five-
 never twice) before it is read; the Slack user counts as the principal that confirmed its link
 (domain/links.py), and the vote is that principal's, under the same rules as any other, with
 the channel named on the event. An unlinked user is told how to link, and nothing is
-recorded."""
+recorded.
+
+A button names no delegation: a linked user whose own roles may not decide the call's
+current stage votes by the one delegation in force that lets them (for its delegator, as a
+resume naming it would: the same rules, the same fence); two such delegations are refused
+(vote in the console or by the API naming one). See `DelegationDesk.deciding`."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from slack_sdk.errors import SlackClientError
 from slack_sdk.signature import SignatureVerifier
 
 from interlock.domain import ApproveEntry, Chat, Interlock, RejectEntry
+from interlock.domain.delegations import DelegationDesk
 from interlock.domain.errors import InterlockError, InvalidRequestError, UnauthenticatedError
 from interlock.domain.links import SLACK_USER
 from interlock.domain.principals import Directory, Principal, of_tenant
@@ -146,11 +152,18 @@ class SlackActions:
             ApproveEntry(ref=button.ref, name=call.name, input_sha256=button.input_sha256)
             if reason is None else RejectEntry(ref=button.ref, name=call.name, reason=reason,
                                                input_sha256=button.input_sha256))
+        decider = principal.decider()
+        if call.approval is not None and call.status == "interrupted":
+            roles, groups = call.approval.deciders()
+            decider = await self.service.off_loop(DelegationDesk(self.service).deciding,
+                                                  tenant, decider, roles, groups)
         await self.service.resume(
             button.chat_id, votes=[vote], actor=principal.id, tenant=tenant,
-            decider=principal.decider(), metadata={"channel": "slack", "slack_user": user})
+            decider=decider, metadata={"channel": "slack", "slack_user": user})
+        by = (f" for {decider.acting_for} (delegation {decider.delegation})"
+              if decider.acting_for else "")
         return _say(f"Recorded: {principal.id} {'approved' if reason is None else 'rejected'}"
-                    f" {call.name}.")
+                    f" {call.name}{by}.")
 
 
 def _payload(body: bytes) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from interlock.domain.errors import InvalidRequestError, UnavailableError
 from interlock.projections.backends.replicas import Replica, ReplicaUnavailableError
 from interlock.projections.engine.live import LeaderLostError
 from interlock.projections.engine.sql import (
+    VERSION_KEY,
     JointBatchError,
     PositionConflictError,
     ReadModel,
@@ -68,6 +69,8 @@ _ADVANCE_FROM = (
 
 _MARK = "INSERT INTO {tracking} VALUES (%(marker)s, 1) ON CONFLICT DO NOTHING"
 _POSITION = "SELECT notification_id FROM {tracking} WHERE application_name = %(app)s"
+_VERSION = ("INSERT INTO {tracking} AS t VALUES (%(key)s, %(version)s) ON CONFLICT"
+            " (application_name) DO UPDATE SET notification_id = EXCLUDED.notification_id")
 
 
 class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
@@ -80,6 +83,7 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         application_name: str = "Interlock",
     ) -> None:
         self.view_name, self.tables, self.ddl = view.view_name, view.tables, view.ddl
+        self.version = view.version
         super().__init__(datastore, tracking_table_name=f"{prefix}_{self.view_name}_tracking")
         self.application_name = application_name
         schema = datastore.schema
@@ -114,7 +118,22 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
     def setup(self) -> None:
         with schema_lock(self.datastore):
             self._mark_migrated()
-            self.create_table()
+            if self._recorded_version() != self.version:  # another shape: rebuilt
+                self._reset()
+            else:
+                self.create_table()
+
+    def _recorded_version(self) -> int:
+        """The version of the view's shape its tracking table records (none: 1; no table:
+        1 too, so a first version creates its tables as ever and a later one resets)."""
+        with self.datastore.transaction(commit=False) as curs:
+            found = curs.execute("SELECT to_regclass(%s) AS t", (self._qualified(),)).fetchone()
+            if not found or found["t"] is None:
+                return 1
+            row = curs.execute(self._q("SELECT notification_id FROM {tracking}"
+                                       " WHERE application_name = %(key)s"),
+                               {"key": VERSION_KEY}).fetchone()
+        return int(row["notification_id"]) if row else 1
 
     def _mark_migrated(self) -> None:
         """Give a tracking table that lacks the library's migration marker its marker.
@@ -198,12 +217,19 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             self._drop(curs)
 
     def reset(self) -> None:
-        with schema_lock(self.datastore), self.datastore.transaction(commit=True) as curs:
+        with schema_lock(self.datastore):
+            self._reset()
+
+    def _reset(self) -> None:
+        """Drop and recreate the view, its version recorded (the caller holds the lock)."""
+        with self.datastore.transaction(commit=True) as curs:
             self._drop(curs)
             # A table created now is new: the library inserts its migration marker.
             self.tracking_table_exists = False
             self.tracking_migration_previous = self.tracking_migration_current = None
             self._create_table(curs)
+            if self.version != 1:
+                curs.execute(self._q(_VERSION), {"key": VERSION_KEY, "version": self.version})
 
     def _drop(self, curs: Cursor[DictRow]) -> None:
         # The position first, in the order a batch locks (position, then rows): a batch in

@@ -14,6 +14,7 @@ from typing import Any
 from eventsourcing.persistence import Tracking
 
 from interlock.projections.engine.sql import (
+    VERSION_KEY,
     PositionConflictError,
     ReadModel,
     Row,
@@ -28,6 +29,8 @@ _TRACKING = ("CREATE TABLE IF NOT EXISTS {tracking} (application_name text PRIMA
 _ADVANCE = ("INSERT INTO {tracking} VALUES (%(app)s, %(upto)s) ON CONFLICT (application_name)"
             " DO UPDATE SET notification_id = excluded.notification_id"
             " WHERE notification_id = %(start)s RETURNING notification_id")
+_VERSION = ("INSERT INTO {tracking} VALUES (%(key)s, %(version)s) ON CONFLICT (application_name)"
+            " DO UPDATE SET notification_id = excluded.notification_id")
 
 
 class SQLiteDb:
@@ -55,6 +58,7 @@ class SQLiteViewStore(ViewStore):
                  application_name: str = "Interlock") -> None:
         self.db = db
         self.view_name, self.tables, self.ddl = view.view_name, view.tables, view.ddl
+        self.version = view.version
         self.application_name = application_name
         self._names = {name: f'"{prefix}_{name}"' for name in self.tables}
         self._names["tracking"] = f'"{prefix}_{self.view_name}_tracking"'
@@ -69,8 +73,15 @@ class SQLiteViewStore(ViewStore):
 
     def setup(self) -> None:
         with self.db.lock:
-            for template in (_TRACKING, *self.ddl):
+            self.db.conn.execute(self._q(_TRACKING))
+            if self._recorded_version() != self.version:  # another shape: rebuilt
+                self.reset()
+                return
+            for template in self.ddl:
                 self.db.conn.execute(self._q(template))
+
+    def _recorded_version(self) -> int:
+        return self.max_tracking_id(VERSION_KEY) or 1
 
     def position(self) -> int:
         return self.max_tracking_id(self.application_name) or 0
@@ -111,6 +122,9 @@ class SQLiteViewStore(ViewStore):
             self._drop()
             for template in (_TRACKING, *self.ddl):
                 self.db.conn.execute(self._q(template))
+            if self.version != 1:
+                self.db.conn.execute(self._q(_VERSION), {"key": VERSION_KEY,
+                                                         "version": self.version})
 
     def _drop(self) -> None:
         for name in (*self.tables, "tracking"):

@@ -27,6 +27,8 @@ from eventsourcing.projection import Projection
 Key = tuple[Any, ...]
 Row = Mapping[str, Any]
 Dialect = Literal["sqlite", "postgresql"]
+# The tracking table's row that records the version of the view's shape (absent: 1).
+VERSION_KEY = "interlock:view-version"
 
 
 class PositionConflictError(IntegrityError):
@@ -62,6 +64,7 @@ class ViewStore(TrackingRecorder, ABC):
     dialect: ClassVar[Dialect]
     view_name: str
     ddl: tuple[str, ...]
+    version: int = 1  # the view's (SqlView.version): another recorded empties it at setup
 
     @abstractmethod
     def position(self) -> int:
@@ -135,6 +138,11 @@ class SqlView(TrackingRecorder):
     tables: ClassVar[tuple[str, ...]]  # short names; the backend prefixes them
     ddl: ClassVar[tuple[str, ...]]
     dump_sql: ClassVar[str]
+    # The shape of the view's rows: bump it when a column is added or a row means more,
+    # and a store holding another version is emptied when opened and catches up from
+    # the log (its CREATE TABLE IF NOT EXISTS would keep the old shape). The store
+    # records it in the view's tracking table (VERSION_KEY); none recorded: 1.
+    version: ClassVar[int] = 1
 
     def __init__(self, store: ViewStore, read_model: ReadModel) -> None:
         self.store = store

@@ -28,6 +28,7 @@ from interlock.domain.chat.events import (
 )
 from interlock.domain.chat.fork_events import ChatForked, asked_in
 from interlock.domain.chat.ids import id_text
+from interlock.domain.chat.policies import ApprovalTerms
 from interlock.projections.engine import cursors
 from interlock.projections.engine.fold import JoinedView
 from interlock.projections.engine.pages import Page, paginate
@@ -76,6 +77,11 @@ class DecisionRow(BaseModel):
     decided_at: datetime
     version: int
     fingerprint: str | None = None  # the agent definition in force (see GET /v1/agents)
+    # A vote on a staged call: the stage it was cast in (its name).
+    stage: str | None = None
+    # A vote cast by delegation: for whom (`actor` is the delegate) and by which delegation.
+    for_actor: str | None = None
+    delegation_id: str | None = None
 
 
 class DecisionFilter(BaseModel):
@@ -121,12 +127,18 @@ class Decided:
     replaced_input: Any = None
     output: Any = None
     resumed_metadata: dict[str, Any] | None = None
+    stage: int | None = None  # the index of the stage of a staged call's vote
+    for_actor: str | None = None
+    delegation_id: str | None = None
 
 
 _COLUMNS = ("chat_id, tenant, agent, ref, tool, kind, original_input, replaced_input, output,"
             " resumed_metadata, actor, input_sha256, requested_at, decided_at, version,"
-            " fingerprint")
+            " fingerprint, stage, for_actor, delegation_id")
 _JSON = ("original_input", "replaced_input", "output", "resumed_metadata")
+# A staged vote's stage name, of the names its call's hold recorded (by the stage's index).
+_STAGE = {"postgresql": "c.stages ->> CAST(%(si)s AS integer)",
+          "sqlite": "json_extract(c.stages, '$[' || %(si)s || ']')"}
 _WAIT = "extract(epoch FROM decided_at - requested_at)::float8"
 _UNSUMMARISED = ("SELECT 1 AS x FROM {decisions} WHERE NOT EXISTS (SELECT 1 FROM {decision_stats})"
                  " LIMIT 1")
@@ -139,6 +151,7 @@ class DecisionsView(JoinedView):
     """Decisions, plus the chats and calls they are joined from."""
 
     view_name = "decisions"
+    version = 2  # 2: a vote's stage, for_actor and delegation_id
     exact_up_to = EXACT_UP_TO  # more matching decisions than this: percentiles estimated
     tables = ("decisions", "decision_chats", "decision_calls", "decisions_time_idx",
               "decisions_tenant_idx", "decisions_tool_idx", "decisions_actor_idx",
@@ -148,13 +161,14 @@ class DecisionsView(JoinedView):
         "CREATE TABLE IF NOT EXISTS {decision_chats} (chat_id text PRIMARY KEY,"
         " tenant text NOT NULL, agent text NOT NULL, fingerprint text)",
         "CREATE TABLE IF NOT EXISTS {decision_calls} (chat_id text NOT NULL, ref text NOT NULL,"
-        " name text NOT NULL, input {json}, interrupted_at {ts}, PRIMARY KEY (chat_id, ref))",
+        " name text NOT NULL, input {json}, interrupted_at {ts}, stages {json},"
+        " PRIMARY KEY (chat_id, ref))",
         "CREATE TABLE IF NOT EXISTS {decisions} (chat_id text NOT NULL, version bigint NOT NULL,"
         " ref text NOT NULL, tenant text NOT NULL, agent text NOT NULL, tool text NOT NULL,"
         " kind text NOT NULL, original_input {json}, replaced_input {json}, output {json},"
         " resumed_metadata {json}, actor text NOT NULL, input_sha256 text NOT NULL,"
         " requested_at {ts} NOT NULL, decided_at {ts} NOT NULL, fingerprint text,"
-        " PRIMARY KEY (chat_id, version))",
+        " stage text, for_actor text, delegation_id text, PRIMARY KEY (chat_id, version))",
         "CREATE INDEX IF NOT EXISTS {decisions_time_idx} ON {decisions}"
         " (decided_at, chat_id, version)",
         "CREATE INDEX IF NOT EXISTS {decisions_tenant_idx} ON {decisions}"
@@ -178,14 +192,16 @@ class DecisionsView(JoinedView):
     # Chats and calls started in this batch are held until a statement reads them (a
     # decision) or the batch ends: their fingerprint and interruption fold in.
     lookup_inserts = ("INSERT INTO {decision_chats} VALUES (%(c)s, %(t)s, %(a)s, %(f)s)",
-                      "INSERT INTO {decision_calls} VALUES (%(c)s, %(r)s, %(n)s, %(i)s, %(at)s)")
+                      "INSERT INTO {decision_calls} VALUES (%(c)s, %(r)s, %(n)s, %(i)s, %(at)s,"
+                      " %(s)s)")
 
     def chat_started(self, chat_id: str, tenant: str, agent: str) -> None:
         self.lookups.chat_started(chat_id, {"c": chat_id, "t": tenant, "a": agent, "f": None})
 
     def tool_requested(self, chat_id: str, ref: str, name: str, input: Any) -> None:
         self.lookups.tool_requested(
-            chat_id, ref, {"c": chat_id, "r": ref, "n": name, "i": self._json(input), "at": None})
+            chat_id, ref, {"c": chat_id, "r": ref, "n": name, "i": self._json(input), "at": None,
+                           "s": None})
 
     def interrupted(self, chat_id: str, ref: str, at: datetime) -> None:
         if self.lookups.fold_call(chat_id, ref, at=self._ts(at)):
@@ -193,6 +209,18 @@ class DecisionsView(JoinedView):
         self._run("UPDATE {decision_calls} SET interrupted_at = %(at)s"
                   " WHERE chat_id = %(c)s AND ref = %(r)s",
                   {"c": chat_id, "r": ref, "at": self._ts(at)})
+
+    def held(self, chat_id: str, ref: str, at: datetime, stages: list[str] | None) -> None:
+        """A call held for approval at `at`; a staged one's stage names, in order."""
+        if stages is None:
+            self.interrupted(chat_id, ref, at)
+            return
+        names = self._json(stages)
+        if self.lookups.fold_call(chat_id, ref, at=self._ts(at), s=names):
+            return
+        self._run("UPDATE {decision_calls} SET interrupted_at = %(at)s, stages = %(s)s"
+                  " WHERE chat_id = %(c)s AND ref = %(r)s",
+                  {"c": chat_id, "r": ref, "at": self._ts(at), "s": names})
 
     def input_replaced(self, chat_id: str, ref: str, input: Any) -> None:
         if self.lookups.fold_call(chat_id, ref, i=self._json(input)):
@@ -209,16 +237,18 @@ class DecisionsView(JoinedView):
     def decided(self, d: Decided) -> None:
         self.lookups.flush()  # the decision is joined from its call and chat
         original = "%(oi)s" if d.kind == "restart" else "c.input"
+        stage = "NULL" if d.stage is None else _STAGE[self.dialect]
         self._run(
             "INSERT INTO {decisions} SELECT c.chat_id, %(v)s, c.ref, h.tenant, h.agent, c.name,"
             f" %(k)s, {original}, %(ri)s, %(o)s, %(rm)s, %(a)s, %(sha)s, c.interrupted_at, %(at)s,"
-            " h.fingerprint"
+            f" h.fingerprint, {stage}, %(fa)s, %(di)s"
             " FROM {decision_calls} c JOIN {decision_chats} h ON h.chat_id = c.chat_id"
             " WHERE c.chat_id = %(c)s AND c.ref = %(r)s",
             {"c": d.chat_id, "r": d.ref, "v": d.version, "k": d.kind,
              "oi": self._json(d.original_input), "ri": self._json(d.replaced_input),
              "o": self._json(d.output), "rm": self._json(d.resumed_metadata), "a": d.actor,
-             "sha": d.input_sha256, "at": self._ts(d.decided_at)})
+             "sha": d.input_sha256, "at": self._ts(d.decided_at), "fa": d.for_actor,
+             "di": d.delegation_id, **({} if d.stage is None else {"si": d.stage})})
         self._run(record_sql(self.dialect), {"c": d.chat_id, "v": d.version})
 
     def setup(self) -> None:
@@ -353,7 +383,8 @@ class DecisionsProjection(Projection[DecisionsView]):
         for call in asked_in(begun):
             self.view.tool_requested(chat_id, call.ref, call.name, call.input)
             if call.status == "interrupted" and call.interrupted_at is not None:
-                self.view.interrupted(chat_id, call.ref, call.interrupted_at)
+                terms = call.approval.terms if call.approval is not None else None
+                self.view.held(chat_id, call.ref, call.interrupted_at, _stage_names(terms))
 
     @process_event.register
     def _interrupted(self, e: Interrupted, tracking: Tracking) -> None:
@@ -381,7 +412,7 @@ class DecisionsProjection(Projection[DecisionsView]):
 
     @process_event.register
     def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:
-        self.view.interrupted(id_text(e.originator_id), e.ref, e.timestamp)
+        self.view.held(id_text(e.originator_id), e.ref, e.timestamp, _stage_names(e.terms))
 
     @process_event.register
     def _voted(self, e: ApprovalVoted, tracking: Tracking) -> None:
@@ -392,7 +423,8 @@ class DecisionsProjection(Projection[DecisionsView]):
             chat_id=id_text(e.originator_id), version=e.originator_version, ref=e.ref, kind=e.vote,
             actor=e.actor, input_sha256=e.input_sha256, decided_at=e.timestamp,
             replaced_input=e.edited_input if edited else None, output=output,
-            resumed_metadata=e.resume_metadata))
+            resumed_metadata=e.resume_metadata, stage=e.stage, for_actor=e.for_actor,
+            delegation_id=e.delegation_id))
         if edited:
             self.view.input_replaced(id_text(e.originator_id), e.ref, e.edited_input)
 
@@ -418,6 +450,13 @@ class DecisionsProjection(Projection[DecisionsView]):
     def _sent(self, e: UserMessageSent, tracking: Tracking) -> None:
         if e.fingerprint is not None:  # the turn's agent, as an AgentFingerprinted records it
             self.view.fingerprinted(id_text(e.originator_id), e.fingerprint)
+
+
+def _stage_names(terms: ApprovalTerms | None) -> list[str] | None:
+    """A staged policy's stage names, in order (None: one stage, or not an approval)."""
+    if terms is None or terms.stages is None:
+        return None
+    return [s.name for s in terms.stages]
 
 
 READ_MODEL = ReadModel(DecisionsView, DecisionsProjection)

@@ -27,7 +27,8 @@ from interlock.domain.review.filters import (
 from interlock.projections.engine.sql import Dialect
 
 _PRINCIPAL = {"actor": "actor_norm", "requested_by": "requested_norm",
-              "edited_by": "edited_norm", "requester": "requester_norm"}
+              "edited_by": "edited_norm", "requester": "requester_norm",
+              "for_actor": "for_actor_norm"}
 _FLIP = {"=": "<>", "!=": "="}
 _JSON_TYPES = {"postgresql": {"number": "('number')", "string": "('string')",
                               "boolean": "('boolean')"},

@@ -12,11 +12,13 @@ TABLES = ("review_oversight", "review_chats", "review_calls", "review_facts", "r
           "review_facts_unviewed_idx",
           "review_facts_time_idx", "review_facts_actor_idx", "review_facts_self_idx",
           "review_facts_edited_idx", "review_facts_reasked_idx",
-          "review_facts_fingerprint_idx")
+          "review_facts_fingerprint_idx", "review_stages", "review_delegations",
+          "review_facts_delegated_idx", "review_facts_skipped_idx")
 FACT_COLUMNS = ("chat_id, version, ref, tenant, agent, tool, kind, actor, requested_by,"
                 " edited_by, asked_at, decided_at, wait_seconds, input, fingerprint,"
                 " fingerprint_changes, prior_expiries, requester_approved, edited, reasked,"
-                " fingerprint_changed, viewed, viewed_at")
+                " fingerprint_changed, viewed, viewed_at, stage, for_actor, delegation_id,"
+                " delegated, delegation_active, stage_skipped, stage_unapproved")
 _KEYS = "(tenant, decided_at, chat_id, version)"
 _BUCKET_COLUMNS = ", ".join(f"b{i} bigint NOT NULL" for i in range(len(BUCKETS)))
 DDL = (
@@ -41,7 +43,19 @@ DDL = (
     " fingerprint text, fingerprint_changes integer NOT NULL, prior_expiries integer NOT NULL,"
     " requester_approved boolean NOT NULL, edited boolean NOT NULL, reasked boolean NOT NULL,"
     " fingerprint_changed boolean NOT NULL, key_word bigint NOT NULL, viewed boolean NOT NULL,"
-    " viewed_at {ts}, PRIMARY KEY (chat_id, version))",
+    " viewed_at {ts}, stage text, for_actor text, for_actor_norm text, delegation_id text,"
+    " delegated boolean NOT NULL, delegation_active boolean NOT NULL,"
+    " stage_skipped boolean NOT NULL, stage_unapproved boolean NOT NULL,"
+    " PRIMARY KEY (chat_id, version))",
+    # A staged call's stages: whether each applies to its current input (by its `when`),
+    # and whether it has an approving vote on that input (an edit clears both).
+    "CREATE TABLE IF NOT EXISTS {review_stages} (chat_id text NOT NULL, ref text NOT NULL,"
+    " idx integer NOT NULL, name text NOT NULL, applies boolean NOT NULL,"
+    " approved boolean NOT NULL, PRIMARY KEY (chat_id, ref, idx))",
+    # Delegations as the log has them so far (a revocation: from its place in the log on).
+    "CREATE TABLE IF NOT EXISTS {review_delegations} (delegation_id text PRIMARY KEY,"
+    " tenant text NOT NULL, delegator text NOT NULL, delegate text NOT NULL,"
+    " starts_at {ts} NOT NULL, ends_at {ts} NOT NULL, revoked_at {ts})",
     # View receipts: when each principal (normalised) was first shown each input of a call.
     "CREATE TABLE IF NOT EXISTS {review_receipts} (chat_id text NOT NULL, ref text NOT NULL,"
     " viewer_norm text NOT NULL, input_sha256 text NOT NULL, first_at {ts} NOT NULL,"
@@ -69,9 +83,14 @@ DDL = (
     " WHERE fingerprint_changed",
     f"CREATE INDEX IF NOT EXISTS {{review_facts_unviewed_idx}} ON {{review_facts}} {_KEYS}"
     " WHERE NOT viewed",
+    f"CREATE INDEX IF NOT EXISTS {{review_facts_delegated_idx}} ON {{review_facts}} {_KEYS}"
+    " WHERE delegated",
+    f"CREATE INDEX IF NOT EXISTS {{review_facts_skipped_idx}} ON {{review_facts}} {_KEYS}"
+    " WHERE stage_skipped",
 )
 _WAIT = {"postgresql": "extract(epoch FROM (%(at)s::timestamptz - c.asked_at))::float8",
          "sqlite": "(julianday(%(at)s) - julianday(c.asked_at)) * 86400.0"}
+_AT = {"postgresql": "CAST(%(at)s AS timestamptz)", "sqlite": "%(at)s"}
 _FACT = (
     "INSERT INTO {{review_facts}} SELECT c.chat_id, %(v)s, c.ref, h.tenant, h.agent, c.tool,"
     " %(k)s, %(a)s, %(an)s, c.requested_by, c.requested_norm, c.edited_by, c.edited_norm,"
@@ -80,7 +99,15 @@ _FACT = (
     " c.prior_expiries, COALESCE(%(k)s = 'approve'"
     " AND COALESCE(c.edited_norm, c.requested_norm) = %(an)s, false),"
     " c.edited_by IS NOT NULL, c.prior_expiries > 0, h.fingerprints > 1, %(kw)s,"
-    " v.first_at IS NOT NULL, v.first_at"
+    " v.first_at IS NOT NULL, v.first_at,"
+    " (SELECT s.name FROM {{review_stages}} s WHERE s.chat_id = c.chat_id AND s.ref = c.ref"
+    " AND s.idx = %(si)s), %(fa)s, %(fan)s, %(di)s, %(dg)s,"
+    " COALESCE((SELECT d.starts_at <= {at} AND {at} < d.ends_at AND d.revoked_at IS NULL"
+    " FROM {{review_delegations}} d WHERE d.delegation_id = %(di)s), false),"
+    " COALESCE(%(fin)s AND EXISTS (SELECT 1 FROM {{review_stages}} s"
+    " WHERE s.chat_id = c.chat_id AND s.ref = c.ref AND NOT s.approved), false),"
+    " COALESCE(%(fin)s AND EXISTS (SELECT 1 FROM {{review_stages}} s"
+    " WHERE s.chat_id = c.chat_id AND s.ref = c.ref AND s.applies AND NOT s.approved), false)"
     " FROM {{review_calls}} c JOIN {{review_chats}} h ON h.chat_id = c.chat_id"
     " LEFT JOIN {{review_receipts}} v ON v.chat_id = c.chat_id AND v.ref = c.ref"
     " AND v.viewer_norm = %(an)s AND v.input_sha256 = %(h)s"
@@ -123,4 +150,4 @@ OVERSIGHT = (
 
 def fact_sql(dialect: Dialect) -> str:
     """The INSERT of one decision's fact, joined from its call and chat."""
-    return _FACT.format(wait=_WAIT[dialect])
+    return _FACT.format(wait=_WAIT[dialect], at=_AT[dialect])

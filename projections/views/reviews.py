@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -34,7 +35,8 @@ from interlock.domain.chat.events import (
 )
 from interlock.domain.chat.fork_events import ChatForked, asked_in
 from interlock.domain.chat.ids import id_text
-from interlock.domain.chat.policies import normalise_id
+from interlock.domain.chat.policies import ApprovalTerms, normalise_id
+from interlock.domain.delegations import DelegationGranted, DelegationRevoked
 from interlock.domain.receipts import CallViewed
 from interlock.domain.review.events import (
     ItemAssessed,
@@ -101,6 +103,24 @@ class ReviewFact(BaseModel):
     fingerprint_changed: bool = False
     viewed: bool = False
     viewed_at: datetime | None = None
+    stage: str | None = None  # a staged call's vote: the stage it was cast in
+    for_actor: str | None = None  # a vote by delegation: its delegator (`actor`: the delegate)
+    delegation_id: str | None = None
+    delegated: bool = False
+    delegation_active: bool = False  # in force when the vote was cast, as the log had it
+    stage_skipped: bool = False  # approved with a stage of its policy never approved
+    stage_unapproved: bool = False  # ... and that stage applied to the input (an alarm)
+
+
+@dataclass(frozen=True)
+class Cast:
+    """What a vote adds to its decision's fact: its stage (index), by delegation for whom
+    and by which, and whether it approved the call (its outcome)."""
+
+    stage: int | None = None
+    for_actor: str | None = None
+    delegation_id: str | None = None
+    approved: bool = False
 
 
 class ReviewSummary(BaseModel):
@@ -130,6 +150,7 @@ class ReviewsView(JoinedView):
     """Review facts per decision, the calls and chats they are joined from, and reviews."""
 
     view_name = "reviews"
+    version = 2  # 2: a fact's stage and delegation, stage_skipped and stage_unapproved
     tables = TABLES
     ddl = DDL
     dump_sql = f"SELECT {FACT_COLUMNS} FROM {{review_facts}} ORDER BY chat_id, version"
@@ -203,19 +224,53 @@ class ReviewsView(JoinedView):
                   {"c": chat_id, "r": ref, "at": self._ts(at)})
 
     def decided(self, chat_id: str, version: int, ref: str, kind: str, actor: str,
-                at: datetime, input_sha256: str, settles: bool = True) -> None:
+                at: datetime, input_sha256: str, settles: bool = True,
+                cast: Cast | None = None) -> None:
         """A decision's fact and running totals; one that `settles` ends the wait.
-        `input_sha256`: the input decided on (its actor's receipt of it makes it viewed)."""
+        `input_sha256`: the input decided on (its actor's receipt of it makes it viewed);
+        `cast`: a vote's stage and delegation."""
         self.lookups.flush()  # the fact is joined from its call and chat
+        cast = cast or Cast()
+        if kind == "approve" and cast.stage is not None:  # before its fact reads the stages
+            self._run("UPDATE {review_stages} SET approved = true WHERE chat_id = %(c)s"
+                      " AND ref = %(r)s AND idx = %(i)s", {"c": chat_id, "r": ref,
+                                                          "i": cast.stage})
         self._run(fact_sql(self.dialect), {
             "c": chat_id, "r": ref, "v": version, "k": kind, "a": actor,
             "an": normalise_id(actor), "at": self._ts(at), "h": input_sha256,
-            "kw": key_word(f"{chat_id}#{version}")})
+            "kw": key_word(f"{chat_id}#{version}"), "si": cast.stage, "fa": cast.for_actor,
+            "fan": normalise_id(cast.for_actor) if cast.for_actor else None,
+            "di": cast.delegation_id, "dg": cast.delegation_id is not None,
+            "fin": cast.approved})
         self._run(OVERSIGHT, {"c": chat_id, "v": version})
         if settles:
             self._run("UPDATE {review_calls} SET waiting = false, expired = %(x)s"
                       " WHERE chat_id = %(c)s AND ref = %(r)s",
                       {"c": chat_id, "r": ref, "x": kind == "expire"})
+
+    def staged(self, chat_id: str, ref: str, names: list[str], applying: list[bool]) -> None:
+        """A staged call held (or asked afresh by a fork): its stages, none approved."""
+        self._run_many("INSERT INTO {review_stages} VALUES (%(c)s, %(r)s, %(i)s, %(n)s, %(ap)s,"
+                       " false)", [{"c": chat_id, "r": ref, "i": i, "n": n, "ap": a}
+                                   for i, (n, a) in enumerate(zip(names, applying, strict=True))])
+
+    def restaged(self, chat_id: str, ref: str, applying: list[bool]) -> None:
+        """An edit of a staged call: the stages its new input goes through, none approved."""
+        self._run_many("UPDATE {review_stages} SET applies = %(ap)s, approved = false"
+                       " WHERE chat_id = %(c)s AND ref = %(r)s AND idx = %(i)s",
+                       [{"c": chat_id, "r": ref, "i": i, "ap": a}
+                        for i, a in enumerate(applying)])
+
+    def delegation_granted(self, e: DelegationGranted) -> None:
+        self._run("INSERT INTO {review_delegations} VALUES (%(d)s, %(t)s, %(g)s, %(e)s,"
+                  " %(s)s, %(u)s, NULL)",
+                  {"d": str(e.delegation_id), "t": e.tenant, "g": e.delegator,
+                   "e": e.delegate, "s": self._ts(e.starts_at), "u": self._ts(e.ends_at)})
+
+    def delegation_revoked(self, e: DelegationRevoked) -> None:
+        self._run("UPDATE {review_delegations} SET revoked_at = %(at)s"
+                  " WHERE delegation_id = %(d)s AND revoked_at IS NULL",
+                  {"d": str(e.delegation_id), "at": self._ts(e.timestamp)})
 
     def viewed(self, e: CallViewed) -> None:
         """A view receipt: its principal's first showing of that input of the call."""
@@ -406,7 +461,9 @@ class ReviewsView(JoinedView):
         ts = {k: self._load_ts(r[k]) if r[k] is not None else None
               for k in ("asked_at", "decided_at", "viewed_at")}
         flags = {k: bool(r[k]) for k in ("requester_approved", "edited", "reasked",
-                                         "fingerprint_changed", "viewed")}
+                                         "fingerprint_changed", "viewed", "delegated",
+                                         "delegation_active", "stage_skipped",
+                                         "stage_unapproved")}
         return ReviewFact(**{**r, **ts, **flags, "input": self._load_json(r["input"])})
 
 
@@ -453,7 +510,7 @@ class ReviewsProjection(Projection[ReviewsView]):
         ChatStarted, UserMessageSent, AgentFingerprinted, ToolRequested, Interrupted,
         ApprovalRequested, Responded, Restarted, ApprovalVoted, InterruptExpired,
         InterruptWithdrawn, ReviewOpened, ItemAssessed, ReviewSignedOff, ReviewClosed,
-        CallViewed, ChatForked))
+        CallViewed, ChatForked, DelegationGranted, DelegationRevoked))
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
@@ -494,10 +551,21 @@ class ReviewsProjection(Projection[ReviewsView]):
                 self.view.asked(chat_id, call.ref, call.interrupted_at)
             if call.input_by is not None:
                 self.view.edited(chat_id, call.ref, call.input_by, call.input)
+            if call.approval is not None and call.approval.terms.stages is not None:
+                self._staged(chat_id, call.ref, call.approval.terms,
+                             call.approval.stages_apply)
 
     @process_event.register
     def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:
         self.view.asked(id_text(e.originator_id), e.ref, e.timestamp)
+        if e.terms.stages is not None:
+            self._staged(id_text(e.originator_id), e.ref, e.terms, e.terms.stages_apply)
+
+    def _staged(self, chat_id: str, ref: str, terms: ApprovalTerms,
+                applying: list[bool] | None) -> None:
+        stages = terms.stages or []
+        self.view.staged(chat_id, ref, [s.name for s in stages],
+                         list(applying) if applying is not None else [True] * len(stages))
 
     @process_event.register
     def _responded(self, e: Responded, tracking: Tracking) -> None:
@@ -511,9 +579,23 @@ class ReviewsProjection(Projection[ReviewsView]):
 
     @process_event.register
     def _voted(self, e: ApprovalVoted, tracking: Tracking) -> None:
-        self._decided(e, e.vote, e.actor, settles=e.outcome != "pending")
+        self.view.decided(id_text(e.originator_id), e.originator_version, e.ref, e.vote,
+                          e.actor, e.timestamp, e.input_sha256, e.outcome != "pending",
+                          Cast(stage=e.stage, for_actor=e.for_actor,
+                               delegation_id=e.delegation_id,
+                               approved=e.outcome == "approved"))
         if e.edited_input_sha256 is not None:
             self.view.edited(id_text(e.originator_id), e.ref, e.actor, e.edited_input)
+            if e.stages_apply is not None:
+                self.view.restaged(id_text(e.originator_id), e.ref, e.stages_apply)
+
+    @process_event.register
+    def _granted(self, e: DelegationGranted, tracking: Tracking) -> None:
+        self.view.delegation_granted(e)
+
+    @process_event.register
+    def _revoked(self, e: DelegationRevoked, tracking: Tracking) -> None:
+        self.view.delegation_revoked(e)
 
     @process_event.register
     def _expired(self, e: InterruptExpired, tracking: Tracking) -> None:

@@ -1413,6 +1413,12 @@ export interface components {
             version: number;
             /** Fingerprint */
             fingerprint?: string | null;
+            /** Stage */
+            stage?: string | null;
+            /** For Actor */
+            for_actor?: string | null;
+            /** Delegation Id */
+            delegation_id?: string | null;
         };
         /**
          * DecisionStats
@@ -2232,6 +2238,32 @@ export interface components {
             viewed: boolean;
             /** Viewed At */
             viewed_at?: string | null;
+            /** Stage */
+            stage?: string | null;
+            /** For Actor */
+            for_actor?: string | null;
+            /** Delegation Id */
+            delegation_id?: string | null;
+            /**
+             * Delegated
+             * @default false
+             */
+            delegated: boolean;
+            /**
+             * Delegation Active
+             * @default false
+             */
+            delegation_active: boolean;
+            /**
+             * Stage Skipped
+             * @default false
+             */
+            stage_skipped: boolean;
+            /**
+             * Stage Unapproved
+             * @default false
+             */
+            stage_unapproved: boolean;
         };
         /** ReviewItemPublic */
         ReviewItemPublic: {
@@ -2463,6 +2495,18 @@ export interface components {
              * @description refused: policies hold calls
              */
             interrupt_after?: unknown;
+            /**
+             * Config
+             * @description only `configurable.delegation` is read: as `delegation`
+             */
+            config?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Delegation
+             * @description a resume's votes are cast for its delegator, by this delegation of yours (as /v1's resume `delegation`); or config.configurable.delegation
+             */
+            delegation?: string | null;
         };
         /**
          * SampleRecord
