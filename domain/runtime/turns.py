@@ -188,27 +188,39 @@ class TurnLoop:
     async def _heartbeating(
         self, chat: Chat, tools: Awaitable[list[Outcome]]
     ) -> list[Outcome]:
-        """Await the tools while committing a heartbeat every HEARTBEAT_SECONDS."""
+        """Await the tools while committing a heartbeat every HEARTBEAT_SECONDS.
+
+        Most tools finish long before the first heartbeat is due: a timer stands for the
+        heartbeats until then (a task waiting on an event with a timeout cost a short turn
+        a task, a future and a cancellation each round), and only a tool still running when
+        it fires gets the task that commits them.
+        """
         done = asyncio.Event()
-        beats = asyncio.create_task(self._beat(chat, done))
+        beats: list[asyncio.Task[None]] = []
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(
+            HEARTBEAT_SECONDS, lambda: beats.append(loop.create_task(self._beat(chat, done))))
         try:
             return await tools
         finally:
             done.set()
-            await beats  # a heartbeat mid-commit finishes before the chat changes again
+            timer.cancel()
+            for beat in beats:
+                await beat  # a heartbeat mid-commit finishes before the chat changes again
 
     async def _beat(self, chat: Chat, done: asyncio.Event) -> None:
-        while True:
-            try:
-                await asyncio.wait_for(done.wait(), HEARTBEAT_SECONDS)
-                return
-            except TimeoutError:
-                pass
+        """Commit a heartbeat now (one is due) and every HEARTBEAT_SECONDS until `done`."""
+        while not done.is_set():
             chat.heartbeat()
             try:
                 await self.commit(chat)
             except ConcurrencyError:
                 return  # another process retried the turn: this one's last commit will fail
+            try:
+                await asyncio.wait_for(done.wait(), HEARTBEAT_SECONDS)
+                return
+            except TimeoutError:
+                pass
 
 
 async def _stream_tool_message(chat: Chat, streamed: int, emit: Emit | None) -> int:
