@@ -163,10 +163,9 @@ class TurnLoop:
         if any(_has_side_effects(self.agent, c) for c in calls):
             await self.commit(chat)  # write-ahead: the request is durable before the tool acts
         await _announce(calls, emit)  # after that commit: a lost race streams nothing
+        tools = [_traced_tool(self.tracer, chat, self.agent, c, self.runner) for c in calls]
         outcomes = await self._heartbeating(
-            chat, asyncio.gather(*(
-                _traced_tool(self.tracer, chat, self.agent, c, self.runner) for c in calls))
-        )
+            chat, asyncio.gather(*tools) if len(tools) > 1 else _alone(tools[0]))
         for call, (kind, value) in zip(calls, outcomes, strict=True):
             if kind == "completed":
                 chat.record_completed(call.ref, value)
@@ -221,6 +220,14 @@ class TurnLoop:
                 return
             except TimeoutError:
                 pass
+
+
+async def _alone(tool: Awaitable[Outcome]) -> list[Outcome]:
+    """A round's one tool, awaited in the turn's own task: gather gave it a task of its own,
+    a gathering future and their callbacks (a loop pass more), and the rounds of a cycle
+    mostly hold one call. (A context variable a tool sets and never resets is now seen by
+    the rest of its turn; Interlock's own, the request's and a span's, are reset.)"""
+    return [await tool]
 
 
 async def _stream_tool_message(chat: Chat, streamed: int, emit: Emit | None) -> int:
