@@ -38,10 +38,18 @@ class RequestInfo:
         return path if isinstance(path, str) else None
 
     def fields(self) -> dict[str, Any]:
-        """What log lines carry: only what is known."""
-        known = {"request_id": self.request_id, "principal": self.principal,
-                 "tenant": self.tenant, "chat_id": self.chat_id}
-        return {k: v for k, v in known.items() if v is not None}
+        """What log lines carry: only what is known (every log line asks: no dict built
+        to be filtered, no property call for the chat id)."""
+        known: dict[str, Any] = {"request_id": self.request_id}
+        if self.principal is not None:
+            known["principal"] = self.principal
+        if self.tenant is not None:
+            known["tenant"] = self.tenant
+        params = self.scope.get("path_params")
+        chat_id = params.get("chat_id") if params else None
+        if chat_id is not None:
+            known["chat_id"] = str(chat_id)
+        return known
 
 
 _current: ContextVar[RequestInfo | None] = ContextVar("interlock_request", default=None)

@@ -19,9 +19,11 @@ class ContextFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         info = current()
-        fields = info.fields() if info is not None else {}
-        record.context_fields = fields
-        record.context = "".join(f" {k}={v}" for k, v in fields.items())
+        if info is None:
+            record.context_fields, record.context = {}, ""
+            return True
+        fields = record.context_fields = info.fields()
+        record.context = "".join([f" {k}={v}" for k, v in fields.items()])
         return True
 
 

@@ -101,6 +101,7 @@ class Metrics:
             r.register(_AllWorkers("interlock_http_requests"))
         self.http = Counter("interlock_http_requests", "HTTP requests answered",
                             ["method", "route", "status"], registry=None if shared else r)
+        self._http_children: dict[tuple[str, str, int], Any] = {}
         self.decisions = Counter("interlock_decisions", "Decisions recorded", ["kind"],
                                  registry=r)
         self.decision_seconds = Histogram(
@@ -123,6 +124,17 @@ class Metrics:
         self._agent_of: dict[UUID, str] = {}
         self._asked: dict[tuple[UUID, str], datetime] = {}
         self._began: dict[UUID, datetime] = {}
+
+    def count_http(self, method: str, route: str, status: int) -> None:
+        """One more request answered: the counter's child for these labels, found once
+        (`labels` checks and joins its arguments under a lock on every call)."""
+        key = (method, route, status)
+        child = self._http_children.get(key)
+        if child is None:
+            if len(self._http_children) > 4096:  # routes are templates: a bound, not a need
+                self._http_children.clear()
+            child = self._http_children[key] = self.http.labels(method, route, str(status))
+        child.inc()
 
     def render(self) -> bytes:
         """The exposition, after following the log to its head (while the store answers:

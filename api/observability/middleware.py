@@ -66,7 +66,7 @@ class Observe:
                 span.update_name(f"{scope['method']} {route}")
                 span.set_attributes({"http.route": route, "http.response.status_code": status})
             if self.observed.metrics is not None:
-                self.observed.metrics.http.labels(scope["method"], route, str(status)).inc()
+                self.observed.metrics.count_http(scope["method"], route, status)
             access.info("%s %s %d %.1fms", scope["method"], scope["path"], status,
                         seconds * 1000, extra={"fields": {
                             "method": scope["method"], "path": scope["path"], "route": route,

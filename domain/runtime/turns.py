@@ -163,10 +163,9 @@ class TurnLoop:
         if any(_has_side_effects(self.agent, c) for c in calls):
             await self.commit(chat)  # write-ahead: the request is durable before the tool acts
         await _announce(calls, emit)  # after that commit: a lost race streams nothing
+        tools = [_traced_tool(self.tracer, chat, self.agent, c, self.runner) for c in calls]
         outcomes = await self._heartbeating(
-            chat, asyncio.gather(*(
-                _traced_tool(self.tracer, chat, self.agent, c, self.runner) for c in calls))
-        )
+            chat, asyncio.gather(*tools) if len(tools) > 1 else _alone(tools[0]))
         for call, (kind, value) in zip(calls, outcomes, strict=True):
             if kind == "completed":
                 chat.record_completed(call.ref, value)
@@ -188,27 +187,47 @@ class TurnLoop:
     async def _heartbeating(
         self, chat: Chat, tools: Awaitable[list[Outcome]]
     ) -> list[Outcome]:
-        """Await the tools while committing a heartbeat every HEARTBEAT_SECONDS."""
+        """Await the tools while committing a heartbeat every HEARTBEAT_SECONDS.
+
+        Most tools finish long before the first heartbeat is due: a timer stands for the
+        heartbeats until then (a task waiting on an event with a timeout cost a short turn
+        a task, a future and a cancellation each round), and only a tool still running when
+        it fires gets the task that commits them.
+        """
         done = asyncio.Event()
-        beats = asyncio.create_task(self._beat(chat, done))
+        beats: list[asyncio.Task[None]] = []
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(
+            HEARTBEAT_SECONDS, lambda: beats.append(loop.create_task(self._beat(chat, done))))
         try:
             return await tools
         finally:
             done.set()
-            await beats  # a heartbeat mid-commit finishes before the chat changes again
+            timer.cancel()
+            for beat in beats:
+                await beat  # a heartbeat mid-commit finishes before the chat changes again
 
     async def _beat(self, chat: Chat, done: asyncio.Event) -> None:
-        while True:
-            try:
-                await asyncio.wait_for(done.wait(), HEARTBEAT_SECONDS)
-                return
-            except TimeoutError:
-                pass
+        """Commit a heartbeat now (one is due) and every HEARTBEAT_SECONDS until `done`."""
+        while not done.is_set():
             chat.heartbeat()
             try:
                 await self.commit(chat)
             except ConcurrencyError:
                 return  # another process retried the turn: this one's last commit will fail
+            try:
+                await asyncio.wait_for(done.wait(), HEARTBEAT_SECONDS)
+                return
+            except TimeoutError:
+                pass
+
+
+async def _alone(tool: Awaitable[Outcome]) -> list[Outcome]:
+    """A round's one tool, awaited in the turn's own task: gather gave it a task of its own,
+    a gathering future and their callbacks (a loop pass more), and the rounds of a cycle
+    mostly hold one call. (A context variable a tool sets and never resets is now seen by
+    the rest of its turn; Interlock's own, the request's and a span's, are reset.)"""
+    return [await tool]
 
 
 async def _stream_tool_message(chat: Chat, streamed: int, emit: Emit | None) -> int:
