@@ -439,7 +439,8 @@ def barred_voters(state: ApprovalState, requester: str | None) -> set[str]:
     """Who may not vote on a held call's current input (normalised): who asked for it (a
     fork's call: its source's requester and each forker too), who voted on it already,
     and who proposed or approved the data policy version it is held under. The inbox's
-    `decidable` filter lists by this, `check_voter` refuses by the same rule (votes cast before the last edit no longer bar anyone)."""
+    `decidable` filter lists by this, `check_voter` refuses by the same rule (votes cast
+    before the last edit no longer bar anyone)."""
     voted = {i for v in state.current_votes() for i in (v.actor, v.for_actor) if i}
     forked = state.forked_from.requesters() if state.forked_from is not None else set()
     authors = set(state.terms.policy.authors()) if state.terms.policy is not None else set()
