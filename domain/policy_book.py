@@ -22,10 +22,10 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from interlock.domain.chat.events import ChatEvent, now
 from interlock.domain.chat.policies import Approval, Decider, PolicyRef, normalise_id
@@ -322,8 +322,9 @@ class PolicyVersion(BaseModel):
     withdrawn_at: datetime | None = None
     withdraw_reason: str | None = None
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
-    def state(self) -> str:
+    def state(self) -> Literal["proposed", "approved", "withdrawn"]:
         if self.withdrawn_at is not None:
             return "withdrawn"
         return "approved" if self.approved_at is not None else "proposed"
