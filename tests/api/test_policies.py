@@ -155,3 +155,22 @@ def test_what_if_runs_a_proposed_version_against_the_recorded_calls(
     missing = _refused(lambda: client_for("pia").request(
         "POST", "/v1/policies/nope/versions/1/what-if"))
     assert missing.code == "policy_not_found"
+
+
+def test_an_edit_is_judged_by_the_stages_of_the_version_the_call_was_held_under(
+    live: Live, client_for: ClientFor
+) -> None:
+    _propose(client_for, "pia", {"stages": [
+        {"name": "treasury", "roles": ["treasury"]},
+        {"name": "cfo", "roles": ["cfo"], "when": {"path": "amount", "op": ">", "value": 1000}}]})
+    _approve(client_for, "ray", 1)
+    chat, turn = _pay(client_for, 5000)
+    held = turn.interrupts[0]
+    assert held.approval["terms"]["stages_apply"] == [True, True]
+    _propose(client_for, "pia", {"roles": ["lead"]})  # v2, another shape: in force too
+    _approve(client_for, "ray", 2)
+    client_for("tina").open_chat(chat.id).decide(
+        held.edit({"amount": 500, "to": "bob-corp"}, "the invoice says 500"))
+    [edit] = [e for e in client_for("root").open_chat(chat.id).events()
+              if e["type"] == "ApprovalVoted"]
+    assert edit["data"]["stages_apply"] == [True, False]  # v1's cfo `when`, not all stages
