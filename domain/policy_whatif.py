@@ -7,14 +7,18 @@ known, only those who may decide the stage). Pure: the caller reads the chats.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, Protocol
+from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
+from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.policies import Approval, Decider, normalise_id
 from interlock.domain.chat.state import ToolCall
+from interlock.domain.policy_book import PolicyDesk
+from interlock.domain.runtime.agent import Agent
 from interlock.domain.runtime.tools import SchemaError, Tool
 
 Verdict = Literal["runs", "passes", "fails", "waits", "invalid_input"]
@@ -134,3 +138,35 @@ def summarise(calls: Iterable[CallWhatIf]) -> dict[str, int]:
     for verdict in ("runs", "passes", "fails", "waits", "invalid_input"):
         counts[verdict] = sum(c.verdict == verdict for c in listed)
     return counts
+
+
+class _Service(Protocol):
+    """What a what-if reads of the application (domain/application.py)."""
+
+    events: Any
+    sealer: Any
+
+    @property
+    def agents(self) -> Mapping[str, Agent]: ...
+
+    def save_stream(self, stream_id: UUID, events: list[Any]) -> int: ...
+
+    def get_chats(self, chat_ids: Sequence[UUID]) -> dict[UUID, Chat]: ...
+
+
+def what_if(service: _Service, tenant: str, policy_id: str, version: int,
+            chat_ids: Callable[[str], Sequence[UUID]], roles_of: RolesOf | None = None
+            ) -> WhatIf:
+    """Version `version` of the tenant's policy `policy_id` against the calls of its tool
+    in the chats `chat_ids(agent)` names (the API and the CLI list them from the chats
+    view): the same answer through both."""
+    found = PolicyDesk(service).load(tenant).get(policy_id, version)
+    policy, agent = found.document.compile(), service.agents.get(found.agent)
+    tool = agent.tool(found.tool) if agent is not None else None
+    authors = {normalise_id(found.proposed_by)} | (
+        {normalise_id(found.approved_by)} if found.approved_by else set())
+    judged = [judge(str(chat_id), call, policy, tool, authors, roles_of)
+              for chat_id, chat in service.get_chats(chat_ids(found.agent)).items()
+              for call in chat.state.calls.values() if call.name == found.tool]
+    return WhatIf(policy_id=policy_id, version=version, agent=found.agent, tool=found.tool,
+                  calls=judged, counts=summarise(judged))

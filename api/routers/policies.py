@@ -24,7 +24,7 @@ from interlock.domain.policy_book import (
     PolicyProposal,
     PolicyVersion,
 )
-from interlock.domain.policy_whatif import RolesOf, WhatIf, judge, summarise
+from interlock.domain.policy_whatif import RolesOf, WhatIf, what_if
 from interlock.projections.interface import ChatFilter, ReadModels
 
 router = APIRouter(prefix="/v1/policies", tags=["policies"], route_class=JsonRoute)
@@ -117,10 +117,10 @@ async def policy_what_if(
     its recorded votes pass (voters' roles as their keys hold them now)."""
     auth: AuthConfig = request.app.state.auth
     return await run_in_threadpool(_what_if, service, views, who.tenant, policy_id, version,
-                                   chats, _roles(auth, who.tenant))
+                                   chats, roles_by_id(auth, who.tenant))
 
 
-def _roles(auth: AuthConfig, tenant: str) -> RolesOf | None:
+def roles_by_id(auth: AuthConfig, tenant: str) -> RolesOf | None:
     """Each principal of the tenant's roles today, by normalised id (dev mode: unknown)."""
     if auth.keys is None:
         return None
@@ -130,23 +130,19 @@ def _roles(auth: AuthConfig, tenant: str) -> RolesOf | None:
 
 def _what_if(service: Interlock, views: ReadModels, tenant: str, policy_id: str,
              version: int, limit: int, roles_of: RolesOf | None) -> WhatIf:
-    found = _desk(service).load(tenant).get(policy_id, version)
-    policy, agent = found.document.compile(), service.agents.get(found.agent)
-    tool = agent.tool(found.tool) if agent is not None else None
-    authors = {normalise_id(found.proposed_by)} | (
-        {normalise_id(found.approved_by)} if found.approved_by else set())
+    return what_if(service, tenant, policy_id, version,
+                   lambda agent: recent_chats(views, tenant, agent, limit), roles_of)
+
+
+def recent_chats(views: ReadModels, tenant: str, agent: str, limit: int) -> list[UUID]:
+    """The ids of the tenant's last `limit` chats of `agent` (the chats view's order)."""
     ids: list[UUID] = []
     cursor = None
     while len(ids) < limit:
-        page = views.chats(ChatFilter(tenant=tenant, agent=found.agent),
-                           min(100, limit - len(ids)), cursor)
+        page = views.chats(ChatFilter(tenant=tenant, agent=agent), min(100, limit - len(ids)),
+                           cursor)
         ids += [UUID(c.chat_id) for c in page.items]
         cursor = page.next_cursor
         if cursor is None:
             break
-    judged = [judge(str(chat_id), call, policy, tool, authors, roles_of)
-              for chat_id, chat in service.get_chats(ids).items()
-              for call in chat.state.calls.values() if call.name == found.tool]
-    return WhatIf(policy_id=policy_id, version=version, agent=found.agent, tool=found.tool,
-                  calls=judged, counts=summarise(judged))
-
+    return ids
