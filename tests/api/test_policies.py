@@ -78,6 +78,8 @@ def test_a_version_proposed_by_one_and_approved_by_another_judges_later_calls(
         client_for("cora").open_chat(chat.id).decide(held.approve())
     done = client_for("lee").open_chat(chat.id).decide(held.approve())
     assert done.text == "outcome: {'paid': 5000, 'to': 'bob-corp'}"
+    [logged] = client_for("carol").decisions(chat_id=chat.id)["items"]
+    assert (logged["actor"], logged["policy"]) == ("lee", "pay-limits@1")  # the log names it
     _, later = _pay(client_for, 500)
     assert later.interrupts[0].approval["terms"]["policy"]["version"] == 2
     listed = client_for("carol").request("GET", "/v1/policies/pay-limits")["items"]
