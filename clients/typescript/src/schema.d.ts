@@ -1579,6 +1579,8 @@ export interface components {
             version: number;
             /** Fingerprint */
             fingerprint?: string | null;
+            /** Policy */
+            policy?: string | null;
         };
         /**
          * DecisionStats
