@@ -102,6 +102,9 @@ def test_who_proposed_or_approved_a_calls_policy_may_not_decide_it(
     _approve(client_for, "ray", 1)
     chat, turn = _pay(client_for, 500)
     held = turn.interrupts[0]
+    # the inbox does not offer it to its policy's authors, as it does to another treasurer
+    assert client_for("ray").interrupts(chat_id=chat.id, decidable=True)["items"] == []
+    assert len(client_for("tina").interrupts(chat_id=chat.id, decidable=True)["items"]) == 1
     for author, role in (("ray", "approved"), ("pia", "proposed")):
         refused = _refused(lambda a=author: client_for(a).open_chat(chat.id).decide(
             held.approve()))
