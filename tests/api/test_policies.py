@@ -80,8 +80,9 @@ def test_a_version_proposed_by_one_and_approved_by_another_judges_later_calls(
     assert done.text == "outcome: {'paid': 5000, 'to': 'bob-corp'}"
     [logged] = client_for("carol").decisions(chat_id=chat.id)["items"]
     assert (logged["actor"], logged["policy"]) == ("lee", "pay-limits@1")  # the log names it
-    _, later = _pay(client_for, 500)
+    later_chat, later = _pay(client_for, 500)
     assert later.interrupts[0].approval["terms"]["policy"]["version"] == 2
+    client_for("cora").open_chat(later_chat.id).decide(later.interrupts[0].approve())
     listed = client_for("carol").request("GET", "/v1/policies/pay-limits")["items"]
     assert [(v["version"], v["state"]) for v in listed] == [(1, "approved"), (2, "approved")]
     assert client_for("eve").request("GET", "/v1/policies")["items"] == []  # globex
@@ -91,6 +92,9 @@ def test_a_version_proposed_by_one_and_approved_by_another_judges_later_calls(
     withdrawn = client_for("pia").request("POST", "/v1/policies/pay-limits/versions/2/withdraw",
                                           json={"reason": "the CFO is away"})
     assert withdrawn["state"] == "withdrawn"
+    review = client_for("carol").request("POST", "/v1/reviews/queries/run",
+                                         json={"query": "policy_withdrawn"})
+    assert [(r["actor"], r["policy"]) for r in review["items"]] == [("cora", "pay-limits@2")]
     _, back = _pay(client_for, 5000)  # v1 is in force again
     assert back.interrupts[0].approval["terms"]["policy"]["version"] == 1
 

@@ -2484,6 +2484,8 @@ export interface components {
             viewed: boolean;
             /** Viewed At */
             viewed_at?: string | null;
+            /** Policy */
+            policy?: string | null;
         };
         /** ReviewItemPublic */
         ReviewItemPublic: {
