@@ -60,7 +60,7 @@ INSERT INTO {review_facts} SELECT
   ('x' || encode(substr(sha256(convert_to(c.chat || '#' || g, 'UTF8')), 1, 8), 'hex'))::bit(64)
     ::bigint,
   g %% 3 <> 0, CASE WHEN g %% 3 <> 0 THEN timestamptz '2025-01-01' + g * interval '30 second' END,
-  NULL, NULL, NULL, NULL, false, false, false, false
+  NULL, NULL, NULL, NULL, false, false, false, false, NULL
 FROM generate_series(1::bigint, %(n)s) AS g,
   LATERAL (SELECT md5((g %% %(chats)s)::text)::uuid::text AS chat) AS c,
   LATERAL (SELECT CASE WHEN g %% 100 = 9 THEN 'ghost' || (g %% 3)

@@ -39,6 +39,7 @@ FIELDS: Mapping[str, FieldType] = {
     "reasked": "bool", "fingerprint_changed": "bool", "viewed": "bool", "viewed_at": "time",
     "stage": "text", "for_actor": "principal", "delegation_id": "text", "delegated": "bool",
     "delegation_active": "bool", "stage_skipped": "bool", "stage_unapproved": "bool",
+    "policy": "text",
 }
 _ORDERED = frozenset({"text", "number", "time", "json"})
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")

@@ -52,6 +52,7 @@ class DecisionRecord(TypedDict):
     decided_at: str
     version: int
     fingerprint: NotRequired[str | None]
+    policy: NotRequired[str | None]  # the data policy version it was held under ("id@n")
 
 
 class InboxItem(TypedDict):

@@ -82,6 +82,7 @@ class DecisionRow(BaseModel):
     # A vote cast by delegation: for whom (`actor` is the delegate) and by which delegation.
     for_actor: str | None = None
     delegation_id: str | None = None
+    policy: str | None = None  # the tenant's data policy version it was held under: "id@n"
 
 
 class DecisionFilter(BaseModel):
@@ -134,7 +135,7 @@ class Decided:
 
 _COLUMNS = ("chat_id, tenant, agent, ref, tool, kind, original_input, replaced_input, output,"
             " resumed_metadata, actor, input_sha256, requested_at, decided_at, version,"
-            " fingerprint, stage, for_actor, delegation_id")
+            " fingerprint, stage, for_actor, delegation_id, policy")
 _JSON = ("original_input", "replaced_input", "output", "resumed_metadata")
 # A staged vote's stage name, of the names its call's hold recorded (by the stage's index).
 _STAGE = {"postgresql": "c.stages ->> CAST(%(si)s AS integer)",
@@ -151,7 +152,7 @@ class DecisionsView(JoinedView):
     """Decisions, plus the chats and calls they are joined from."""
 
     view_name = "decisions"
-    version = 2  # 2: a vote's stage, for_actor and delegation_id
+    version = 3  # 2: a vote's stage, for_actor and delegation_id; 3: its data policy
     exact_up_to = EXACT_UP_TO  # more matching decisions than this: percentiles estimated
     tables = ("decisions", "decision_chats", "decision_calls", "decisions_time_idx",
               "decisions_tenant_idx", "decisions_tool_idx", "decisions_actor_idx",
@@ -161,14 +162,15 @@ class DecisionsView(JoinedView):
         "CREATE TABLE IF NOT EXISTS {decision_chats} (chat_id text PRIMARY KEY,"
         " tenant text NOT NULL, agent text NOT NULL, fingerprint text)",
         "CREATE TABLE IF NOT EXISTS {decision_calls} (chat_id text NOT NULL, ref text NOT NULL,"
-        " name text NOT NULL, input {json}, interrupted_at {ts}, stages {json},"
+        " name text NOT NULL, input {json}, interrupted_at {ts}, stages {json}, policy text,"
         " PRIMARY KEY (chat_id, ref))",
         "CREATE TABLE IF NOT EXISTS {decisions} (chat_id text NOT NULL, version bigint NOT NULL,"
         " ref text NOT NULL, tenant text NOT NULL, agent text NOT NULL, tool text NOT NULL,"
         " kind text NOT NULL, original_input {json}, replaced_input {json}, output {json},"
         " resumed_metadata {json}, actor text NOT NULL, input_sha256 text NOT NULL,"
         " requested_at {ts} NOT NULL, decided_at {ts} NOT NULL, fingerprint text,"
-        " stage text, for_actor text, delegation_id text, PRIMARY KEY (chat_id, version))",
+        " stage text, for_actor text, delegation_id text, policy text,"
+        " PRIMARY KEY (chat_id, version))",
         "CREATE INDEX IF NOT EXISTS {decisions_time_idx} ON {decisions}"
         " (decided_at, chat_id, version)",
         "CREATE INDEX IF NOT EXISTS {decisions_tenant_idx} ON {decisions}"
@@ -193,7 +195,7 @@ class DecisionsView(JoinedView):
     # decision) or the batch ends: their fingerprint and interruption fold in.
     lookup_inserts = ("INSERT INTO {decision_chats} VALUES (%(c)s, %(t)s, %(a)s, %(f)s)",
                       "INSERT INTO {decision_calls} VALUES (%(c)s, %(r)s, %(n)s, %(i)s, %(at)s,"
-                      " %(s)s)")
+                      " %(s)s, %(p)s)")
 
     def chat_started(self, chat_id: str, tenant: str, agent: str) -> None:
         self.lookups.chat_started(chat_id, {"c": chat_id, "t": tenant, "a": agent, "f": None})
@@ -201,7 +203,7 @@ class DecisionsView(JoinedView):
     def tool_requested(self, chat_id: str, ref: str, name: str, input: Any) -> None:
         self.lookups.tool_requested(
             chat_id, ref, {"c": chat_id, "r": ref, "n": name, "i": self._json(input), "at": None,
-                           "s": None})
+                           "s": None, "p": None})
 
     def interrupted(self, chat_id: str, ref: str, at: datetime) -> None:
         if self.lookups.fold_call(chat_id, ref, at=self._ts(at)):
@@ -210,17 +212,19 @@ class DecisionsView(JoinedView):
                   " WHERE chat_id = %(c)s AND ref = %(r)s",
                   {"c": chat_id, "r": ref, "at": self._ts(at)})
 
-    def held(self, chat_id: str, ref: str, at: datetime, stages: list[str] | None) -> None:
-        """A call held for approval at `at`; a staged one's stage names, in order."""
-        if stages is None:
+    def held(self, chat_id: str, ref: str, at: datetime, stages: list[str] | None,
+             policy: str | None) -> None:
+        """A call held for approval at `at`; a staged one's stage names, in order; the data
+        policy version `policy` ("id@n") it was held under."""
+        if stages is None and policy is None:
             self.interrupted(chat_id, ref, at)
             return
-        names = self._json(stages)
-        if self.lookups.fold_call(chat_id, ref, at=self._ts(at), s=names):
+        names = None if stages is None else self._json(stages)
+        if self.lookups.fold_call(chat_id, ref, at=self._ts(at), s=names, p=policy):
             return
-        self._run("UPDATE {decision_calls} SET interrupted_at = %(at)s, stages = %(s)s"
-                  " WHERE chat_id = %(c)s AND ref = %(r)s",
-                  {"c": chat_id, "r": ref, "at": self._ts(at), "s": names})
+        self._run("UPDATE {decision_calls} SET interrupted_at = %(at)s, stages = %(s)s,"
+                  " policy = %(p)s WHERE chat_id = %(c)s AND ref = %(r)s",
+                  {"c": chat_id, "r": ref, "at": self._ts(at), "s": names, "p": policy})
 
     def input_replaced(self, chat_id: str, ref: str, input: Any) -> None:
         if self.lookups.fold_call(chat_id, ref, i=self._json(input)):
@@ -241,7 +245,7 @@ class DecisionsView(JoinedView):
         self._run(
             "INSERT INTO {decisions} SELECT c.chat_id, %(v)s, c.ref, h.tenant, h.agent, c.name,"
             f" %(k)s, {original}, %(ri)s, %(o)s, %(rm)s, %(a)s, %(sha)s, c.interrupted_at, %(at)s,"
-            f" h.fingerprint, {stage}, %(fa)s, %(di)s"
+            f" h.fingerprint, {stage}, %(fa)s, %(di)s, c.policy"
             " FROM {decision_calls} c JOIN {decision_chats} h ON h.chat_id = c.chat_id"
             " WHERE c.chat_id = %(c)s AND c.ref = %(r)s",
             {"c": d.chat_id, "r": d.ref, "v": d.version, "k": d.kind,
@@ -384,7 +388,8 @@ class DecisionsProjection(Projection[DecisionsView]):
             self.view.tool_requested(chat_id, call.ref, call.name, call.input)
             if call.status == "interrupted" and call.interrupted_at is not None:
                 terms = call.approval.terms if call.approval is not None else None
-                self.view.held(chat_id, call.ref, call.interrupted_at, _stage_names(terms))
+                self.view.held(chat_id, call.ref, call.interrupted_at, _stage_names(terms),
+                               _policy_ref(terms))
 
     @process_event.register
     def _interrupted(self, e: Interrupted, tracking: Tracking) -> None:
@@ -412,7 +417,8 @@ class DecisionsProjection(Projection[DecisionsView]):
 
     @process_event.register
     def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:
-        self.view.held(id_text(e.originator_id), e.ref, e.timestamp, _stage_names(e.terms))
+        self.view.held(id_text(e.originator_id), e.ref, e.timestamp, _stage_names(e.terms),
+                       _policy_ref(e.terms))
 
     @process_event.register
     def _voted(self, e: ApprovalVoted, tracking: Tracking) -> None:
@@ -450,6 +456,12 @@ class DecisionsProjection(Projection[DecisionsView]):
     def _sent(self, e: UserMessageSent, tracking: Tracking) -> None:
         if e.fingerprint is not None:  # the turn's agent, as an AgentFingerprinted records it
             self.view.fingerprinted(id_text(e.originator_id), e.fingerprint)
+
+
+def _policy_ref(terms: ApprovalTerms | None) -> str | None:
+    """The data policy version a call was held under, "id@n" (None: the code's policy)."""
+    policy = terms.policy if terms is not None else None
+    return None if policy is None else policy.label
 
 
 def _stage_names(terms: ApprovalTerms | None) -> list[str] | None:

@@ -13,6 +13,7 @@ from interlock.projections.views.decisions import DecisionRow
 
 FIELDS = tuple(DecisionRow.model_fields)
 _JSON_FIELDS = frozenset({"original_input", "replaced_input", "output", "resumed_metadata"})
+_NULL_IF_EMPTY = frozenset({"policy"})  # CSV writes null as "", and no policy is named ""
 Pages = Callable[[str | None], Page[DecisionRow]]
 
 
@@ -55,4 +56,5 @@ def parse(text: str, fmt: Literal["csv", "jsonl"]) -> list[DecisionRow]:
         return [DecisionRow.model_validate_json(line) for line in text.splitlines() if line]
     records = csv.DictReader(io.StringIO(text))
     return [DecisionRow.model_validate(
-        {k: json.loads(v) if k in _JSON_FIELDS else v for k, v in r.items()}) for r in records]
+        {k: json.loads(v) if k in _JSON_FIELDS else None if k in _NULL_IF_EMPTY and v == ""
+         else v for k, v in r.items()}) for r in records]

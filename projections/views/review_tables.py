@@ -18,7 +18,8 @@ FACT_COLUMNS = ("chat_id, version, ref, tenant, agent, tool, kind, actor, reques
                 " edited_by, asked_at, decided_at, wait_seconds, input, fingerprint,"
                 " fingerprint_changes, prior_expiries, requester_approved, edited, reasked,"
                 " fingerprint_changed, viewed, viewed_at, stage, for_actor, delegation_id,"
-                " delegated, delegation_active, stage_skipped, stage_unapproved")
+                " delegated, delegation_active, stage_skipped, stage_unapproved,"
+                " policy")
 _KEYS = "(tenant, decided_at, chat_id, version)"
 _BUCKET_COLUMNS = ", ".join(f"b{i} bigint NOT NULL" for i in range(len(BUCKETS)))
 DDL = (
@@ -31,7 +32,8 @@ DDL = (
     "CREATE TABLE IF NOT EXISTS {review_calls} (chat_id text NOT NULL, ref text NOT NULL,"
     " tool text NOT NULL, input {json}, requested_by text, requested_norm text, edited_by text,"
     " edited_norm text, asked_at {ts}, prior_expiries integer NOT NULL,"
-    " expired boolean NOT NULL, waiting boolean NOT NULL, PRIMARY KEY (chat_id, ref))",
+    " expired boolean NOT NULL, waiting boolean NOT NULL, policy text,"
+    " PRIMARY KEY (chat_id, ref))",
     # Pending by age: the calls awaiting a decision, by when they were asked.
     "CREATE INDEX IF NOT EXISTS {review_calls_waiting_idx} ON {review_calls} (asked_at)"
     " WHERE waiting",
@@ -107,7 +109,8 @@ _FACT = (
     " COALESCE(%(fin)s AND EXISTS (SELECT 1 FROM {{review_stages}} s"
     " WHERE s.chat_id = c.chat_id AND s.ref = c.ref AND NOT s.approved), false),"
     " COALESCE(%(fin)s AND EXISTS (SELECT 1 FROM {{review_stages}} s"
-    " WHERE s.chat_id = c.chat_id AND s.ref = c.ref AND s.applies AND NOT s.approved), false)"
+    " WHERE s.chat_id = c.chat_id AND s.ref = c.ref AND s.applies AND NOT s.approved), false),"
+    " c.policy"
     " FROM {{review_calls}} c JOIN {{review_chats}} h ON h.chat_id = c.chat_id"
     " LEFT JOIN {{review_receipts}} v ON v.chat_id = c.chat_id AND v.ref = c.ref"
     " AND v.viewer_norm = %(an)s AND v.input_sha256 = %(h)s"

@@ -110,6 +110,7 @@ class ReviewFact(BaseModel):
     delegation_active: bool = False  # in force when the vote was cast, as the log had it
     stage_skipped: bool = False  # approved with a stage of its policy never approved
     stage_unapproved: bool = False  # ... and that stage applied to the input (an alarm)
+    policy: str | None = None  # the data policy version the call was held under ("id@n")
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,8 @@ class ReviewsView(JoinedView):
     """Review facts per decision, the calls and chats they are joined from, and reviews."""
 
     view_name = "reviews"
-    version = 2  # 2: a fact's stage and delegation, stage_skipped and stage_unapproved
+    version = 3  # 2: a fact's stage and delegation, stage_skipped and stage_unapproved;
+    # 3: the data policy version a call was held under
     tables = TABLES
     ddl = DDL
     dump_sql = f"SELECT {FACT_COLUMNS} FROM {{review_facts}} ORDER BY chat_id, version"
@@ -171,7 +173,8 @@ class ReviewsView(JoinedView):
         `viewed` or `key_word` column): their CREATE TABLE IF NOT EXISTS would keep the old
         shape, and the new index fail."""
         try:
-            self._fetch("SELECT viewed, key_word FROM {review_facts} WHERE 1 = 0", {})
+            self._fetch("SELECT viewed, key_word, policy FROM {review_facts} WHERE 1 = 0", {})
+            self._fetch("SELECT policy FROM {review_calls} WHERE 1 = 0", {})
         except ProgrammingError as exc:  # eventsourcing's, around psycopg's
             return isinstance(exc.__cause__, psycopg.errors.UndefinedColumn)
         except sqlite3.OperationalError as exc:
@@ -188,7 +191,7 @@ class ReviewsView(JoinedView):
         "INSERT INTO {review_chats} VALUES (%(c)s, %(t)s, %(a)s, %(u)s, %(un)s, %(f)s, %(n)s)",
         "INSERT INTO {review_calls} SELECT %(c)s, %(r)s, %(n)s, %(i)s, h.turn_by,"
         " h.turn_norm, NULL, NULL, %(at)s, (SELECT count(*) FROM {review_calls} e"
-        " WHERE e.chat_id = %(c)s AND e.tool = %(n)s AND e.expired), false, %(w)s"
+        " WHERE e.chat_id = %(c)s AND e.tool = %(n)s AND e.expired), false, %(w)s, %(p)s"
         " FROM {review_chats} h WHERE h.chat_id = %(c)s")
 
     def chat_started(self, chat_id: str, tenant: str, agent: str, actor: str) -> None:
@@ -214,14 +217,16 @@ class ReviewsView(JoinedView):
 
     def tool_requested(self, chat_id: str, ref: str, tool: str, input: Any) -> None:
         self.lookups.tool_requested(chat_id, ref, {
-            "c": chat_id, "r": ref, "n": tool, "i": self._json(input), "at": None, "w": False})
+            "c": chat_id, "r": ref, "n": tool, "i": self._json(input), "at": None, "w": False,
+            "p": None})
 
-    def asked(self, chat_id: str, ref: str, at: datetime) -> None:
-        if self.lookups.fold_call(chat_id, ref, at=self._ts(at), w=True):
+    def asked(self, chat_id: str, ref: str, at: datetime, policy: str | None = None) -> None:
+        """Held or interrupted at `at`; held under the data policy version `policy` ("id@n")."""
+        if self.lookups.fold_call(chat_id, ref, at=self._ts(at), w=True, p=policy):
             return
-        self._run("UPDATE {review_calls} SET asked_at = %(at)s, waiting = true"
+        self._run("UPDATE {review_calls} SET asked_at = %(at)s, waiting = true, policy = %(p)s"
                   " WHERE chat_id = %(c)s AND ref = %(r)s",
-                  {"c": chat_id, "r": ref, "at": self._ts(at)})
+                  {"c": chat_id, "r": ref, "at": self._ts(at), "p": policy})
 
     def decided(self, chat_id: str, version: int, ref: str, kind: str, actor: str,
                 at: datetime, input_sha256: str, settles: bool = True,
@@ -548,7 +553,8 @@ class ReviewsProjection(Projection[ReviewsView]):
         for call in asked_in(begun):
             self.view.tool_requested(chat_id, call.ref, call.name, call.input)
             if call.status == "interrupted" and call.interrupted_at is not None:
-                self.view.asked(chat_id, call.ref, call.interrupted_at)
+                terms = call.approval.terms if call.approval is not None else None
+                self.view.asked(chat_id, call.ref, call.interrupted_at, _policy_ref(terms))
             if call.input_by is not None:
                 self.view.edited(chat_id, call.ref, call.input_by, call.input)
             if call.approval is not None and call.approval.terms.stages is not None:
@@ -557,7 +563,7 @@ class ReviewsProjection(Projection[ReviewsView]):
 
     @process_event.register
     def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:
-        self.view.asked(id_text(e.originator_id), e.ref, e.timestamp)
+        self.view.asked(id_text(e.originator_id), e.ref, e.timestamp, _policy_ref(e.terms))
         if e.terms.stages is not None:
             self._staged(id_text(e.originator_id), e.ref, e.terms, e.terms.stages_apply)
 
@@ -631,3 +637,9 @@ class ReviewsProjection(Projection[ReviewsView]):
 
 
 READ_MODEL = ReadModel(ReviewsView, ReviewsProjection)
+
+
+def _policy_ref(terms: ApprovalTerms | None) -> str | None:
+    """The data policy version a call was held under, "id@n" (None: the code's policy)."""
+    policy = terms.policy if terms is not None else None
+    return None if policy is None else policy.label
