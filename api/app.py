@@ -33,6 +33,7 @@ from interlock.api.routers import (
     health,
     interrupts,
     notifications,
+    policies,
     reviews,
     slack,
     webhooks,
@@ -164,7 +165,7 @@ def make_app(
     errors.install(app)
     routers = [m.router for m in (health, chats, interrupts, decisions, agents, webhooks,
                                   agent_protocol, reviews, notifications, slack,
-                                  delegations)]
+                                  delegations, policies)]
     for router in routers:
         app.include_router(router)
     install_openapi(app, routers)

@@ -7,12 +7,14 @@ InterlockError                        (a client's error: every subclass has code
 ├── NotFoundError                 404
 │   ├── ChatNotFoundError             chat_not_found
 │   ├── ReviewNotFoundError           review_not_found
-│   └── DelegationNotFoundError       delegation_not_found
+│   ├── DelegationNotFoundError       delegation_not_found
+│   └── PolicyNotFoundError           policy_not_found
 ├── InvalidRequestError           422 invalid_request
 │   ├── UnknownAgentError             unknown_agent
 │   ├── IdempotencyKeyReusedError     idempotency_key_reused
 │   ├── InvalidFilterError            invalid_filter (a review query's filter or parameter)
-│   └── UnknownReviewQueryError       unknown_review_query
+│   ├── UnknownReviewQueryError       unknown_review_query
+│   └── InvalidPolicyError            invalid_policy (a data policy's document, naming the part)
 ├── ResumeError                   422
 │   ├── EmptyResumeError              empty_resume
 │   ├── DuplicateRefError             duplicate_ref
@@ -33,14 +35,17 @@ InterlockError                        (a client's error: every subclass has code
 │   │   ├── NothingToRetryError       nothing_to_retry
 │   │   └── ChatErasedError           chat_erased (erased or being erased: no fork of it)
 │   ├── ConcurrencyError              concurrent_modification
-│   └── ReviewStateError              review_state (not open, incomplete, assessed already)
+│   ├── ReviewStateError              review_state (not open, incomplete, assessed already)
+│   └── PolicyStateError              policy_state (approved, withdrawn or superseded already)
 ├── AuthError                     403
 │   ├── UnauthenticatedError      401 unauthenticated
 │   └── ForbiddenError                forbidden
 │       ├── SegregationOfDutiesError  segregation_of_duties (reviewer took part in the item)
 │       ├── StageSegregationError     forbidden, reason other_stage (voted in another stage)
 │       ├── ConflictingRolesError     forbidden, reason conflicting_roles (a toxic combination)
-│       └── SameSignerError           same_signer (the second sign-off by the first signer)
+│       ├── SameSignerError           same_signer (the second sign-off by the first signer)
+│       ├── FourEyesError             four_eyes (a policy version approved by its proposer)
+│       └── PolicyAuthorError         policy_author (a vote by who changed the call's policy)
 ├── ModelError                    502 model_error
 ├── UnavailableError              503 (a transient refusal: answered with Retry-After)
 │   └── StoreUnavailableError         store_unavailable
@@ -125,6 +130,23 @@ class DelegationNotFoundError(NotFoundError):
     def __init__(self, delegation_id: object) -> None:
         super().__init__(f"delegation {delegation_id} not found",
                          delegation_id=str(delegation_id))
+
+
+class PolicyNotFoundError(NotFoundError):
+    code = "policy_not_found"
+
+    def __init__(self, policy_id: str, version: int | None = None) -> None:
+        what = policy_id if version is None else f"{policy_id} version {version}"
+        super().__init__(f"policy {what} not found", policy_id=policy_id, version=version)
+
+
+class InvalidPolicyError(InvalidRequestError):
+    """A data policy's document is refused: `where` names the bad part (`stages[1].when`)."""
+
+    code = "invalid_policy"
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"policy refused at {where}: {problem}", where=where, problem=problem)
 
 
 class InvalidFilterError(InvalidRequestError):
@@ -396,6 +418,30 @@ class SameSignerError(ForbiddenError):
             "sign it off", review_id=str(review_id), actor=actor, reason="same_signer")
 
 
+class FourEyesError(ForbiddenError):
+    """A data policy's version is approved by someone other than who proposed it."""
+
+    code = "four_eyes"
+
+    def __init__(self, policy_id: str, version: int, actor: str) -> None:
+        super().__init__(
+            f"{actor} proposed policy {policy_id} version {version}; someone else must approve"
+            " it", policy_id=policy_id, version=version, actor=actor, reason="four_eyes")
+
+
+class PolicyAuthorError(ForbiddenError):
+    """Nobody decides a call whose policy version they proposed or approved."""
+
+    code = "policy_author"
+
+    def __init__(self, ref: str, actor: str, person: str, role: str, policy_id: str,
+                 version: int) -> None:
+        super().__init__(
+            f"{person} {role} policy {policy_id} version {version}, which {ref} is held under;"
+            " someone else must decide it", ref=ref, actor=actor, person=person,
+            reason="policy_author", policy_id=policy_id, version=version, role=role)
+
+
 class ReviewStateError(ConflictError):
     """The review's state refuses the step (closed, not signed off, an item assessed)."""
 
@@ -436,3 +482,13 @@ class InternalError(InterlockError):
 
     code = "internal_error"
     status = 500
+
+
+class PolicyStateError(ConflictError):
+    """The policy version's state refuses the step (approved, withdrawn already)."""
+
+    code = "policy_state"
+
+    def __init__(self, policy_id: str, version: int, state: str, step: str) -> None:
+        super().__init__(f"policy {policy_id} version {version} is {state}: it cannot be {step}",
+                         policy_id=policy_id, version=version, state=state, step=step)

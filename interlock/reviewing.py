@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from interlock.domain.errors import InvalidFilterError
+from interlock.domain.policy_book import PolicyDesk
 from interlock.domain.review.aggregate import Review, signers_for
 from interlock.domain.review.events import QueryRecord
 from interlock.domain.review.queries import SHIPPED, BoundQuery, resolve
@@ -45,6 +46,10 @@ class ReviewDesk:
                 raise InvalidFilterError("revoked_actor needs the server's keys file (dev mode "
                                          "has none)")
             given["revoked"] = revoked(self.view, tenant, set(self.principals))
+        if name == "policy_withdrawn":
+            given["withdrawn"] = [f"{v.id}@{v.version}" for v in
+                                  PolicyDesk(self.reviews.app).load(tenant).all_versions()
+                                  if v.withdrawn_at is not None]
         return resolve(name, given, custom)
 
     def run(self, tenant: str, name: str, params: Mapping[str, Any] | None = None,

@@ -203,6 +203,23 @@ class ToolMatch:
         return {"server": self.server, "name": self.name, "annotations": dict(self.annotations)}
 
 
+class PolicyRef(BaseModel):
+    """The tenant's data policy version a call was held under (domain/policy_book.py):
+    who proposed it and who approved it (neither may decide the call)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    version: int
+    proposed_by: str
+    approved_by: str
+
+    def authors(self) -> dict[str, str]:
+        """Who changed the policy, normalised, and how ("proposed", "approved")."""
+        return {normalise_id(self.approved_by): "approved",
+                normalise_id(self.proposed_by): "proposed"}
+
+
 class ApprovalTerms(BaseModel):
     """The policy in force for one held call, as recorded on `ApprovalRequested`."""
 
@@ -222,6 +239,8 @@ class ApprovalTerms(BaseModel):
     stages: list[StageTerms] | None = Field(default=None, exclude_if=_unset)
     stages_apply: list[bool] | None = Field(default=None, exclude_if=_unset)
     conflicts: list[list[str]] | None = Field(default=None, exclude_if=_unset)
+    # Held under a tenant's data policy (not the agent's code): which version, by whom.
+    policy: PolicyRef | None = Field(default=None, exclude_if=_unset)
 
 
 class Vote(BaseModel):

@@ -36,6 +36,7 @@ from interlock.domain.errors import (
     InvalidToolInputError,
     InvalidToolOutputError,
     NotAnApprovalError,
+    PolicyAuthorError,
     StageSegregationError,
     StaleInterruptError,
     UnknownInterruptError,
@@ -327,10 +328,25 @@ def check_voter(call: ToolCall, decider: Decider) -> None:
                 f"{person} {_asked(call, person)} of {call.ref}; someone else must decide it",
                 ref=call.ref, actor=decider.id, reason="requester",
                 **({"for_actor": decider.acting_for} if decider.acting_for else {}))
+    check_policy_authors(call, decider)
     check_segregation(call, decider)
     earlier = call.approval.vote_of(decider.people(), sha256_hex(call.input))
     if earlier is not None:
         raise AlreadyVotedError(call.ref, earlier.actor, earlier.kind, earlier.at)
+
+
+def check_policy_authors(call: ToolCall, decider: Decider) -> None:
+    """Nobody decides a call whose policy they changed: who proposed or approved the data
+    policy version it is held under may not vote on it, nor vote for or by delegation."""
+    assert call.approval is not None
+    ref = call.approval.terms.policy
+    if ref is None:
+        return
+    authors = ref.authors()
+    for person in (decider.id, decider.acting_for):
+        if person is not None and normalise_id(person) in authors:
+            raise PolicyAuthorError(call.ref, decider.id, person, authors[normalise_id(person)],
+                                    ref.id, ref.version)
 
 
 def check_segregation(call: ToolCall, decider: Decider) -> None:
@@ -421,12 +437,14 @@ def _edited(entry: EditEntry, tool: ToolSchema | None) -> Any:
 
 def barred_voters(state: ApprovalState, requester: str | None) -> set[str]:
     """Who may not vote on a held call's current input (normalised): who asked for it (a
-    fork's call: its source's requester and each forker too), and who voted on it
-    already. The inbox's `decidable` filter lists by this, `check_voter` refuses by the
-    same rule (votes cast before the last edit no longer bar anyone)."""
+    fork's call: its source's requester and each forker too), who voted on it already,
+    and who proposed or approved the data policy version it is held under. The inbox's
+    `decidable` filter lists by this, `check_voter` refuses by the same rule (votes cast
+    before the last edit no longer bar anyone)."""
     voted = {i for v in state.current_votes() for i in (v.actor, v.for_actor) if i}
     forked = state.forked_from.requesters() if state.forked_from is not None else set()
-    return {normalise_id(i) for i in (*voted, requester)} | forked
+    authors = set(state.terms.policy.authors()) if state.terms.policy is not None else set()
+    return {normalise_id(i) for i in (*voted, requester)} | forked | authors
 
 
 def check_withdrawer(call: ToolCall, decider: Decider) -> None:

@@ -37,6 +37,7 @@ FIELDS: Mapping[str, FieldType] = {
     "version": "number", "prior_expiries": "number", "fingerprint_changes": "number",
     "asked_at": "time", "decided_at": "time", "requester_approved": "bool", "edited": "bool",
     "reasked": "bool", "fingerprint_changed": "bool", "viewed": "bool", "viewed_at": "time",
+    "policy": "text",
 }
 _ORDERED = frozenset({"text", "number", "time", "json"})
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")

@@ -85,6 +85,12 @@ SHIPPED: Mapping[str, ReviewQuery] = {q.name: q for q in (
                 title="Tool input over a threshold on a field (input.amount > N)",
                 filter="input.amount > :amount",
                 params=(_p("amount", "number", 10000, "the threshold"),)),
+    ReviewQuery(name="policy_withdrawn", version=1,
+                title="Decided under a data policy version withdrawn since",
+                filter="policy in (:withdrawn)",
+                params=(_p("withdrawn", "policy versions", [], "the tenant's data policy "
+                           "versions (id@n) withdrawn now (the server reads them)",
+                           server=True),)),
 )}
 
 

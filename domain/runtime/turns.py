@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from interlock.domain.chat.aggregate import Chat
@@ -21,7 +22,7 @@ from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import ConcurrencyError, ModelError, UnavailableError
 from interlock.domain.results import StreamEvent, TurnResult
 from interlock.domain.runtime.agent import Agent
-from interlock.domain.runtime.gating import hold_for_approval
+from interlock.domain.runtime.gating import InForce, hold_for_approval
 from interlock.domain.runtime.middleware import (
     ToolInputError,
     ToolInvocation,
@@ -39,6 +40,8 @@ from interlock.domain.runtime.tools import (
 from interlock.domain.runtime.tracing import Tracer, decision_events, span
 
 Emit = Callable[[StreamEvent], Awaitable[None]]
+# The tenant's data policies in force for an agent's tools at a moment (tenant, agent, at).
+DataPolicies = Callable[[str, str, datetime], Awaitable[InForce]]
 Commit = Callable[[Chat], Awaitable[int | None]]
 Outcome = tuple[Literal["completed", "failed", "interrupted"], Any]
 # While tools run, a running turn's lease is renewed this often; a turn is retryable
@@ -62,6 +65,7 @@ class TurnLoop:
     max_turns: int
     tracer: Tracer | None = None
     runner: Any = None  # the service, for sub-agents (interlock.domain.runtime.subagents)
+    policies: DataPolicies | None = None  # none: the agent's code policies alone
 
     async def run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
         """Run the turn; whatever fails in it (but a lost race) ends it `failed`, recorded."""
@@ -102,7 +106,7 @@ class TurnLoop:
         rounds = 0
         streamed = since  # messages before this index were streamed already, or never will be
         while True:
-            runnable = hold_for_approval(chat, self.agent, chat.runnable_calls(), now())
+            runnable = await self._hold(chat)
             if runnable:
                 await self._run_tools(chat, runnable, emit)
             if chat.pending_interrupts():
@@ -121,6 +125,15 @@ class TurnLoop:
                     self._refuse_round(chat)
                     return
                 rounds += 1
+
+    async def _hold(self, chat: Chat) -> list[ToolCall]:
+        """Hold the new calls their policies hold (the tenant's data policy in force now
+        wins over the code's); the calls that may run now."""
+        calls, at = chat.runnable_calls(), now()
+        in_force = None
+        if self.policies is not None and any(c.status == "requested" for c in calls):
+            in_force = await self.policies(chat.state.tenant, self.agent.name, at)
+        return hold_for_approval(chat, self.agent, calls, at, in_force)
 
     async def _generate(
         self, chat: Chat, emit: Emit | None

@@ -11,6 +11,7 @@ from uuid import UUID
 from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.approval_events import ApprovalVoted
 from interlock.domain.chat.events import TurnFinished, now
+from interlock.domain.chat.policies import Approval
 from interlock.domain.chat.rules import AWAITS_AGENT, VoteEntry, held_call
 from interlock.domain.errors import (
     ConcurrencyError,
@@ -21,8 +22,10 @@ from interlock.domain.errors import (
 )
 from interlock.domain.limits import Limits
 from interlock.domain.lost_answers import CutTurns
+from interlock.domain.policy_book import load as load_policies
 from interlock.domain.results import TurnResult
 from interlock.domain.runtime.agent import Agent
+from interlock.domain.runtime.gating import InForce
 from interlock.domain.runtime.models import Model
 from interlock.domain.runtime.tracing import Tracer
 from interlock.domain.runtime.turns import Emit, TurnLoop
@@ -117,7 +120,7 @@ class Turns:
             votes=command.votes,
             decider=command.decider,
             now=self._clock(),
-            policy=loop.agent.policy,
+            policy=await self._policies_held(chat, loop.agent),
         )
         chat.record_fingerprint(loop.agent.fingerprint)
         if chat.status == "interrupted":  # votes only, none resolved: record them, run nothing
@@ -205,7 +208,25 @@ class Turns:
         return TurnLoop(
             agent, self._host.models[agent.name], self._commit_turn,
             max_turns or agent.max_turns, self._host.tracer, runner=self._host,
+            policies=self._in_force,
         )
+
+    async def _in_force(self, tenant: str, agent: str, at: datetime) -> InForce:
+        """The tenant's data policies in force at `at` for `agent`'s tools (off the loop)."""
+        book = await self.io.off_loop(load_policies, self._store.events, tenant)
+        return book.in_force(agent, at)
+
+    async def _policies_held(self, chat: Chat, agent: Agent) -> Callable[[str], Approval | None]:
+        """A tool's policy by name as its held calls were held under: the data policy
+        version a call records (an edit's stages are judged by it), else the code's."""
+        refs = {c.name: c.approval.terms.policy for c in chat.pending_interrupts()
+                if c.approval is not None
+                and c.approval.terms.policy is not None}
+        if not refs:
+            return agent.policy
+        book = await self.io.off_loop(load_policies, self._store.events, chat.state.tenant)
+        recorded = {name: book.recorded(ref) for name, ref in refs.items()}
+        return lambda name: recorded[name] if name in recorded else agent.policy(name)
 
     async def _commit_turn(self, chat: Chat) -> int | None:
         """The loop's commit, off the event loop: concurrent turns' appends commit together."""

@@ -13,6 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from interlock.bootstrap import load_agents, model_resolver
+from interlock.cli import policy as data_policies
 from interlock.domain.application import Interlock
 from interlock.domain.errors import ConfigurationError
 from interlock.replay import (
@@ -82,6 +83,7 @@ def _register_policy(subparsers: Any) -> None:
     _add_selection(w)
     w.add_argument("--report", type=Path, metavar="FILE", help="write the counts as JSON")
     w.set_defaults(run=run_what_if)
+    data_policies.register(sub)  # `policy list`, `policy data-what-if`: a tenant's data policies
 
 
 def _positive(text: str) -> int:

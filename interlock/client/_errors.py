@@ -34,6 +34,10 @@ class DelegationNotFoundError(NotFoundError):
     code = "delegation_not_found"
 
 
+class PolicyNotFoundError(NotFoundError):
+    code = "policy_not_found"
+
+
 class AssistantNotFoundError(NotFoundError):
     """Agent Protocol: no agent of that name on the server."""
 
@@ -58,6 +62,10 @@ class UnknownAgentError(InvalidRequestError):
 
 class IdempotencyKeyReusedError(InvalidRequestError):
     code = "idempotency_key_reused"
+
+
+class InvalidPolicyError(InvalidRequestError):
+    code = "invalid_policy"
 
 
 class PayloadTooLargeError(InvalidRequestError):
@@ -179,8 +187,20 @@ class SameSignerError(ForbiddenError):
     code = "same_signer"
 
 
+class FourEyesError(ForbiddenError):
+    code = "four_eyes"
+
+
+class PolicyAuthorError(ForbiddenError):
+    code = "policy_author"
+
+
 class ReviewStateError(ConflictError):
     code = "review_state"
+
+
+class PolicyStateError(ConflictError):
+    code = "policy_state"
 
 
 class NoSigningKeyError(ConflictError):

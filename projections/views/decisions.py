@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+import psycopg
 from eventsourcing.dispatch import singledispatchmethod
-from eventsourcing.persistence import Tracking
+from eventsourcing.persistence import ProgrammingError, Tracking
 from eventsourcing.projection import Projection
 from pydantic import BaseModel, ConfigDict
 
@@ -76,6 +78,7 @@ class DecisionRow(BaseModel):
     decided_at: datetime
     version: int
     fingerprint: str | None = None  # the agent definition in force (see GET /v1/agents)
+    policy: str | None = None  # the tenant's data policy version it was held under: "id@n"
 
 
 class DecisionFilter(BaseModel):
@@ -125,7 +128,7 @@ class Decided:
 
 _COLUMNS = ("chat_id, tenant, agent, ref, tool, kind, original_input, replaced_input, output,"
             " resumed_metadata, actor, input_sha256, requested_at, decided_at, version,"
-            " fingerprint")
+            " fingerprint, policy")
 _JSON = ("original_input", "replaced_input", "output", "resumed_metadata")
 _WAIT = "extract(epoch FROM decided_at - requested_at)::float8"
 _UNSUMMARISED = ("SELECT 1 AS x FROM {decisions} WHERE NOT EXISTS (SELECT 1 FROM {decision_stats})"
@@ -148,13 +151,14 @@ class DecisionsView(JoinedView):
         "CREATE TABLE IF NOT EXISTS {decision_chats} (chat_id text PRIMARY KEY,"
         " tenant text NOT NULL, agent text NOT NULL, fingerprint text)",
         "CREATE TABLE IF NOT EXISTS {decision_calls} (chat_id text NOT NULL, ref text NOT NULL,"
-        " name text NOT NULL, input {json}, interrupted_at {ts}, PRIMARY KEY (chat_id, ref))",
+        " name text NOT NULL, input {json}, interrupted_at {ts}, policy text,"
+        " PRIMARY KEY (chat_id, ref))",
         "CREATE TABLE IF NOT EXISTS {decisions} (chat_id text NOT NULL, version bigint NOT NULL,"
         " ref text NOT NULL, tenant text NOT NULL, agent text NOT NULL, tool text NOT NULL,"
         " kind text NOT NULL, original_input {json}, replaced_input {json}, output {json},"
         " resumed_metadata {json}, actor text NOT NULL, input_sha256 text NOT NULL,"
         " requested_at {ts} NOT NULL, decided_at {ts} NOT NULL, fingerprint text,"
-        " PRIMARY KEY (chat_id, version))",
+        " policy text, PRIMARY KEY (chat_id, version))",
         "CREATE INDEX IF NOT EXISTS {decisions_time_idx} ON {decisions}"
         " (decided_at, chat_id, version)",
         "CREATE INDEX IF NOT EXISTS {decisions_tenant_idx} ON {decisions}"
@@ -178,14 +182,16 @@ class DecisionsView(JoinedView):
     # Chats and calls started in this batch are held until a statement reads them (a
     # decision) or the batch ends: their fingerprint and interruption fold in.
     lookup_inserts = ("INSERT INTO {decision_chats} VALUES (%(c)s, %(t)s, %(a)s, %(f)s)",
-                      "INSERT INTO {decision_calls} VALUES (%(c)s, %(r)s, %(n)s, %(i)s, %(at)s)")
+                      "INSERT INTO {decision_calls} VALUES (%(c)s, %(r)s, %(n)s, %(i)s, %(at)s,"
+                      " %(p)s)")
 
     def chat_started(self, chat_id: str, tenant: str, agent: str) -> None:
         self.lookups.chat_started(chat_id, {"c": chat_id, "t": tenant, "a": agent, "f": None})
 
     def tool_requested(self, chat_id: str, ref: str, name: str, input: Any) -> None:
         self.lookups.tool_requested(
-            chat_id, ref, {"c": chat_id, "r": ref, "n": name, "i": self._json(input), "at": None})
+            chat_id, ref, {"c": chat_id, "r": ref, "n": name, "i": self._json(input), "at": None,
+                           "p": None})
 
     def interrupted(self, chat_id: str, ref: str, at: datetime) -> None:
         if self.lookups.fold_call(chat_id, ref, at=self._ts(at)):
@@ -193,6 +199,17 @@ class DecisionsView(JoinedView):
         self._run("UPDATE {decision_calls} SET interrupted_at = %(at)s"
                   " WHERE chat_id = %(c)s AND ref = %(r)s",
                   {"c": chat_id, "r": ref, "at": self._ts(at)})
+
+    def held(self, chat_id: str, ref: str, at: datetime, policy: str | None) -> None:
+        """Held for approval at `at`, under the data policy version `policy` ("id@n")."""
+        if policy is None:
+            self.interrupted(chat_id, ref, at)
+            return
+        if self.lookups.fold_call(chat_id, ref, at=self._ts(at), p=policy):
+            return
+        self._run("UPDATE {decision_calls} SET interrupted_at = %(at)s, policy = %(p)s"
+                  " WHERE chat_id = %(c)s AND ref = %(r)s",
+                  {"c": chat_id, "r": ref, "at": self._ts(at), "p": policy})
 
     def input_replaced(self, chat_id: str, ref: str, input: Any) -> None:
         if self.lookups.fold_call(chat_id, ref, i=self._json(input)):
@@ -212,7 +229,7 @@ class DecisionsView(JoinedView):
         self._run(
             "INSERT INTO {decisions} SELECT c.chat_id, %(v)s, c.ref, h.tenant, h.agent, c.name,"
             f" %(k)s, {original}, %(ri)s, %(o)s, %(rm)s, %(a)s, %(sha)s, c.interrupted_at, %(at)s,"
-            " h.fingerprint"
+            " h.fingerprint, c.policy"
             " FROM {decision_calls} c JOIN {decision_chats} h ON h.chat_id = c.chat_id"
             " WHERE c.chat_id = %(c)s AND c.ref = %(r)s",
             {"c": d.chat_id, "r": d.ref, "v": d.version, "k": d.kind,
@@ -223,6 +240,8 @@ class DecisionsView(JoinedView):
 
     def setup(self) -> None:
         """Create the tables if missing; summarise decisions an older version recorded."""
+        if self._predates_policies():  # its new columns: the view is rebuilt
+            self.store.reset()
         super().setup()
         if not self._fetch(_UNSUMMARISED, {}):
             return
@@ -234,6 +253,18 @@ class DecisionsView(JoinedView):
                 return
             except PositionConflictError:
                 continue
+
+    def _predates_policies(self) -> bool:
+        """Whether the view's tables were made before data policies (no `policy` column):
+        CREATE TABLE IF NOT EXISTS would keep the old shape, and the INSERTs fail."""
+        try:
+            self._fetch("SELECT policy FROM {decisions} WHERE 1 = 0", {})
+            self._fetch("SELECT policy FROM {decision_calls} WHERE 1 = 0", {})
+        except ProgrammingError as exc:  # eventsourcing's, around psycopg's
+            return isinstance(exc.__cause__, psycopg.errors.UndefinedColumn)
+        except sqlite3.OperationalError as exc:
+            return "no such column" in str(exc)
+        return False
 
     def page(self, f: DecisionFilter, limit: int, cursor: str | None) -> Page[DecisionRow]:
         """Newest decision first."""
@@ -381,7 +412,9 @@ class DecisionsProjection(Projection[DecisionsView]):
 
     @process_event.register
     def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:
-        self.view.interrupted(id_text(e.originator_id), e.ref, e.timestamp)
+        policy = e.terms.policy
+        self.view.held(id_text(e.originator_id), e.ref, e.timestamp,
+                       None if policy is None else f"{policy.id}@{policy.version}")
 
     @process_event.register
     def _voted(self, e: ApprovalVoted, tracking: Tracking) -> None:

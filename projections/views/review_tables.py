@@ -16,7 +16,7 @@ TABLES = ("review_oversight", "review_chats", "review_calls", "review_facts", "r
 FACT_COLUMNS = ("chat_id, version, ref, tenant, agent, tool, kind, actor, requested_by,"
                 " edited_by, asked_at, decided_at, wait_seconds, input, fingerprint,"
                 " fingerprint_changes, prior_expiries, requester_approved, edited, reasked,"
-                " fingerprint_changed, viewed, viewed_at")
+                " fingerprint_changed, viewed, viewed_at, policy")
 _KEYS = "(tenant, decided_at, chat_id, version)"
 _BUCKET_COLUMNS = ", ".join(f"b{i} bigint NOT NULL" for i in range(len(BUCKETS)))
 DDL = (
@@ -29,7 +29,8 @@ DDL = (
     "CREATE TABLE IF NOT EXISTS {review_calls} (chat_id text NOT NULL, ref text NOT NULL,"
     " tool text NOT NULL, input {json}, requested_by text, requested_norm text, edited_by text,"
     " edited_norm text, asked_at {ts}, prior_expiries integer NOT NULL,"
-    " expired boolean NOT NULL, waiting boolean NOT NULL, PRIMARY KEY (chat_id, ref))",
+    " expired boolean NOT NULL, waiting boolean NOT NULL, policy text,"
+    " PRIMARY KEY (chat_id, ref))",
     # Pending by age: the calls awaiting a decision, by when they were asked.
     "CREATE INDEX IF NOT EXISTS {review_calls_waiting_idx} ON {review_calls} (asked_at)"
     " WHERE waiting",
@@ -41,7 +42,7 @@ DDL = (
     " fingerprint text, fingerprint_changes integer NOT NULL, prior_expiries integer NOT NULL,"
     " requester_approved boolean NOT NULL, edited boolean NOT NULL, reasked boolean NOT NULL,"
     " fingerprint_changed boolean NOT NULL, key_word bigint NOT NULL, viewed boolean NOT NULL,"
-    " viewed_at {ts}, PRIMARY KEY (chat_id, version))",
+    " viewed_at {ts}, policy text, PRIMARY KEY (chat_id, version))",
     # View receipts: when each principal (normalised) was first shown each input of a call.
     "CREATE TABLE IF NOT EXISTS {review_receipts} (chat_id text NOT NULL, ref text NOT NULL,"
     " viewer_norm text NOT NULL, input_sha256 text NOT NULL, first_at {ts} NOT NULL,"
@@ -80,7 +81,7 @@ _FACT = (
     " c.prior_expiries, COALESCE(%(k)s = 'approve'"
     " AND COALESCE(c.edited_norm, c.requested_norm) = %(an)s, false),"
     " c.edited_by IS NOT NULL, c.prior_expiries > 0, h.fingerprints > 1, %(kw)s,"
-    " v.first_at IS NOT NULL, v.first_at"
+    " v.first_at IS NOT NULL, v.first_at, c.policy"
     " FROM {{review_calls}} c JOIN {{review_chats}} h ON h.chat_id = c.chat_id"
     " LEFT JOIN {{review_receipts}} v ON v.chat_id = c.chat_id AND v.ref = c.ref"
     " AND v.viewer_norm = %(an)s AND v.input_sha256 = %(h)s"

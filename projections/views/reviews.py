@@ -101,6 +101,7 @@ class ReviewFact(BaseModel):
     fingerprint_changed: bool = False
     viewed: bool = False
     viewed_at: datetime | None = None
+    policy: str | None = None  # the data policy version the call was held under ("id@n")
 
 
 class ReviewSummary(BaseModel):
@@ -150,7 +151,8 @@ class ReviewsView(JoinedView):
         `viewed` or `key_word` column): their CREATE TABLE IF NOT EXISTS would keep the old
         shape, and the new index fail."""
         try:
-            self._fetch("SELECT viewed, key_word FROM {review_facts} WHERE 1 = 0", {})
+            self._fetch("SELECT viewed, key_word, policy FROM {review_facts} WHERE 1 = 0", {})
+            self._fetch("SELECT policy FROM {review_calls} WHERE 1 = 0", {})
         except ProgrammingError as exc:  # eventsourcing's, around psycopg's
             return isinstance(exc.__cause__, psycopg.errors.UndefinedColumn)
         except sqlite3.OperationalError as exc:
@@ -167,7 +169,7 @@ class ReviewsView(JoinedView):
         "INSERT INTO {review_chats} VALUES (%(c)s, %(t)s, %(a)s, %(u)s, %(un)s, %(f)s, %(n)s)",
         "INSERT INTO {review_calls} SELECT %(c)s, %(r)s, %(n)s, %(i)s, h.turn_by,"
         " h.turn_norm, NULL, NULL, %(at)s, (SELECT count(*) FROM {review_calls} e"
-        " WHERE e.chat_id = %(c)s AND e.tool = %(n)s AND e.expired), false, %(w)s"
+        " WHERE e.chat_id = %(c)s AND e.tool = %(n)s AND e.expired), false, %(w)s, %(p)s"
         " FROM {review_chats} h WHERE h.chat_id = %(c)s")
 
     def chat_started(self, chat_id: str, tenant: str, agent: str, actor: str) -> None:
@@ -193,14 +195,16 @@ class ReviewsView(JoinedView):
 
     def tool_requested(self, chat_id: str, ref: str, tool: str, input: Any) -> None:
         self.lookups.tool_requested(chat_id, ref, {
-            "c": chat_id, "r": ref, "n": tool, "i": self._json(input), "at": None, "w": False})
+            "c": chat_id, "r": ref, "n": tool, "i": self._json(input), "at": None, "w": False,
+            "p": None})
 
-    def asked(self, chat_id: str, ref: str, at: datetime) -> None:
-        if self.lookups.fold_call(chat_id, ref, at=self._ts(at), w=True):
+    def asked(self, chat_id: str, ref: str, at: datetime, policy: str | None = None) -> None:
+        """Held or interrupted at `at`; held under the data policy version `policy` ("id@n")."""
+        if self.lookups.fold_call(chat_id, ref, at=self._ts(at), w=True, p=policy):
             return
-        self._run("UPDATE {review_calls} SET asked_at = %(at)s, waiting = true"
+        self._run("UPDATE {review_calls} SET asked_at = %(at)s, waiting = true, policy = %(p)s"
                   " WHERE chat_id = %(c)s AND ref = %(r)s",
-                  {"c": chat_id, "r": ref, "at": self._ts(at)})
+                  {"c": chat_id, "r": ref, "at": self._ts(at), "p": policy})
 
     def decided(self, chat_id: str, version: int, ref: str, kind: str, actor: str,
                 at: datetime, input_sha256: str, settles: bool = True) -> None:
@@ -497,7 +501,9 @@ class ReviewsProjection(Projection[ReviewsView]):
 
     @process_event.register
     def _held(self, e: ApprovalRequested, tracking: Tracking) -> None:
-        self.view.asked(id_text(e.originator_id), e.ref, e.timestamp)
+        policy = e.terms.policy
+        self.view.asked(id_text(e.originator_id), e.ref, e.timestamp,
+                        None if policy is None else f"{policy.id}@{policy.version}")
 
     @process_event.register
     def _responded(self, e: Responded, tracking: Tracking) -> None:

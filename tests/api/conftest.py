@@ -31,6 +31,9 @@ KEYS = {
     "key-bea": {"id": "bea", "tenant": "acme", "roles": ["lead", "treasury"]},
     "key-cora": {"id": "cora", "tenant": "acme", "roles": ["cfo"]},
     "key-tex": {"id": "tex", "tenant": "acme", "roles": ["treasury", "trader"]},
+    # data policies (/v1/policies): a risk officer, and one who is a treasurer too
+    "key-pia": {"id": "pia", "tenant": "acme", "roles": ["policy_admin"]},
+    "key-ray": {"id": "ray", "tenant": "acme", "roles": ["policy_admin", "treasury"]},
 }
 ClientFor = Callable[[str], Client]
 

@@ -30,4 +30,6 @@ def test_the_worked_examples_run_and_print_what_they_say(
         ["team lead ['lead']", "treasury", "CFO", "stop"],  # stages
         ["other_stage", "conflicting_roles"],  # segregation
         ["CFO", "dan tina True", "delegation_inactive"],  # delegation
+        ["1 proposed", "four_eyes", "passes ['treasury']", "{} 1",  # policies as data
+         "wire-limits 2 pia ray", "policy_author", "stop"],
     ]

@@ -1108,6 +1108,136 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/policies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Policies
+         * @description Every version of the tenant's data policies, each with its state.
+         */
+        get: operations["listPolicies"];
+        put?: never;
+        /**
+         * Propose Policy
+         * @description Propose the next version of policy `id` for `agent`'s `tool` (needs the role
+         *     policy_admin, or admin); it is in force once another person approves it, from
+         *     `effective_from` (omitted: from that approval).
+         */
+        post: operations["proposePolicy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/policies/{policy_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Policy Versions
+         * @description The versions of one policy, the first first.
+         */
+        get: operations["policyVersions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/policies/{policy_id}/versions/{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Policy Version
+         * @description One version: its document, who proposed and approved it, when it is in force.
+         */
+        get: operations["policyVersion"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/policies/{policy_id}/versions/{version}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve Policy
+         * @description Approve a proposed version: a policy_admin (or admin) other than its proposer
+         *     (403 `four_eyes`).
+         */
+        post: operations["approvePolicy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/policies/{policy_id}/versions/{version}/withdraw": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Withdraw Policy
+         * @description Take a version back (its proposer, or a policy_admin): proposed, it never comes into
+         *     force; in force, it ends now. Calls held under it keep it.
+         */
+        post: operations["withdrawPolicy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/policies/{policy_id}/versions/{version}/what-if": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Policy What If
+         * @description Run a version (proposed or not) against the tool's calls recorded in the tenant's
+         *     last `chats` chats of its agent: would each be held, through which stages, and would
+         *     its recorded votes pass (voters' roles as their keys hold them now).
+         */
+        post: operations["policyWhatIf"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1195,6 +1325,34 @@ export interface components {
              * @default 0
              */
             offset: number;
+        };
+        /**
+         * CallWhatIf
+         * @description One recorded call under the proposed version.
+         */
+        CallWhatIf: {
+            /** Chat Id */
+            chat_id: string;
+            /** Ref */
+            ref: string;
+            /** Recorded */
+            recorded: string;
+            /** Was Held */
+            was_held: boolean;
+            /** Held */
+            held: boolean;
+            /**
+             * Stages
+             * @default []
+             */
+            stages: string[];
+            /**
+             * Verdict
+             * @enum {string}
+             */
+            verdict: "runs" | "passes" | "fails" | "waits" | "invalid_input";
+            /** Why */
+            why: string;
         };
         /** ChannelList */
         ChannelList: {
@@ -1366,6 +1524,14 @@ export interface components {
             skipped: string[];
         };
         /**
+         * Decision
+         * @description An approval or a withdrawal of a version, with why.
+         */
+        Decision: {
+            /** Reason */
+            reason?: string | null;
+        };
+        /**
          * DecisionRow
          * @description One Responded or Restarted event: the compliance log.
          */
@@ -1413,6 +1579,8 @@ export interface components {
             version: number;
             /** Fingerprint */
             fingerprint?: string | null;
+            /** Policy */
+            policy?: string | null;
         };
         /**
          * DecisionStats
@@ -1604,7 +1772,7 @@ export interface components {
              * Code
              * @enum {string}
              */
-            code: "already_voted" | "approval_required" | "assistant_not_found" | "chat_erased" | "chat_not_found" | "concurrent_modification" | "delegation_not_found" | "duplicate_ref" | "empty_resume" | "forbidden" | "idempotency_key_reused" | "internal_error" | "interrupt_expired" | "interrupt_name_mismatch" | "interrupt_not_pending" | "invalid_filter" | "invalid_request" | "invalid_tool_input" | "invalid_tool_output" | "metadata_too_large" | "method_not_allowed" | "model_error" | "no_signing_key" | "not_an_approval" | "not_found" | "nothing_to_retry" | "payload_too_large" | "pending_interrupts" | "review_not_found" | "review_state" | "same_signer" | "segregation_of_duties" | "stale_interrupt" | "store_unavailable" | "too_many_forks" | "turn_in_progress" | "unauthenticated" | "unknown_agent" | "unknown_interrupt" | "unknown_review_query" | "views_behind";
+            code: "already_voted" | "approval_required" | "assistant_not_found" | "chat_erased" | "chat_not_found" | "concurrent_modification" | "delegation_not_found" | "duplicate_ref" | "empty_resume" | "forbidden" | "four_eyes" | "idempotency_key_reused" | "internal_error" | "interrupt_expired" | "interrupt_name_mismatch" | "interrupt_not_pending" | "invalid_filter" | "invalid_policy" | "invalid_request" | "invalid_tool_input" | "invalid_tool_output" | "metadata_too_large" | "method_not_allowed" | "model_error" | "no_signing_key" | "not_an_approval" | "not_found" | "nothing_to_retry" | "payload_too_large" | "pending_interrupts" | "policy_author" | "policy_not_found" | "policy_state" | "review_not_found" | "review_state" | "same_signer" | "segregation_of_duties" | "stale_interrupt" | "store_unavailable" | "too_many_forks" | "turn_in_progress" | "unauthenticated" | "unknown_agent" | "unknown_interrupt" | "unknown_review_query" | "views_behind";
             /** Message */
             message: string;
             /** Details */
@@ -1883,6 +2051,108 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             } | null;
+        };
+        /**
+         * PolicyDocument
+         * @description An approval policy as data: what `Approval` declares in code, `when` a condition.
+         */
+        PolicyDocument: {
+            /** Roles */
+            roles?: string[];
+            /** Groups */
+            groups?: string[];
+            /**
+             * Quorum
+             * @default 1
+             */
+            quorum: number;
+            /** Expires In */
+            expires_in?: number | null;
+            /** Escalate After */
+            escalate_after?: number | null;
+            /** Escalate To */
+            escalate_to?: string[];
+            /** Escalate To Groups */
+            escalate_to_groups?: string[];
+            /**
+             * Reject Rejects
+             * @default true
+             */
+            reject_rejects: boolean;
+            /** Conflicts */
+            conflicts?: string[][];
+            /** Stages */
+            stages?: components["schemas"]["StageDocument"][];
+            /** When */
+            when?: {
+                [key: string]: unknown;
+            } | null;
+        };
+        /**
+         * PolicyProposal
+         * @description Propose version n+1 of policy `id` (a new id: version 1) for `agent`'s `tool`.
+         */
+        PolicyProposal: {
+            /** Id */
+            id: string;
+            /** Agent */
+            agent: string;
+            /** Tool */
+            tool: string;
+            document: components["schemas"]["PolicyDocument"];
+            /** Effective From */
+            effective_from?: string | null;
+            /** Reason */
+            reason: string;
+        };
+        /**
+         * PolicyVersion
+         * @description One version of a data policy as the API shows it.
+         */
+        PolicyVersion: {
+            /** Id */
+            id: string;
+            /** Version */
+            version: number;
+            /** Agent */
+            agent: string;
+            /** Tool */
+            tool: string;
+            document: components["schemas"]["PolicyDocument"];
+            /**
+             * Effective From
+             * Format: date-time
+             */
+            effective_from: string;
+            /** Proposed By */
+            proposed_by: string;
+            /**
+             * Proposed At
+             * Format: date-time
+             */
+            proposed_at: string;
+            /** Reason */
+            reason: string;
+            /** Approved By */
+            approved_by?: string | null;
+            /** Approved At */
+            approved_at?: string | null;
+            /** Withdrawn By */
+            withdrawn_by?: string | null;
+            /** Withdrawn At */
+            withdrawn_at?: string | null;
+            /** Withdraw Reason */
+            withdraw_reason?: string | null;
+            /**
+             * State
+             * @enum {string}
+             */
+            readonly state: "proposed" | "approved" | "withdrawn";
+        };
+        /** PolicyVersions */
+        PolicyVersions: {
+            /** Items */
+            items: components["schemas"]["PolicyVersion"][];
         };
         /**
          * QueryParam
@@ -2214,6 +2484,8 @@ export interface components {
             viewed: boolean;
             /** Viewed At */
             viewed_at?: string | null;
+            /** Policy */
+            policy?: string | null;
         };
         /** ReviewItemPublic */
         ReviewItemPublic: {
@@ -2496,6 +2768,36 @@ export interface components {
             quiet_hours?: components["schemas"]["QuietHours"] | null;
         };
         /**
+         * StageDocument
+         * @description One stage of a data policy: who decides it, how many, by when after it opens; `when`
+         *     (a condition) skips it when false.
+         */
+        StageDocument: {
+            /** Name */
+            name: string;
+            /** Roles */
+            roles?: string[];
+            /** Groups */
+            groups?: string[];
+            /**
+             * Quorum
+             * @default 1
+             */
+            quorum: number;
+            /** Expires In */
+            expires_in?: number | null;
+            /** Escalate After */
+            escalate_after?: number | null;
+            /** Escalate To */
+            escalate_to?: string[];
+            /** Escalate To Groups */
+            escalate_to_groups?: string[];
+            /** When */
+            when?: {
+                [key: string]: unknown;
+            } | null;
+        };
+        /**
          * StageVote
          * @description A vote of the current stage, as the pending views show it.
          */
@@ -2710,12 +3012,40 @@ export interface components {
             error?: string | null;
         };
         /**
+         * WhatIf
+         * @description The version against the calls read, and the counts.
+         */
+        WhatIf: {
+            /** Policy Id */
+            policy_id: string;
+            /** Version */
+            version: number;
+            /** Agent */
+            agent: string;
+            /** Tool */
+            tool: string;
+            /** Calls */
+            calls: components["schemas"]["CallWhatIf"][];
+            /** Counts */
+            counts: {
+                [key: string]: number;
+            };
+        };
+        /**
          * WithdrawRequest
          * @description Take pending requests back; the model is told the reason.
          */
         WithdrawRequest: {
             /** Refs */
             refs: string[];
+            /** Reason */
+            reason: string;
+        };
+        /**
+         * Withdrawal
+         * @description Why the version is taken back (it is kept, marked withdrawn).
+         */
+        Withdrawal: {
             /** Reason */
             reason: string;
         };
@@ -7150,6 +7480,534 @@ export interface operations {
             };
             /** @description A bug (`internal_error`); logged with its traceback. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listPolicies: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyVersions"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    proposePolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PolicyProposal"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyVersion"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body exceeds the limit (`payload_too_large`). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    policyVersions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                policy_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyVersions"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    policyVersion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                policy_id: string;
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyVersion"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    approvePolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                policy_id: string;
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Decision"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyVersion"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body exceeds the limit (`payload_too_large`). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    withdrawPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                policy_id: string;
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Withdrawal"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyVersion"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body exceeds the limit (`payload_too_large`). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    policyWhatIf: {
+        parameters: {
+            query?: {
+                chats?: number;
+            };
+            header?: never;
+            path: {
+                policy_id: string;
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WhatIf"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug (`internal_error`); logged with its traceback. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The read models did not catch up in time (`views_behind`); retry shortly. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
