@@ -93,7 +93,8 @@ def row_of(v: PolicyVersion, in_force: PolicyVersion | None, at: datetime) -> Ro
         return Row(v, "withdrawn", f"withdrawn by {v.withdrawn_by} at"
                                    f" {v.withdrawn_at:{stamp}}: {v.withdraw_reason}")
     if v.approved_at is None:
-        return Row(v, "proposed", "proposed, waiting for a second person's approval")
+        return Row(v, "proposed", "proposed, waiting for a second person's approval"
+                   f" (then in force from {max(v.effective_from, at):{stamp}} at the earliest)")
     start = from_time(v)
     if in_force is not None and in_force.version == v.version:
         return Row(v, "in_force", f"approved, in force from {start:{stamp}}")

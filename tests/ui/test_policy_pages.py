@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from markupsafe import escape
 
+from interlock.api.ui.data_policies import current, row_of
 from interlock.client import Client
+from interlock.domain.policy_book import PolicyDocument, PolicyVersion
 from tests.api.conftest import Live
 from tests.ui.test_stage_pages import Visitor
 
@@ -152,3 +155,34 @@ def test_a_version_is_reviewed_approved_by_another_and_withdrawn(
     assert [v["state"] for v in _listed(api)] == ["approved", "withdrawn"]
     missing = pia.get("/ui/policies/pay-limits/versions/9")
     assert missing.status_code == 404 and "policy pay-limits version 9 not found" in missing.text
+
+
+def test_each_state_of_a_version_reads_in_words() -> None:
+    """Proposed, in force, scheduled, superseded and withdrawn, as the list shows them."""
+    at = datetime(2026, 6, 1, 12, tzinfo=UTC)
+    day = timedelta(days=1)
+
+    def version(n: int, effective: datetime, approved: bool = True,
+                withdrawn: bool = False) -> PolicyVersion:
+        return PolicyVersion(
+            id="p", version=n, agent="payAgent", tool="pay", document=PolicyDocument(),
+            effective_from=effective, proposed_by="pia", proposed_at=at - 9 * day,
+            reason="r", approved_by="ray" if approved else None,
+            approved_at=at - 8 * day if approved else None,
+            withdrawn_by="pia" if withdrawn else None,
+            withdrawn_at=at - day if withdrawn else None,
+            withdraw_reason="no" if withdrawn else None)
+
+    versions = [version(1, at - 7 * day), version(2, at - 5 * day),
+                version(3, at - 4 * day, withdrawn=True), version(4, at + day),
+                version(5, at + 2 * day, approved=False)]
+    live = current(versions, at)
+    assert live is not None and live.version == 2
+    assert [(r.state, r.words) for r in (row_of(v, live, at) for v in versions)] == [
+        ("superseded", "approved, in force from 2026-05-25 12:00:00 UTC; superseded by"
+                       " version 2"),
+        ("in_force", "approved, in force from 2026-05-27 12:00:00 UTC"),
+        ("withdrawn", "withdrawn by pia at 2026-05-31 12:00:00 UTC: no"),
+        ("scheduled", "approved, scheduled: in force from 2026-06-02 12:00:00 UTC"),
+        ("proposed", "proposed, waiting for a second person's approval (then in force from"
+                     " 2026-06-03 12:00:00 UTC at the earliest)")]
