@@ -8,6 +8,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from interlock.api.auth import AuthConfig
+from interlock.api.ui.data_policies import router as policing
 from interlock.api.ui.decide import router as deciding
 from interlock.api.ui.delegations import router as delegating
 from interlock.api.ui.links import router as linking
@@ -36,6 +37,7 @@ def console(service: Interlock, read_models: ReadModels, auth: AuthConfig,
     app.include_router(reviewing)
     app.include_router(linking)
     app.include_router(delegating)
+    app.include_router(policing)
     app.add_exception_handler(InterlockError, on_error)
     app.add_exception_handler(RequestValidationError, on_bad_query)
     app.add_exception_handler(StarletteHTTPException, on_http_error)

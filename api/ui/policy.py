@@ -14,7 +14,7 @@ from interlock.api.auth import DEV_PRINCIPAL, Principal
 from interlock.api.dev_principals import dev_hint
 from interlock.api.ui.stages import StageView, short_id, stage_line, stage_views
 from interlock.domain.chat.canonical import sha256_hex
-from interlock.domain.chat.policies import ApprovalState
+from interlock.domain.chat.policies import ApprovalState, PolicyRef
 from interlock.domain.chat.rules import ApproveEntry, check_voter, held_call
 from interlock.domain.chat.state import ToolCall
 from interlock.domain.errors import (
@@ -61,6 +61,7 @@ class PolicyView:
     stage: str | None = None  # a staged policy: "stage 2 of 3: treasury", where it waits
     final: bool = True  # the quorum of this stage decides the call (no applying stage after)
     stages: tuple[StageView, ...] = ()  # a staged policy's stages, in order
+    data_policy: PolicyRef | None = None  # the tenant's data policy version it was held under
 
     @property
     def tally(self) -> str:
@@ -86,7 +87,7 @@ def policy_view(call: ToolCall, now: datetime) -> PolicyView | None:
                              for_actor=v.for_actor, delegation=v.delegation)
                     for v in state.votes),
         stage=stage_line(state.current_stage()), final=state.next_stage() is None,
-        stages=stage_views(call),
+        stages=stage_views(call), data_policy=state.terms.policy,
     )
 
 

@@ -164,6 +164,53 @@ def test_the_stage_and_delegation_pages_have_no_serious_or_critical_violation(
     assert {w: f for w, f in blocking.items() if f} == {}
 
 
+def test_the_policies_pages_have_no_serious_or_critical_violation(
+    signed_in: Browse, api: Api, live: Live
+) -> None:
+    """The policies page (empty, a refused proposal, with versions), a version's review (a
+    diff, a what-if over a recorded call, a refused approval) and a call held under it."""
+    seen: dict[str, list[str]] = {}
+    pay = api("alice").chat("payAgent")
+    pay.send("pay 5000 bob")  # a recorded call for the what-if
+    pia = signed_in("pia")
+    pia.get_by_role("link", name="Policies").click()
+    _check(pia, "policies: none yet", seen)
+    form = pia.locator("#propose-form")
+    form.get_by_label("Policy id").fill("pay-limits")
+    form.get_by_label("Tool").fill("pay")
+    form.get_by_label("Policy document (JSON)").fill('{"roles": ["lead"],}')
+    form.get_by_label("Reason").fill("leads decide")
+    form.get_by_role("button", name="Propose the version").click()
+    expect(pia.locator("#propose-error")).to_be_visible()
+    _check(pia, "policies: a refused proposal", seen)
+    form.get_by_label("Agent").select_option("payAgent")
+    form.get_by_label("Policy document (JSON)").fill('{"roles": ["lead"]}')
+    form.get_by_role("button", name="Propose the version").click()
+    expect(pia.locator("#whatif tbody tr")).to_have_count(1)
+    _check(pia, "policy version: proposed, its diff and what-if", seen)
+    pia.get_by_role("button", name="Approve version 1").click()
+    expect(pia.locator("#refusal")).to_be_visible()
+    _check(pia, "policy version: a refused approval", seen)
+    ray = signed_in("ray")
+    ray.goto(f"{live.url}/ui/policies/pay-limits/versions/1")
+    ray.get_by_role("button", name="Approve version 1").click()
+    expect(ray.locator("#notice")).to_be_visible()
+    _check(ray, "policy version: in force", seen)
+    ray.goto(f"{live.url}/ui/policies")
+    _check(ray, "policies: one in force", seen)
+    later = api("alice").chat("payAgent")
+    [held] = later.send("pay 5000 bob").interrupts
+    lee = signed_in("lee")
+    lee.goto(f"{live.url}/ui/chats/{later.id}/interrupts/{held.ref}")
+    expect(lee.locator("#policy-version")).to_be_visible()
+    _check(lee, "interrupt: a call held under a data policy", seen)
+    print("\naxe-core violations by page:")
+    for where, found in seen.items():
+        print(f"  {where}: {'; '.join(found) or 'none'}")
+    blocking = {w: [f for f in found if f.split()[0] in BLOCKING] for w, found in seen.items()}
+    assert {w: f for w, f in blocking.items() if f} == {}
+
+
 def _tab_to(page: Page, matches: Callable[[], bool], limit: int = 60) -> None:
     """Press Tab until `matches()` (the focused element is the one wanted)."""
     for _ in range(limit):
