@@ -129,6 +129,9 @@ class _ReadingAt:
               ) -> Page[InboxRow]:
         return self._current("inbox").inbox(f, limit, cursor)
 
+    def inbox_count(self, f: InboxFilter, cap: int) -> int:
+        return self._current("inbox").inbox_count(f, cap)
+
     def decisions(self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
                   ) -> Page[DecisionRow]:
         return self._current("decisions").decisions(f, limit, cursor)

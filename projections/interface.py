@@ -42,6 +42,10 @@ class ReadModels(ReadSide, Protocol):
         self, f: InboxFilter, limit: int = 50, cursor: str | None = None
     ) -> Page[InboxRow]: ...
 
+    def inbox_count(self, f: InboxFilter, cap: int) -> int:
+        """How many pending interrupts match, counting at most `cap + 1`."""
+        ...
+
     def decisions(
         self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
     ) -> Page[DecisionRow]: ...

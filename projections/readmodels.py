@@ -28,6 +28,9 @@ class SqlReadModels(ReadEngine):
     def inbox(self, f: InboxFilter, limit: int = 50, cursor: str | None = None) -> Page[InboxRow]:
         return self.view(InboxView).page(f, limit, cursor)
 
+    def inbox_count(self, f: InboxFilter, cap: int) -> int:
+        return self.view(InboxView).count(f, cap)
+
     def decisions(
         self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
     ) -> Page[DecisionRow]:
