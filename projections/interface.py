@@ -46,6 +46,10 @@ class ReadModels(ReadSide, Protocol):
         """How many pending interrupts match, counting at most `cap + 1`."""
         ...
 
+    def inbox_pending(self) -> dict[tuple[str, str], int]:
+        """How many interrupts wait, by (agent, tool)."""
+        ...
+
     def decisions(
         self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
     ) -> Page[DecisionRow]: ...

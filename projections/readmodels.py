@@ -31,6 +31,9 @@ class SqlReadModels(ReadEngine):
     def inbox_count(self, f: InboxFilter, cap: int) -> int:
         return self.view(InboxView).count(f, cap)
 
+    def inbox_pending(self) -> dict[tuple[str, str], int]:
+        return self.view(InboxView).pending_by_tool()
+
     def decisions(
         self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
     ) -> Page[DecisionRow]:

@@ -291,6 +291,12 @@ class InboxView(JoinedView):
                            " ORDER BY requested_at, chat_id, ref LIMIT %(limit)s) AS c", params)
         return int(rows[0]["n"])
 
+    def pending_by_tool(self) -> dict[tuple[str, str], int]:
+        """How many interrupts wait, by (agent, tool): counted in SQL, no row read."""
+        rows = self._fetch("SELECT agent, tool, count(*) AS n FROM {inbox} GROUP BY agent, tool",
+                           {})
+        return {(r["agent"], r["tool"]): int(r["n"]) for r in rows}
+
     def _filter(self, f: InboxFilter, after: Key | None) -> tuple[list[str], dict[str, Any]]:
         exact = ("tenant", "chat_id") if f.partial else ("tenant", "agent", "tool", "chat_id")
         conds, params = equal_filters(f.model_dump(), exact)
