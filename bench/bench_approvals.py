@@ -445,12 +445,30 @@ def _plan(store: PostgresViewStore, template: str, params: dict[str, Any]) -> st
             f" {filtered} rows read and filtered out")
 
 
+def scrape_counts(models: SqlReadModels) -> str:
+    """The metrics' pending gauge over the whole inbox: reading every row (as before
+    `pending_by_tool`) against counting in SQL, seconds."""
+    view = models.view(InboxView)
+    started, cursor, rows = time.perf_counter(), None, 0
+    while True:
+        page = view.page(InboxFilter(), 500, cursor)
+        rows, cursor = rows + len(page.items), page.next_cursor
+        if cursor is None:
+            break
+    read = time.perf_counter() - started
+    started = time.perf_counter()
+    counted = sum(view.pending_by_tool().values())
+    return (f"the metrics' pending gauge: reading {rows} rows {read:.2f}s (before), counting"
+            f" {counted} in SQL {time.perf_counter() - started:.3f}s")
+
+
 def bench_stages(models: SqlReadModels, share: float, runs: int) -> None:
     """Plain, staged, plain again: the due query's p95 each time (staged/plain), and the
     inbox queries' in a staged tenant against a plain one in the same runs."""
     plain = query_p95s(models, runs)
     for name, plan in query_plans(models).items():
         print(f"plan, plain   {name:<18} {plan}", flush=True)
+    print(f"plain:  {scrape_counts(models)}", flush=True)
     counts = stage_rows(models, share)
     kinds = ", ".join(f"{n} {what}" for what, n in counts.items())
     print(f"staged {sum(counts.values())} of the seeded pending rows of tenants"
@@ -458,6 +476,7 @@ def bench_stages(models: SqlReadModels, share: float, runs: int) -> None:
     staged = query_p95s(models, runs)
     for name, plan in query_plans(models).items():
         print(f"plan, staged  {name:<18} {plan}", flush=True)
+    print(f"staged: {scrape_counts(models)}", flush=True)
     print(f"put {unstage_rows(models)} rows back to one stage", flush=True)
     again = query_p95s(models, runs)
     name = "due (the sweeper's 500)"
