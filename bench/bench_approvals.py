@@ -295,8 +295,8 @@ def _row_values(state: ApprovalState) -> dict[str, Any]:
     terms, at = state.current(), datetime.now(UTC)
     due = [t for t in (terms.expires_at, None if state.escalated else terms.escalate_at) if t]
 
-    def ahead(t: datetime | None) -> float:  # at least an hour: a seeded row is never due
-        return max(((t or at + DAY) - at).total_seconds(), 3600.0)
+    def ahead(t: datetime | None) -> float:  # 2 hours at least: never due, still `_SEEDED`
+        return max(((t or at + DAY) - at).total_seconds(), 7200.0)
 
     return {"approval": json.dumps(state.model_dump(mode="json")),
             "deciders": _tags(*state.deciders()), "voters": _voters(state, "alice"),
