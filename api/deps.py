@@ -132,6 +132,12 @@ class _ReadingAt:
               ) -> Page[InboxRow]:
         return self._current("inbox").inbox(f, limit, cursor)
 
+    def inbox_count(self, f: InboxFilter, cap: int) -> int:
+        return self._current("inbox").inbox_count(f, cap)
+
+    def inbox_pending(self) -> dict[tuple[str, str], int]:
+        return self._current("inbox").inbox_pending()
+
     def decisions(self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
                   ) -> Page[DecisionRow]:
         return self._current("decisions").decisions(f, limit, cursor)

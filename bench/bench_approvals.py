@@ -1,7 +1,7 @@
 """Approval costs on PostgreSQL: commits per decision, the sweeper, finding due approvals.
 
     .venv/bin/python -m bench.bench_approvals [--pending 100000] [--due 10000]
-        [--decided 1000000] [--runs 200] [--quick]
+        [--decided 1000000] [--runs 200] [--stages [SHARE]] [--quick]
 
 1. A vote, a rejection, a withdrawal and an expiry: event-store commits each (target 1).
 2. `--due` held calls past their deadline are real chats (their events recorded in bulk);
@@ -10,6 +10,11 @@
    its real path (InterruptExpired recorded, the model told); target 10,000 in < 10 s.
    Baseline in the same run: the sweeper one chat at a time (concurrency 1) on extra chats.
 3. The sweeper's query for due approvals, p95 (target < 10 ms), before and after.
+4. `--stages SHARE` (0.5 if no share is given): the due query and the inbox queries (the
+   console's inbox, "everything pending" and "what I may decide") with that share of the
+   seeded pending rows staged (three stages; waiting in stage 1, 2 or 3, the CFO's stage
+   skipped for some, escalated for some), against the same rows held under one stage:
+   plain, staged, plain again in the same run (the second plain pass shows the noise).
 
 The service is set up as `interlock serve` sets it up: personal data encrypted under a key
 per chat (the erasure key store), the garbage collector tuned.
@@ -18,6 +23,8 @@ per chat (the erasure key store), the garbage collector tuned.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import statistics
 import sys
@@ -32,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from pydantic import BaseModel
 
 from bench.common import bulk_fill, scratch_schema
-from interlock import Agent, Approval, FunctionModel, ToolContext, tool
+from interlock import Agent, Approval, FunctionModel, Stage, ToolContext, tool
 from interlock.bootstrap import build_service
 from interlock.domain import (
     ApproveEntry,
@@ -45,12 +52,19 @@ from interlock.domain import (
     Part,
     ToolRequest,
 )
+from interlock.domain.chat.policies import ApprovalState, Vote
 from interlock.domain.chat.rules import RejectEntry
 from interlock.process import tune_gc
 from interlock.projections import SqlReadModels, open_read_models
 from interlock.projections.backends.postgres import PostgresViewStore
 from interlock.projections.views.decisions import DecisionsView
-from interlock.projections.views.inbox import InboxView
+from interlock.projections.views.inbox import (
+    Decidable,
+    InboxFilter,
+    InboxView,
+    _tags,
+    _voters,
+)
 from interlock.stores.erasure_keys import KeyStore
 from interlock.sweeper import Sweeper
 from tests.projections.commits import counting
@@ -161,7 +175,7 @@ INSERT INTO {inbox} (chat_id, ref, tenant, agent, tool, input, metadata, request
   requested_by, approval, expires_at, due_at, deciders, voters) SELECT
   md5('pending' || g)::uuid::text, 'p1', 't' || (g %% 10), 'payer', 'pay',
   '{{"amount": 1}}'::json, '{{"approval": {{}}}}'::json, now() - interval '1 minute',
-  'alice', NULL, now() + interval '1 day' + (g %% 600) * interval '1 minute',
+  'alice', %(approval)s::json, now() + interval '1 day' + (g %% 600) * interval '1 minute',
   now() + interval '1 day' + (g %% 600) * interval '1 minute', ',role:treasury,', ',alice,'
 FROM generate_series(1, %(n)s) AS g
 """
@@ -180,7 +194,8 @@ FROM generate_series(1, %(n)s) AS g
 
 def fill(models: SqlReadModels, pending: int, decided: int) -> None:
     started = time.perf_counter()
-    bulk_fill(models, [(InboxView, "inbox", _FILL_INBOX, {"n": pending}),
+    approval = json.dumps(_plain_state().model_dump(mode="json"))
+    bulk_fill(models, [(InboxView, "inbox", _FILL_INBOX, {"n": pending, "approval": approval}),
                        (DecisionsView, "decisions", _FILL_DECISIONS, {"n": decided})])
     print(f"seeded {pending} pending (not due) and {decided} decided rows in"
           f" {time.perf_counter() - started:.1f}s", flush=True)
@@ -214,6 +229,271 @@ def due_plan(models: SqlReadModels) -> str:
     return f"server {plan['Execution Time']:.2f} ms, {node['Node Type']} {index}"
 
 
+# -- 4. stages: the due and inbox queries with staged calls -------------------------------
+
+DAY = 24 * HOUR
+
+
+def _over_100k(input: Pay) -> bool:
+    return input.amount > 100_000
+
+
+STAGED = Approval(stages=[
+    Stage("team lead", roles=["lead"], expires_in=DAY),
+    Stage("treasury", roles=["treasury"], quorum=2, expires_in=2 * DAY,
+          escalate_after=4 * HOUR, escalate_to=["cfo"]),
+    Stage("CFO", roles=["cfo"], when=_over_100k, expires_in=2 * DAY),
+])
+_HELD = datetime.now(UTC) - HOUR  # when the templates below were held
+
+
+def _plain_state() -> ApprovalState:
+    """A seeded row's one-stage call: held, no vote yet (quorum 2 of treasury)."""
+    return ApprovalState.opened(POLICY.terms(_HELD, "alice"))
+
+
+def _staged_states() -> list[tuple[str, int, ApprovalState]]:
+    """(what, weight, state): the staged calls seeded, each as the inbox would hold it."""
+    def voted(state: ApprovalState, actor: str, stage: int, minutes: int,
+              next_stage: int | None = None) -> ApprovalState:
+        state.record(Vote(actor=actor, kind="approve", at=_HELD + minutes * timedelta(minutes=1),
+                          input_sha256="x", stage=stage), next_stage=next_stage)
+        return state
+
+    def held(apply: list[bool]) -> ApprovalState:
+        return ApprovalState.opened(STAGED.terms(_HELD, "alice", apply))
+
+    everything, no_cfo = [True, True, True], [True, True, False]
+    in_two = voted(held(everything), "lena", 0, 5, next_stage=1)
+    in_two_voted = voted(voted(held(no_cfo), "lena", 0, 5, next_stage=1), "tom", 1, 20)
+    escalated = voted(held(everything), "lena", 0, 5, next_stage=1)
+    escalated.escalated = True
+    in_three = voted(voted(voted(held(everything), "lena", 0, 5, next_stage=1), "tom", 1, 20),
+                     "ann", 1, 30, next_stage=2)
+    return [("stage 1 of 3", 3, held(everything)),
+            ("stage 2 of 3", 2, in_two),
+            ("stage 2, 1 of 2 votes, CFO skipped", 2, in_two_voted),
+            ("stage 2, escalated to the CFO", 1, escalated),
+            ("stage 3 of 3 (CFO)", 2, in_three)]
+
+
+# The seeded rows not yet due (due_at a day on: the real due chats are the only ones due).
+_SEEDED = "due_at > now() + interval '1 hour'"
+_SET_ROWS = """
+UPDATE {{inbox}} SET approval = %(approval)s::json, deciders = %(deciders)s,
+  voters = %(voters)s, expires_at = now() + %(expires)s * interval '1 second'
+    + (abs(hashtext(chat_id)) %% 600) * interval '1 minute',
+  due_at = now() + %(due)s * interval '1 second'
+    + (abs(hashtext(chat_id)) %% 600) * interval '1 minute'
+WHERE {where}
+"""
+
+
+def _row_values(state: ApprovalState) -> dict[str, Any]:
+    """The columns the inbox writes for `state` (its deadlines from now, in seconds): the
+    view's own functions, so the seeded rows are what a real held call leaves."""
+    terms, at = state.current(), datetime.now(UTC)
+    due = [t for t in (terms.expires_at, None if state.escalated else terms.escalate_at) if t]
+
+    def ahead(t: datetime | None) -> float:  # 2 hours at least: never due, still `_SEEDED`
+        return max(((t or at + DAY) - at).total_seconds(), 7200.0)
+
+    return {"approval": json.dumps(state.model_dump(mode="json")),
+            "deciders": _tags(*state.deciders()), "voters": _voters(state, "alice"),
+            "expires": ahead(terms.expires_at), "due": ahead(min(due) if due else None)}
+
+
+def stage_rows(models: SqlReadModels, share: float) -> dict[str, int]:
+    """Stage `share` of the seeded pending rows of the even tenants (by a hash of their
+    chat id), in the weights of `_staged_states`; returns how many rows each kind has."""
+    store = cast(PostgresViewStore, models.view(InboxView).store)
+    states = _staged_states()
+    total, low, counts = sum(w for _, w, _ in states), 0.0, {}
+    with store.datastore.transaction(commit=True) as curs:
+        for what, weight, state in states:
+            high = low + share * 1000 * weight / total
+            where = (f"{_SEEDED} AND tenant IN ({', '.join(repr(t) for t in STAGED_TENANTS)})"
+                     f" AND abs(hashtext(chat_id || 'stage')) %% 1000 >= {low:.0f}"
+                     f" AND abs(hashtext(chat_id || 'stage')) %% 1000 < {high:.0f}")
+            curs.execute(store._q(_SET_ROWS.format(where=where)), _row_values(state))
+            counts[what], low = curs.rowcount, high
+    _analyze(store)
+    return counts
+
+
+def unstage_rows(models: SqlReadModels) -> int:
+    """The staged seeded rows back to the one-stage call they were seeded as."""
+    store = cast(PostgresViewStore, models.view(InboxView).store)
+    where = f"{_SEEDED} AND approval->>'stage' IS NOT NULL"
+    with store.datastore.transaction(commit=True) as curs:
+        curs.execute(store._q(_SET_ROWS.format(where=where)), _row_values(_plain_state()))
+        done = curs.rowcount
+    _analyze(store)
+    return done
+
+
+def _analyze(store: PostgresViewStore) -> None:
+    with store.datastore.get_connection() as conn:
+        conn.execute(store._q("VACUUM ANALYZE {inbox}"))
+
+
+def _who(name: str, role: str) -> Decidable:
+    return Decidable(id=name, roles=frozenset({role}), groups=frozenset())
+
+
+# Rows are staged in the even tenants only: tenant t4's inbox (staged) and t5's (plain),
+# the same size, are measured in the same runs, so the machine's load falls on both alike.
+STAGED_TENANTS, PLAIN_TENANT = ("t0", "t2", "t4", "t6", "t8"), "t5"
+MINE = {"treasury": _who("tess", "treasury"), "team lead": _who("lena", "lead"),
+        "CFO": _who("carl", "cfo")}
+
+
+def _console(view: InboxView, f: InboxFilter) -> None:
+    """The console's inbox queries (api/ui/router.py): a page of 50, two counts to 100."""
+    view.page(f, 50, None)
+    view.count(InboxFilter(tenant=f.tenant), 100)
+    if f.decidable_by is not None:
+        view.count(f, 100)
+
+
+def _console_before(view: InboxView, f: InboxFilter) -> None:
+    """As the console counted before `InboxView.count`: each count read (and decoded,
+    stage and all) up to 101 rows."""
+    view.page(f, 50, None)
+    view.page(InboxFilter(tenant=f.tenant), 100, None)
+    if f.decidable_by is not None:
+        view.page(f, 100, None)
+
+
+def _inbox_cases(view: InboxView, tenant: str) -> dict[str, Callable[[], Any]]:
+    cases: dict[str, Callable[[], Any]] = {
+        "inbox page, everything": lambda: _console(
+            view, InboxFilter(tenant=tenant, partial=True))}
+    for name, who in MINE.items():
+        f = InboxFilter(tenant=tenant, partial=True, decidable_by=who)
+        cases[f"inbox page, mine ({name})"] = lambda f=f: _console(view, f)
+    f = InboxFilter(tenant=tenant, partial=True, decidable_by=MINE["treasury"])
+    cases["  counting rows (before)"] = lambda: _console_before(view, f)
+    return cases
+
+
+def query_p95s(models: SqlReadModels, runs: int) -> dict[str, float]:
+    """p95 ms of the due query and each inbox case in the staged tenant t4 and the plain
+    t5 (keys "name@t4"), every case taken in turn each run."""
+    view = models.view(InboxView)
+    cases: dict[str, Callable[[], Any]] = {
+        "due (the sweeper's 500)": lambda: view.due(datetime.now(UTC), 500)}
+    for tenant in ("t4", PLAIN_TENANT):
+        cases.update({f"{name}@{tenant}": case
+                      for name, case in _inbox_cases(view, tenant).items()})
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for case in cases.values():
+        case()  # warm
+    for _ in range(runs):
+        for name, case in cases.items():
+            started = time.perf_counter()
+            case()
+            times[name].append((time.perf_counter() - started) * 1000)
+    return {name: statistics.quantiles(t, n=20)[-1] for name, t in times.items()}
+
+
+class _Captured(Exception):
+    """A query's statement was captured instead of run."""
+
+
+def query_plans(models: SqlReadModels) -> dict[str, str]:
+    """Each query's plan on the server (tenant t4): its time, the indexes it read, rows
+    filtered out."""
+    view = models.view(InboxView)
+    store = cast(PostgresViewStore, view.store)
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    def capture(template: str, params: dict[str, Any]) -> list[Any]:
+        seen.append((template, dict(params)))
+        raise _Captured
+
+    queries: list[Callable[[], Any]] = [
+        lambda: view.due(datetime.now(UTC), 500),
+        lambda: view.query(InboxFilter(tenant="t4", partial=True), 51, None),
+        *(lambda who=who: view.query(InboxFilter(tenant="t4", partial=True, decidable_by=who),
+                                     51, None) for who in MINE.values()),
+        lambda: view.count(InboxFilter(tenant="t4", partial=True,
+                                       decidable_by=MINE["treasury"]), 100)]
+    real = view._fetch
+    view._fetch = capture
+    try:
+        for query in queries:
+            with contextlib.suppress(_Captured):
+                query()
+    finally:
+        view._fetch = real
+    names = ["due", "everything", *(f"mine ({n})" for n in MINE), "count (treasury)"]
+    return {name: _plan(store, template, params)
+            for name, (template, params) in zip(names, seen, strict=True)}
+
+
+def _plan(store: PostgresViewStore, template: str, params: dict[str, Any]) -> str:
+    explain = "EXPLAIN (ANALYZE, FORMAT JSON) " + template
+    plan = store.fetch(explain, params)[0]["QUERY PLAN"][0]
+    nodes, filtered, todo = [], 0, [plan["Plan"]]
+    while todo:
+        node = todo.pop()
+        todo.extend(node.get("Plans", []))
+        nodes.append(f"{node['Node Type']} {node.get('Index Name', '')}".strip())
+        filtered += node.get("Rows Removed by Filter", 0)
+    return (f"server {plan['Execution Time']:.2f} ms, {' < '.join(nodes)},"
+            f" {filtered} rows read and filtered out")
+
+
+def scrape_counts(models: SqlReadModels) -> str:
+    """The metrics' pending gauge over the whole inbox: reading every row (as before
+    `pending_by_tool`) against counting in SQL, seconds."""
+    view = models.view(InboxView)
+    started, cursor, rows = time.perf_counter(), None, 0
+    while True:
+        page = view.page(InboxFilter(), 500, cursor)
+        rows, cursor = rows + len(page.items), page.next_cursor
+        if cursor is None:
+            break
+    read = time.perf_counter() - started
+    started = time.perf_counter()
+    counted = sum(view.pending_by_tool().values())
+    return (f"the metrics' pending gauge: reading {rows} rows {read:.2f}s (before), counting"
+            f" {counted} in SQL {time.perf_counter() - started:.3f}s")
+
+
+def bench_stages(models: SqlReadModels, share: float, runs: int) -> None:
+    """Plain, staged, plain again: the due query's p95 each time (staged/plain), and the
+    inbox queries' in a staged tenant against a plain one in the same runs."""
+    plain = query_p95s(models, runs)
+    for name, plan in query_plans(models).items():
+        print(f"plan, plain   {name:<18} {plan}", flush=True)
+    print(f"plain:  {scrape_counts(models)}", flush=True)
+    counts = stage_rows(models, share)
+    kinds = ", ".join(f"{n} {what}" for what, n in counts.items())
+    print(f"staged {sum(counts.values())} of the seeded pending rows of tenants"
+          f" {', '.join(STAGED_TENANTS)}: {kinds}", flush=True)
+    staged = query_p95s(models, runs)
+    for name, plan in query_plans(models).items():
+        print(f"plan, staged  {name:<18} {plan}", flush=True)
+    print(f"staged: {scrape_counts(models)}", flush=True)
+    print(f"put {unstage_rows(models)} rows back to one stage", flush=True)
+    again = query_p95s(models, runs)
+    name = "due (the sweeper's 500)"
+    base = (plain[name] + again[name]) / 2
+    print(f"{name:<32} p95 plain {plain[name]:6.2f} ms, staged {staged[name]:6.2f} ms, plain"
+          f" again {again[name]:6.2f} ms: staged/plain {staged[name] / base:.2f}", flush=True)
+    for name in _inbox_cases(models.view(InboxView), "t4"):
+        mine, other = staged[f"{name}@t4"], staged[f"{name}@{PLAIN_TENANT}"]
+        before = (plain[f"{name}@t4"] / plain[f"{name}@{PLAIN_TENANT}"]
+                  + again[f"{name}@t4"] / again[f"{name}@{PLAIN_TENANT}"]) / 2
+        print(f"{name:<32} p95 staged tenant {mine:6.2f} ms, plain tenant {other:6.2f} ms"
+              f" (same runs): {mine / other:.2f}; the same tenants both plain: {before:.2f}",
+              flush=True)
+    print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
+          flush=True)
+
+
 def timed_sweep(app: Interlock, models: SqlReadModels, n: int,
                 concurrency: int) -> tuple[float, float]:
     """Wall and CPU seconds of this process to expire `n` due calls."""
@@ -231,6 +511,8 @@ def main() -> None:
     parser.add_argument("--baseline", type=int, default=1000, help="due chats swept one by one")
     parser.add_argument("--concurrency", type=int, default=64, help="chats swept at once")
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--stages", type=float, nargs="?", const=0.5, default=None,
+                        metavar="SHARE", help="the inbox queries with this share staged")
     parser.add_argument("--quick", action="store_true", help="a smoke test: small sizes")
     args = parser.parse_args()
     if args.quick:
@@ -251,6 +533,8 @@ def main() -> None:
             p50, p95, found = due_p95(models, args.runs)
             print(f"due query, {found} due in page:  p50 {p50:.2f} ms  p95 {p95:.2f} ms"
                   f"  {'ok' if p95 < 10 else 'OVER 10 ms'} ({due_plan(models)})", flush=True)
+            if args.stages is not None:
+                bench_stages(models, args.stages, args.runs)
             before, cpu = timed_sweep(app, models, args.baseline, concurrency=1)
             print(f"sweeper, one at a time (baseline): {args.baseline} expiries in {before:.2f}s"
                   f" = {args.baseline / before:.0f}/s, {cpu / args.baseline * 1000:.1f} ms CPU"

@@ -47,6 +47,14 @@ class Queries(Protocol):
         self, f: InboxFilter, limit: int = 50, cursor: str | None = None
     ) -> Page[InboxRow]: ...
 
+    def inbox_count(self, f: InboxFilter, cap: int) -> int:
+        """How many pending interrupts match, counting at most `cap + 1`."""
+        ...
+
+    def inbox_pending(self) -> dict[tuple[str, str], int]:
+        """How many interrupts wait, by (agent, tool)."""
+        ...
+
     def decisions(
         self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
     ) -> Page[DecisionRow]: ...

@@ -35,6 +35,12 @@ class _Queries:
     def inbox(self, f: InboxFilter, limit: int = 50, cursor: str | None = None) -> Page[InboxRow]:
         return self.view(InboxView).page(f, limit, cursor)
 
+    def inbox_count(self, f: InboxFilter, cap: int) -> int:
+        return self.view(InboxView).count(f, cap)
+
+    def inbox_pending(self) -> dict[tuple[str, str], int]:
+        return self.view(InboxView).pending_by_tool()
+
     def decisions(
         self, f: DecisionFilter, limit: int = 50, cursor: str | None = None
     ) -> Page[DecisionRow]:

@@ -43,7 +43,7 @@ from interlock.domain.chat.events import (
     UserMessageSent,
 )
 from interlock.domain.errors import UnavailableError
-from interlock.projections.interface import InboxFilter, ReadModels
+from interlock.projections.interface import ReadModels
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BATCH = 1000
@@ -261,12 +261,6 @@ def _store_state(metrics: Metrics) -> Iterator[Metric]:
 
 
 def _pending(views: ReadModels) -> dict[tuple[str, str], int]:
-    counts: dict[tuple[str, str], int] = {}
-    cursor: str | None = None
-    while True:
-        page = views.inbox(InboxFilter(), 500, cursor)
-        for row in page.items:
-            counts[(row.agent, row.tool)] = counts.get((row.agent, row.tool), 0) + 1
-        cursor = page.next_cursor
-        if cursor is None:
-            return counts
+    """Counted in SQL: reading every pending row (a staged call's stage worked out from its
+    JSON) took seconds a scrape at 100,000 pending."""
+    return views.inbox_pending()

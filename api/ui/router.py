@@ -154,8 +154,8 @@ def _inbox(service: Interlock, views: ReadModels, f: InboxFilter, cursor: str | 
 
 def _count(views: ReadModels, f: InboxFilter) -> str:
     """How many match, "100+" beyond the cap: a count never scans the inbox."""
-    found = views.inbox(f, TITLE_COUNT_CAP)
-    return f"{len(found.items)}{'+' if found.next_cursor else ''}"
+    found = views.inbox_count(f, TITLE_COUNT_CAP)
+    return f"{min(found, TITLE_COUNT_CAP)}{'+' if found > TITLE_COUNT_CAP else ''}"
 
 
 @router.get("/inbox", response_class=HTMLResponse)

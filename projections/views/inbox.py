@@ -38,7 +38,14 @@ from interlock.domain.chat.state import ToolCall
 from interlock.projections.engine import cursors
 from interlock.projections.engine.fold import JoinedView
 from interlock.projections.engine.pages import Page, paginate
-from interlock.projections.engine.sql import Key, ReadModel, Row, ViewStore, equal_filters
+from interlock.projections.engine.sql import (
+    Key,
+    ReadModel,
+    Row,
+    ViewStore,
+    equal_filters,
+    where,
+)
 
 
 class InboxRow(BaseModel):
@@ -269,6 +276,28 @@ class InboxView(JoinedView):
 
     def query(self, f: InboxFilter, limit: int, after: Key | None) -> list[InboxRow]:
         """Up to `limit` rows after the keyset `after`."""
+        conds, params = self._filter(f, after)
+        order = ("requested_at DESC, chat_id DESC, ref DESC" if f.newest_first
+                 else "requested_at, chat_id, ref")
+        rows = self._select(f"SELECT {_COLUMNS} FROM {{inbox}}", conds, order, params, limit)
+        return [self._row(r) for r in rows]
+
+    def count(self, f: InboxFilter, cap: int) -> int:
+        """How many rows match, counting at most `cap + 1` (so a count never scans the
+        inbox): the rows are not read, so a staged call's stage is not worked out."""
+        conds, params = self._filter(f, None)
+        params["limit"] = cap + 1
+        rows = self._fetch(f"SELECT count(*) AS n FROM (SELECT 1 FROM {{inbox}}{where(conds)}"
+                           " ORDER BY requested_at, chat_id, ref LIMIT %(limit)s) AS c", params)
+        return int(rows[0]["n"])
+
+    def pending_by_tool(self) -> dict[tuple[str, str], int]:
+        """How many interrupts wait, by (agent, tool): counted in SQL, no row read."""
+        rows = self._fetch("SELECT agent, tool, count(*) AS n FROM {inbox} GROUP BY agent, tool",
+                           {})
+        return {(r["agent"], r["tool"]): int(r["n"]) for r in rows}
+
+    def _filter(self, f: InboxFilter, after: Key | None) -> tuple[list[str], dict[str, Any]]:
         exact = ("tenant", "chat_id") if f.partial else ("tenant", "agent", "tool", "chat_id")
         conds, params = equal_filters(f.model_dump(), exact)
         for name in ("agent", "tool") if f.partial else ():
@@ -284,10 +313,7 @@ class InboxView(JoinedView):
             beyond = "<" if f.newest_first else ">"
             conds.append(f"(requested_at, chat_id, ref) {beyond} (%(k0)s, %(k1)s, %(k2)s)")
             params.update(k0=self._ts(after[0]), k1=after[1], k2=after[2])
-        order = ("requested_at DESC, chat_id DESC, ref DESC" if f.newest_first
-                 else "requested_at, chat_id, ref")
-        rows = self._select(f"SELECT {_COLUMNS} FROM {{inbox}}", conds, order, params, limit)
-        return [self._row(r) for r in rows]
+        return conds, params
 
     def ages(self, tenant: str, now: datetime, ages: Sequence[int]) -> dict[int, int]:
         """The tenant's pending calls waiting longer than each of `ages` seconds."""

@@ -47,7 +47,7 @@ DDL = (
     " fingerprint_changed boolean NOT NULL, key_word bigint NOT NULL, viewed boolean NOT NULL,"
     " viewed_at {ts}, stage text, for_actor text, for_actor_norm text, delegation_id text,"
     " delegated boolean NOT NULL, delegation_active boolean NOT NULL,"
-    " stage_skipped boolean NOT NULL, stage_unapproved boolean NOT NULL,"
+    " stage_skipped boolean NOT NULL, stage_unapproved boolean NOT NULL, policy text,"
     " PRIMARY KEY (chat_id, version))",
     # A staged call's stages: whether each applies to its current input (by its `when`),
     # and whether it has an approving vote on that input (an edit clears both).

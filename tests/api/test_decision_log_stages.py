@@ -59,8 +59,8 @@ def test_the_log_names_each_votes_stage_and_a_delegates_principal(
                             headers={"Authorization": "Bearer key-carol"})
     assert exported.status_code == 200, exported.text
     records = list(csv.reader(io.StringIO(exported.text)))
-    assert records[0][-3:] == ["stage", "for_actor", "delegation_id"]  # added at the end
-    assert sorted(tuple(r[-3:]) for r in records[1:]) == [
+    assert records[0][-4:] == ["stage", "for_actor", "delegation_id", "policy"]  # at the end
+    assert sorted(tuple(r[-4:-1]) for r in records[1:]) == [
         ("CFO", "", ""), ("team lead", "", ""), ("treasury", "tina", made["id"])]
 
     page = _console(live, f"/ui/decisions?chat_id={chat_id}")

@@ -50,6 +50,12 @@ async def test_inbox_and_chat_filters(app: Interlock, models: SqlReadModels) -> 
     later = pending.requested_at + timedelta(seconds=1)
     assert models.inbox(InboxFilter(older_than=later, agent="bankingAgent")).items == [pending]
     assert models.inbox(InboxFilter(older_than=pending.requested_at)).items == []
+    # The console's count reads the same filters and stops one past its cap.
+    assert models.inbox_count(InboxFilter(tenant="bank"), 5) == 1
+    assert models.inbox_count(InboxFilter(tenant="bank"), 0) == 1  # one past a cap of 0
+    assert models.inbox_count(InboxFilter(tenant="ops"), 5) == 0
+    assert models.inbox_count(InboxFilter(older_than=pending.requested_at), 5) == 0
+    assert models.inbox_pending() == {(pending.agent, pending.tool): 1}  # the metrics' gauge
     waiting = models.chats(ChatFilter(status="interrupted")).items
     assert [(c.chat_id, c.pending_count) for c in waiting] == [(str(chats[3]), 1)]
     first = models.chats(ChatFilter(), limit=2)
