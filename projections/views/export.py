@@ -13,7 +13,9 @@ from interlock.projections.views.decisions import DecisionRow
 
 FIELDS = tuple(DecisionRow.model_fields)
 _JSON_FIELDS = frozenset({"original_input", "replaced_input", "output", "resumed_metadata"})
-_NULL_IF_EMPTY = frozenset({"policy"})  # CSV writes null as "", and no policy is named ""
+# CSV writes null as "", and none of these is ever "" (a stage needs a name; a principal, a
+# delegation id and a policy version are never blank)
+_NULL_IF_EMPTY = frozenset({"stage", "for_actor", "delegation_id", "policy"})
 Pages = Callable[[str | None], Page[DecisionRow]]
 
 
