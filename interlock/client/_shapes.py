@@ -52,6 +52,9 @@ class DecisionRecord(TypedDict):
     decided_at: str
     version: int
     fingerprint: NotRequired[str | None]
+    stage: NotRequired[str | None]  # a staged call's vote: the stage it was cast in
+    for_actor: NotRequired[str | None]  # a vote by delegation: for whom (actor: the delegate)
+    delegation_id: NotRequired[str | None]
     policy: NotRequired[str | None]  # the data policy version it was held under ("id@n")
 
 
