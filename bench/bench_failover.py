@@ -3,7 +3,7 @@ Patroni, postmaster and backends; to the first approval cycle served again), p50
 failovers, and the cycle rate with synchronous replication against one node, same run.
 
     .venv/bin/python -m bench.bench_failover [--failovers 5] [--clients 8] [--seconds 10]
-                                             [--whole-node]
+        [--rates 1,32] [--whole-node]
 
 A Patroni pair with etcd from nothing (tests/ha/cluster.py, docs/ha.md's configuration) and a
 lone PostgreSQL (tests/faults/cluster.py), both on loopback with `fsync: off`; Interlock
@@ -109,27 +109,37 @@ def main() -> None:
     parser.add_argument("--failovers", type=int, default=5)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--rates", default=None, metavar="N,N",
+                        help="client counts at which to compare the synchronous pair's cycle"
+                             " rate with one node's (default: --clients); each count is"
+                             " measured one node, pair, one node, pair, in one run")
     parser.add_argument("--whole-node", action="store_true",
                         help="SIGKILL the primary's whole node (Patroni too), not its postmaster")
     args = parser.parse_args()
     lacking = missing()
     if lacking is not None:
         raise SystemExit(lacking)
+    counts = [int(n) for n in (args.rates or str(args.clients)).split(",")]
     lone = Cluster()
     patroni = PatroniCluster()
     try:
         print(f"pair ready from nothing in {patroni.start():.1f}s")
-        with served(lone.url) as base:
-            single = rate(base, args.clients, args.seconds)
-        with served(patroni.url) as base:
-            paired = rate(base, args.clients, args.seconds)
-            print(f"approval cycles/s, {args.clients} clients: one node {single:.1f},"
-                  f" synchronous pair {paired:.1f} ({paired / single:.0%})")
+        with served(lone.url) as single_base, served(patroni.url) as base:
+            for clients in counts:
+                single, paired = [], []
+                for _ in range(2):  # alternated, so the machine's drift hits both alike
+                    single.append(rate(single_base, clients, args.seconds))
+                    paired.append(rate(base, clients, args.seconds))
+                one, two = statistics.mean(single), statistics.mean(paired)
+                print(f"approval cycles/s, {clients} clients: one node {one:.1f},"
+                      f" synchronous pair {two:.1f} ({two / one:.2f} of one node)", flush=True)
             runs = [failover(patroni, base, args.clients, args.whole_node)
                     for _ in range(args.failovers)]
     finally:
         patroni.remove()
         lone.remove()
+    if not runs:
+        return
     promoted, back, refused = zip(*runs, strict=True)
     fault = f"the whole node's kill (ttl {patroni.ttl()} s)" if args.whole_node else "the kill"
     for name, values in (("Patroni's new primary", list(promoted)),
