@@ -27,7 +27,7 @@ from tests.notify.test_notifications import World
 world = test_notifications.world  # the fixture
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 SLACK_USERS = {"tina": "UTINA", "tom": "UTOM", "alice": "UALICE", "bob": "UBOB",
-               "root": "UROOT", "bea": "UBEA", "tex": "UTEX", "lee": "ULEE"}
+               "root": "UROOT", "bea": "UBEA", "tex": "UTEX", "lee": "ULEE", "ray": "URAY"}
 EDITED = {"amount": 400, "to": "bob-corp"}
 
 
@@ -157,6 +157,7 @@ class Rule:
     says: str  # a pattern every surface's refusal matches
     stale: bool = False  # the attempt names the input as first asked, not as it is now
     agent: str = "payAgent"  # whose held call: wireAgent's is staged
+    data_policy: bool = False  # pay is held under a data policy pia proposed and ray approved
 
 
 ROOT_EDITS = Vote("root", "edit", reason="the invoice says 400")  # root asks for 400 now
@@ -173,7 +174,19 @@ RULES = {
                            "voted in stage", agent="wireAgent"),
     "conflicting_roles": Rule((Vote("lee", "approve"),), Vote("tex", "approve"), 403,
                               "conflicting roles", agent="wireAgent"),
+    # ray (a treasurer) approved the version of pay's policy the call is held under
+    "policy_author": Rule((), Vote("ray", "approve"), 403,
+                          "ray approved policy pay-limits version 1", data_policy=True),
 }
+
+
+def _data_policy(world: World) -> None:
+    """pay held for one treasurer under a data policy: pia proposes it, ray approves it."""
+    world.api("pia").request("POST", "/v1/policies", json={
+        "id": "pay-limits", "agent": "payAgent", "tool": "pay", "reason": "one treasurer",
+        "document": {"roles": ["treasury"]}})
+    world.api("ray").request("POST", "/v1/policies/pay-limits/versions/1/approve",
+                             json={"reason": "reviewed"})
 
 
 @pytest.mark.parametrize("rule", RULES)
@@ -182,8 +195,10 @@ def test_every_surface_refuses_alike_and_writes_nothing(
         world: World, surface: str, rule: str) -> None:
     decide, hold = SURFACES[surface]
     r = RULES[rule]
-    for user in ("bob", "root", "bea", "tex", "lee"):
+    for user in ("bob", "root", "bea", "tex", "lee", "ray"):
         world.link(SLACK_USERS[user], user)
+    if r.data_policy:
+        _data_policy(world)
     held = hold(world, r.agent)
     for vote in r.before:
         assert _v1(world, held, vote) is None
