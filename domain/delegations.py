@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any, Protocol
 from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,7 +33,7 @@ from interlock.domain.errors import (
     ForbiddenError,
     InvalidRequestError,
 )
-from interlock.domain.streams import Stream, StreamEvent
+from interlock.domain.streams import Stream, StreamEvent, StreamStore
 
 _ATTEMPTS = 5  # a change of the stream losing to others' writes, at most this often
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,199}$"
@@ -250,19 +249,10 @@ def replay(tenant: str, events: Iterable[object]) -> Delegations:
     return delegations
 
 
-class _Store(Protocol):
-    """What the desk needs of the application service (domain/application.py)."""
-
-    events: Any
-    sealer: Any
-
-    def save_stream(self, stream_id: UUID, events: list[ChatEvent]) -> int: ...
-
-
 class DelegationDesk:
     """The use cases of delegation: grant, revoke, list, and act under one."""
 
-    def __init__(self, service: _Store) -> None:
+    def __init__(self, service: StreamStore) -> None:
         self.service = service
 
     def load(self, tenant: str) -> Delegations:

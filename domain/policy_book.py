@@ -22,7 +22,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
@@ -38,7 +38,7 @@ from interlock.domain.errors import (
     PolicyNotFoundError,
     PolicyStateError,
 )
-from interlock.domain.streams import Stream, StreamEvent
+from interlock.domain.streams import Stream, StreamEvent, StreamStore
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
 POLICY_ROLES = frozenset({"policy_admin", "admin"})
@@ -520,19 +520,10 @@ def replay(tenant: str, events: Iterable[object]) -> PolicyBook:
     return book
 
 
-class _Store(Protocol):
-    """What the desk needs of the application service (domain/application.py)."""
-
-    events: Any
-    sealer: Any
-
-    def save_stream(self, stream_id: UUID, events: list[ChatEvent]) -> int: ...
-
-
 class PolicyDesk:
     """The use cases of data policies: propose, approve, withdraw, read, and what is in force."""
 
-    def __init__(self, service: _Store, tools: Mapping[str, Iterable[str]] | None = None
+    def __init__(self, service: StreamStore, tools: Mapping[str, Iterable[str]] | None = None
                  ) -> None:
         self.service, self.tools = service, tools
 

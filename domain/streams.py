@@ -5,7 +5,8 @@ ever made of them."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
+from uuid import UUID
 
 from interlock.domain.chat.events import ChatEvent
 from interlock.domain.errors import ChatNotFoundError
@@ -14,6 +15,16 @@ if TYPE_CHECKING:
     from interlock.domain.chat.aggregate import Chat
 
 Signer = Callable[[str | None, ChatEvent], str]
+
+
+class StreamStore(Protocol):
+    """What a desk of a tenant's stream (delegations, data policies) needs of the
+    application service (domain/application.py): its events, its sealer, and a save."""
+
+    events: Any
+    sealer: Any
+
+    def save_stream(self, stream_id: UUID, events: list[ChatEvent]) -> int: ...
 
 
 class StreamEvent(ChatEvent):
