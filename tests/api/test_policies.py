@@ -10,6 +10,7 @@ import pytest
 from interlock.client import ForbiddenError, InterlockAPIError
 from tests.api.agents import PAID
 from tests.api.conftest import ClientFor, Live
+from tests.api.test_decision_log_stages import _console
 
 LEADS = {"roles": ["lead"], "when": {"path": "amount", "op": ">", "value": 1000}}
 
@@ -125,6 +126,9 @@ def test_who_proposed_or_approved_a_calls_policy_may_not_decide_it(
     assert (by_delegation.code, by_delegation.details["person"]) == ("policy_author", "ray")
     done = client_for("tina").open_chat(chat.id).decide(held.approve())
     assert done.text == "outcome: {'paid': 500, 'to': 'bob-corp'}"
+    live.views.catch_up()  # the console's decision log names the version it was held under
+    page = _console(live, f"/ui/decisions?chat_id={chat.id}")
+    assert '<small class="policy">policy <code' in page and ">pay-limits@1</code>" in page
 
 
 def test_what_if_runs_a_proposed_version_against_the_recorded_calls(
