@@ -195,35 +195,32 @@ Names = list[str]
 Seconds = float
 
 
-class StageDocument(BaseModel):
+class Deciders(BaseModel):
+    """Who decides, how many of them, and by when: what a policy and each of its stages say
+    alike."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    roles: Names = Field(default_factory=list, max_length=50)
+    groups: Names = Field(default_factory=list, max_length=50)
+    quorum: int = Field(1, ge=1, le=50)
+    expires_in: Seconds | None = Field(None, gt=0, le=366 * 86400)
+    escalate_after: Seconds | None = Field(None, gt=0, le=366 * 86400)
+    escalate_to: Names = Field(default_factory=list, max_length=50)
+    escalate_to_groups: Names = Field(default_factory=list, max_length=50)
+
+
+class StageDocument(Deciders):
     """One stage of a data policy: who decides it, how many, by when after it opens; `when`
     (a condition) skips it when false."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     name: str = Field(min_length=1, max_length=100)
-    roles: Names = Field(default_factory=list, max_length=50)
-    groups: Names = Field(default_factory=list, max_length=50)
-    quorum: int = Field(1, ge=1, le=50)
-    expires_in: Seconds | None = Field(None, gt=0, le=366 * 86400)
-    escalate_after: Seconds | None = Field(None, gt=0, le=366 * 86400)
-    escalate_to: Names = Field(default_factory=list, max_length=50)
-    escalate_to_groups: Names = Field(default_factory=list, max_length=50)
     when: dict[str, Any] | None = None
 
 
-class PolicyDocument(BaseModel):
+class PolicyDocument(Deciders):
     """An approval policy as data: what `Approval` declares in code, `when` a condition."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    roles: Names = Field(default_factory=list, max_length=50)
-    groups: Names = Field(default_factory=list, max_length=50)
-    quorum: int = Field(1, ge=1, le=50)
-    expires_in: Seconds | None = Field(None, gt=0, le=366 * 86400)
-    escalate_after: Seconds | None = Field(None, gt=0, le=366 * 86400)
-    escalate_to: Names = Field(default_factory=list, max_length=50)
-    escalate_to_groups: Names = Field(default_factory=list, max_length=50)
     reject_rejects: bool = True
     conflicts: list[Names] = Field(default_factory=list, max_length=50)
     stages: list[StageDocument] = Field(default_factory=list, max_length=10)

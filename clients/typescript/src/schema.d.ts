@@ -2835,8 +2835,6 @@ export interface components {
          *     (a condition) skips it when false.
          */
         StageDocument: {
-            /** Name */
-            name: string;
             /** Roles */
             roles?: string[];
             /** Groups */
@@ -2854,6 +2852,8 @@ export interface components {
             escalate_to?: string[];
             /** Escalate To Groups */
             escalate_to_groups?: string[];
+            /** Name */
+            name: string;
             /** When */
             when?: {
                 [key: string]: unknown;
