@@ -361,6 +361,20 @@ class ConcurrencyError(ConflictError):
         )
 
 
+class PolicyMovedError(ConcurrencyError):
+    """A commit was refused because the tenant's data policies changed after a hold in it
+    was judged (domain/services/policy_books.py): nothing of it was written. The turn
+    service asks again; a stream answers it as a conflict (409 `concurrent_modification`:
+    another request changed what the step depended on) and the client sends again."""
+
+    def __init__(self, chat_id: object) -> None:
+        InterlockError.__init__(
+            self, f"the tenant's data policies changed while a call of chat {chat_id} was "
+            "asked; nothing of this step was recorded: send it again", chat_id=str(chat_id))
+        self.since: int | None = None  # set by a resume: where its answer starts,
+        self.version = 0  # and the chat's version before it
+
+
 class AuthError(InterlockError):
     """Authentication or authorization refused."""
 

@@ -71,6 +71,9 @@ class Chat:
         # Sealed events of another stream that must commit with this chat's next commit, or
         # not at all (a delegated vote's fence: domain/delegations.py).
         self.companions: list[ev.ChatEvent] = []
+        # (stream, version) pairs: the next commit is refused if one of those streams holds
+        # an event at that version (a data policy book read for a hold has moved on since)
+        self.guards: list[tuple[UUID, int]] = []
         self.snapshotted = 0  # the version of its latest snapshot, as far as this process knows
 
     # -- the eventsourcing aggregate protocol -------------------------------------------------

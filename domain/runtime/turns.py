@@ -19,7 +19,12 @@ from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.jsonsafe import UnsafeJsonError, check_json
 from interlock.domain.chat.messages import Message, text_message
 from interlock.domain.chat.state import ToolCall
-from interlock.domain.errors import ConcurrencyError, ModelError, UnavailableError
+from interlock.domain.errors import (
+    ConcurrencyError,
+    ModelError,
+    PolicyMovedError,
+    UnavailableError,
+)
 from interlock.domain.results import StreamEvent, TurnResult
 from interlock.domain.runtime.agent import Agent
 from interlock.domain.runtime.gating import InForce, hold_for_approval
@@ -40,8 +45,9 @@ from interlock.domain.runtime.tools import (
 from interlock.domain.runtime.tracing import Tracer, decision_events, span
 
 Emit = Callable[[StreamEvent], Awaitable[None]]
-# The tenant's data policies in force for an agent's tools at a moment (tenant, agent, at).
-DataPolicies = Callable[[str, str, datetime], Awaitable[InForce]]
+# The chat's tenant's data policies in force for an agent's tools at a moment (chat, agent,
+# at); the service may add a guard to the chat (domain/services/policy_books.py).
+DataPolicies = Callable[[Chat, str, datetime], Awaitable[InForce]]
 Commit = Callable[[Chat], Awaitable[int | None]]
 Outcome = tuple[Literal["completed", "failed", "interrupted"], Any]
 # While tools run, a running turn's lease is renewed this often; a turn is retryable
@@ -132,7 +138,7 @@ class TurnLoop:
         calls, at = chat.runnable_calls(), now()
         in_force = None
         if self.policies is not None and any(c.status == "requested" for c in calls):
-            in_force = await self.policies(chat.state.tenant, self.agent.name, at)
+            in_force = await self.policies(chat, self.agent.name, at)
         return hold_for_approval(chat, self.agent, calls, at, in_force)
 
     async def _generate(
@@ -226,6 +232,8 @@ class TurnLoop:
             chat.heartbeat()
             try:
                 await self.commit(chat)
+            except PolicyMovedError:
+                raise  # nobody else wrote: the turn must not go on past the lost events
             except ConcurrencyError:
                 return  # another process retried the turn: this one's last commit will fail
             try:

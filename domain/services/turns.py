@@ -18,6 +18,7 @@ from interlock.domain.errors import (
     ConcurrencyError,
     IdempotencyKeyReusedError,
     InvalidRequestError,
+    PolicyMovedError,
     TurnInProgressError,
     UnavailableError,
 )
@@ -39,6 +40,7 @@ from interlock.domain.services.commands import (
     Withdraw,
 )
 from interlock.domain.services.io import IoThreads, counted
+from interlock.domain.services.policy_books import PolicyBooks
 from interlock.domain.storage.repository import ChatRepository
 
 T = TypeVar("T")
@@ -67,6 +69,8 @@ class Turns:
                  clock: Callable[[], datetime] = now) -> None:
         """`clock`: when a decision, a retry or an expiry is judged (the application's)."""
         self._host, self._store, self.io, self._clock = host, store, io, clock
+        self._books = PolicyBooks(store.events, store.guards_supported)
+        store.listeners.append(self._books.heard)
 
     def start(self, command: StartChat) -> Chat:
         """A new chat; with `chat_id` (a server-made id), ConcurrencyError if it exists."""
@@ -83,9 +87,15 @@ class Turns:
         """Send a user message and run the turn."""
         chat = await self.io.off_loop(self._store.checkout, command.chat_id, command.tenant)
         loop = self._loop(chat, command.max_turns)
-        since = len(chat.state.messages)
+        since, version = len(chat.state.messages), chat.version
         chat.send_message(command.text, actor=command.actor, fingerprint=loop.agent.fingerprint)
-        return self._checkin(chat, await loop.run(chat, since, emit))
+        try:
+            return self._checkin(chat, await loop.run(chat, since, emit))
+        except PolicyMovedError:
+            if emit is not None:
+                raise  # a stream has shown the reply: the client sends again
+            return await self._policy_moved(command.chat_id, command.tenant, version, since,
+                                            command.actor, lambda: self.send(command))
 
     @counted
     async def resume(self, command: Resume, emit: Emit | None = None) -> TurnResult:
@@ -93,6 +103,12 @@ class Turns:
         approval waits for more votes, no turn runs."""
         try:
             return await self._resume(command, emit)
+        except PolicyMovedError as moved:
+            if emit is not None or moved.since is None:
+                raise
+            return await self._policy_moved(command.chat_id, command.tenant, moved.version,
+                                            moved.since, command.actor,
+                                            lambda: self.resume(command))
         except ConcurrencyError:
             await self.io.off_loop(self._explain_lost_vote, command.chat_id, command.votes,
                                    command.decider)
@@ -110,7 +126,7 @@ class Turns:
             body_sha = command.body_sha256()
             if key in chat.state.resume_keys:
                 return await self._answer_again(chat, loop, key, body_sha, command.actor, emit)
-        since = len(chat.state.messages)
+        since, version = len(chat.state.messages), chat.version
         at = self._clock()
         chat.resume(
             command.respond,
@@ -133,7 +149,25 @@ class Turns:
         if chat.status == "interrupted":  # votes only, none resolved: record them, run nothing
             position = await self.io.off_loop(self._host.commit, chat)
             return self._checkin(chat, await self._answer(chat, since, position, emit))
-        return self._checkin(chat, await loop.run(chat, since, emit))
+        try:
+            return self._checkin(chat, await loop.run(chat, since, emit))
+        except PolicyMovedError as moved:
+            moved.since, moved.version = since, version
+            raise
+
+    async def _policy_moved(self, chat_id: UUID, tenant: str | None, version: int, since: int,
+                            actor: str, again: Callable[[], Awaitable[TurnResult]]
+                            ) -> TurnResult:
+        """A commit of this command was refused: a data policy changed since the book a hold
+        was judged by (domain/services/policy_books.py). Nothing of that commit was written.
+        If nothing of the command was, it runs again; else its turn goes on from its last
+        commit (as a retry would), its new calls held by the policy in force now."""
+        chat = await self.io.off_loop(self._store.checkout, chat_id, tenant)
+        if chat.version == version:
+            return await again()
+        loop = self._loop(chat, None)
+        chat.retry(actor=actor, now=self._clock(), stale_after=timedelta(0))
+        return self._checkin(chat, await loop.run(chat, since, emit=None))
 
     @counted
     async def retry(self, command: Retry, emit: Emit | None = None) -> TurnResult:
@@ -218,9 +252,15 @@ class Turns:
             policies=self._in_force,
         )
 
-    async def _in_force(self, tenant: str, agent: str, at: datetime) -> InForce:
-        """The tenant's data policies in force at `at` for `agent`'s tools (off the loop)."""
-        book = await self.io.off_loop(load_policies, self._store.events, tenant)
+    async def _in_force(self, chat: Chat, agent: str, at: datetime) -> InForce:
+        """The chat's tenant's data policies in force at `at` for `agent`'s tools: a kept
+        book (its guard on the chat), else read off the loop."""
+        tenant = chat.state.tenant
+        kept = self._books.kept(tenant)
+        book, guard = kept if kept is not None else await self.io.off_loop(
+            self._books.book, tenant)
+        if guard is not None and guard not in chat.guards:
+            chat.guards.append(guard)
         return book.in_force(agent, at)
 
     async def _policies_held(self, chat: Chat, agent: Agent) -> Callable[[str], Approval | None]:
@@ -236,8 +276,16 @@ class Turns:
         return lambda name: recorded[name] if name in recorded else agent.policy(name)
 
     async def _commit_turn(self, chat: Chat) -> int | None:
-        """The loop's commit, off the event loop: concurrent turns' appends commit together."""
-        return await self.io.off_loop(self._host.commit, chat)
+        """The loop's commit, off the event loop: concurrent turns' appends commit together.
+        A refusal by a hold's guard is a PolicyMovedError (the chat itself did not move)."""
+        guards = list(chat.guards)
+        try:
+            return await self.io.off_loop(self._host.commit, chat)
+        except ConcurrencyError:
+            moved: bool = bool(guards) and await self.io.off_loop(self._books.moved, guards)
+            if moved:
+                raise PolicyMovedError(chat.id) from None
+            raise
 
     async def _answer(
         self, chat: Chat, since: int, position: int | None, emit: Emit | None

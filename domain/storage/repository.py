@@ -153,14 +153,16 @@ class ChatRepository:
         chat.seal(self._sealer.sign)
         events = chat.collect_events()
         companions, chat.companions = chat.companions, []
+        guards, chat.guards = chat.guards, []
         try:
-            recordings = self._write([*events, *companions], chat.id, {chat.id: chat})
+            recordings = self._write([*events, *companions], chat.id, {chat.id: chat},
+                                     guards)
         except ConcurrencyError:
             raise
         except BaseException:
             # nothing was written: keep the events pending so the turn can still record its end
             chat.pending_events, chat.state.chain_tip = events + chat.pending_events, tip
-            chat.companions = companions + chat.companions
+            chat.companions, chat.guards = companions + chat.companions, guards + chat.guards
             raise
         position = self._tell(recordings)
         self._snapshot(chat)
@@ -188,12 +190,21 @@ class ChatRepository:
         write); ConcurrencyError if another write took its version first."""
         return self._tell(self._write(events, stream_id))
 
+    @property
+    def guards_supported(self) -> bool:
+        """Whether an append can be refused by another stream's version (`Chat.guards`):
+        the PostgreSQL store's group append checks them in its transaction."""
+        return getattr(self._app.recorder, "append_guards", False) is True
+
     def _write(self, events: Sequence[Any], conflict_id: UUID,
-               aggregates: dict[UUID, Any] | None = None) -> list[Recording[UUID]]:
+               aggregates: dict[UUID, Any] | None = None,
+               guards: Sequence[tuple[UUID, int]] = ()) -> list[Recording[UUID]]:
         """The one append of the house: `events` in one transaction."""
         processing: ProcessingEvent[UUID] = ProcessingEvent()
         processing.events.extend(events)  # the library's save() does costly
         processing.aggregates.update(aggregates or {})  # runtime Protocol checks; same steps
+        if guards:
+            processing.saved_kwargs["guards"] = guards
         try:
             return self._app._record(processing)
         except IntegrityError:

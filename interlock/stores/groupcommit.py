@@ -27,6 +27,9 @@ class Append:
     """One caller's events, and what became of them."""
 
     events: Sequence[StoredEvent]
+    # (stream, version): refuse the events if that stream holds an event at that version
+    # (it moved past what the caller read); nothing is written for a guard (domain/policy_cache)
+    guards: Sequence[tuple[Any, int]] = ()
     ids: list[int] | None = None
     error: BaseException | None = None
     done: bool = False
@@ -62,9 +65,10 @@ class GroupCommit:
         self._cond = threading.Condition(self._lock)
         self._gathered = threading.Condition(self._lock)
 
-    def submit(self, events: Sequence[StoredEvent]) -> list[int]:
+    def submit(self, events: Sequence[StoredEvent],
+               guards: Sequence[tuple[Any, int]] = ()) -> list[int]:
         """Append `events` with whatever else is waiting; their notification ids."""
-        mine = Append(events)
+        mine = Append(events, guards)
         with self._cond:
             self._queue.append(mine)
             if self._gathering and len(self._queue) >= self._last:

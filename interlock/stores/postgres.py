@@ -78,6 +78,8 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
     given. Nothing of a refused group is written. One transaction, one fsync, many chats.
     """
 
+    append_guards = True  # `insert_events(..., guards=...)` refuses the events by them
+
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name=events_table_name)
         function = f"{events_table_name}_append_groups"
@@ -220,9 +222,11 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         return found
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int]:
+        """`guards`: (stream, version) pairs; the events are refused (a conflict) if one of
+        those streams holds an event at that version when they would commit."""
         if not stored_events:
             return []
-        return self.group_commit.submit(stored_events)
+        return self.group_commit.submit(stored_events, kwargs.get("guards", ()))
 
     def _flush(self, batch: list[Append]) -> None:
         """One group commit; the store failing it past the retries is unavailable (a 503 for
@@ -241,13 +245,17 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
         for append in batch:
             append.sent = True
         events = [(n, e) for n, append in enumerate(batch) for e in append.events]
-        chats = [e.originator_id for _, e in events]
+        # a guard goes as a row with no topic: checked like an event, never inserted
+        rows = events + [(n, StoredEvent(originator_id=stream, originator_version=version,
+                                         topic="", state=b""))
+                         for n, append in enumerate(batch) for stream, version in append.guards]
+        chats = [e.originator_id for _, e in rows]
         arrays: list[list[Any]] = [
             Uuids(chats) if self._uuid_ids else Texts(map(str, chats)),  # type: ignore[arg-type]
-            Int8s(e.originator_version for _, e in events),
-            Texts(e.topic for _, e in events),
-            Blobs(e.state for _, e in events),
-            Int4s(n for n, _ in events),
+            Int8s(e.originator_version for _, e in rows),
+            Texts(e.topic for _, e in rows),
+            Blobs(e.state for _, e in rows),
+            Int4s(n for n, _ in rows),
         ]
         keys = self.new_keys.of(events) if self.new_keys is not None else []
         statement = self.append_statement
@@ -345,7 +353,7 @@ BEGIN
         INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state)
         SELECT u.i, u.v, u.t, u.s
           FROM unnest(ids, versions, topics, states, groups) WITH ORDINALITY AS u(i, v, t, s, g, n)
-         WHERE NOT u.g = ANY(refused)
+         WHERE NOT u.g = ANY(refused) AND u.t <> ''
          ORDER BY u.n
         RETURNING notification_id
     ) SELECT NULL::int, ins.notification_id FROM ins ORDER BY 2;

@@ -1,0 +1,72 @@
+"""A call is held by the data policy in force when it is asked, though a process keeps the
+tenant's policy book between holds (domain/services/policy_books.py): another process's
+approval since the book was read refuses the commit that would record the hold, nothing of
+it is written, and the call is judged again by the version now in force."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from interlock.bootstrap import build_service
+from interlock.domain.application import Interlock
+from interlock.domain.chat.events import ToolRequested
+from interlock.domain.chat.policies import Decider
+from interlock.domain.policy_book import PolicyDesk, PolicyDocument, PolicyProposal
+from tests.api.agents import AGENTS, PAID
+
+PIA = Decider("pia", frozenset({"policy_admin"}))
+RAY = Decider("ray", frozenset({"policy_admin"}))
+
+
+def _in_force(app: Interlock, document: dict[str, Any]) -> int:
+    """A version of `pay-limits` proposed by pia and approved by ray, in force now."""
+    desk = PolicyDesk(app)
+    made = desk.propose("acme", PIA, PolicyProposal(
+        id="pay-limits", agent="payAgent", tool="pay", reason="limits",
+        document=PolicyDocument.model_validate(document)))
+    desk.approve("acme", "pay-limits", made.version, RAY, "reviewed")
+    return made.version
+
+
+def _pay(app: Interlock, amount: int) -> tuple[Any, Any]:
+    chat = app.start_chat("payAgent", actor="alice", tenant="acme")
+    return chat.id, asyncio.run(app.send(chat.id, f"pay {amount} bob-corp", actor="alice",
+                                         tenant="acme"))
+
+
+def test_a_hold_judged_by_a_book_another_process_moved_is_judged_again(store: str) -> None:
+    here, there = build_service(store, AGENTS), build_service(store, AGENTS)
+    try:
+        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
+        _, small = _pay(here, 500)  # v1: 500 runs; `here` may keep this book
+        assert small.finish_reason == "stop"
+        # another process puts v2 in force: a lead decides every payment
+        assert _in_force(there, {"roles": ["lead"]}) == 2
+        chat_id, held = _pay(here, 500)
+        assert held.finish_reason == "interrupted"
+        [call] = held.interrupts
+        assert call.approval is not None
+        terms = call.approval["terms"]
+        assert (terms["policy"]["id"], terms["policy"]["version"], terms["roles"]) == (
+            "pay-limits", 2, ["lead"])
+        assert [p for p in PAID if p["chat"] == chat_id] == []  # the stale book ran nothing
+        events = list(here.events.get(chat_id))
+        assert sum(isinstance(e, ToolRequested) for e in events) == 1  # asked once, recorded once
+        assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
+    finally:
+        here.close()
+        there.close()
+
+
+def test_this_process_s_own_approval_is_heard_at_once(store: str) -> None:
+    app = build_service(store, AGENTS)
+    try:
+        _in_force(app, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
+        assert _pay(app, 500)[1].finish_reason == "stop"
+        _in_force(app, {"roles": ["lead"]})
+        turn = _pay(app, 500)[1]
+        assert turn.finish_reason == "interrupted"
+        assert turn.interrupts[0].approval["terms"]["policy"]["version"] == 2
+    finally:
+        app.close()
