@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from interlock.domain.chat.aggregate import Chat
-from interlock.domain.chat.events import now
+from interlock.domain.chat.events import Interrupted, ToolCompleted, ToolFailed, now
 from interlock.domain.chat.history import history
 from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.jsonsafe import UnsafeJsonError, check_json
@@ -45,6 +45,7 @@ from interlock.domain.runtime.tools import (
 from interlock.domain.runtime.tracing import Tracer, decision_events, span
 
 Emit = Callable[[StreamEvent], Awaitable[None]]
+_OUTCOMES = (ToolCompleted, ToolFailed, Interrupted)  # what a tool's run records
 # The chat's tenant's data policies in force for an agent's tools at a moment (chat, agent,
 # at); the service may add a guard to the chat (domain/services/policy_books.py).
 DataPolicies = Callable[[Chat, str, datetime], Awaitable[InForce]]
@@ -138,8 +139,16 @@ class TurnLoop:
         calls, at = chat.runnable_calls(), now()
         in_force = None
         if self.policies is not None and any(c.status == "requested" for c in calls):
+            if self._unsaved_effects(chat):
+                await self.commit(chat)  # a commit the policies' guard refuses loses no effect
             in_force = await self.policies(chat, self.agent.name, at)
         return hold_for_approval(chat, self.agent, calls, at, in_force)
+
+    def _unsaved_effects(self, chat: Chat) -> bool:
+        """Whether an outcome of a tool that acted is not committed yet."""
+        calls = chat.state.calls
+        return any(isinstance(e, _OUTCOMES) and e.ref in calls
+                   and _has_side_effects(self.agent, calls[e.ref]) for e in chat.pending_events)
 
     async def _generate(
         self, chat: Chat, emit: Emit | None

@@ -8,12 +8,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from pydantic import BaseModel
+
 from interlock.bootstrap import build_service
+from interlock.domain import Agent, FunctionModel, ModelRequest, ModelResponse, ToolContext, tool
 from interlock.domain.application import Interlock
-from interlock.domain.chat.events import ToolRequested
+from interlock.domain.chat.events import ToolCompleted, ToolRequested
 from interlock.domain.chat.policies import Decider
 from interlock.domain.policy_book import PolicyDesk, PolicyDocument, PolicyProposal
-from tests.api.agents import AGENTS, PAID
+from tests.api.agents import AGENTS, PAID, _ask, _say, pay
 
 PIA = Decider("pia", frozenset({"policy_admin"}))
 RAY = Decider("ray", frozenset({"policy_admin"}))
@@ -29,10 +32,39 @@ def _in_force(app: Interlock, document: dict[str, Any]) -> int:
     return made.version
 
 
-def _pay(app: Interlock, amount: int) -> tuple[Any, Any]:
-    chat = app.start_chat("payAgent", actor="alice", tenant="acme")
+def _pay(app: Interlock, amount: int, agent: str = "payAgent") -> tuple[Any, Any]:
+    chat = app.start_chat(agent, actor="alice", tenant="acme")
     return chat.id, asyncio.run(app.send(chat.id, f"pay {amount} bob-corp", actor="alice",
                                          tenant="acme"))
+
+
+class Note(BaseModel):
+    text: str
+
+
+NOTED: list[str] = []
+ELSEWHERE: list[Interlock] = []  # the other process, whose approval the note tool makes
+
+
+@tool(name="note", description="Records a note; meanwhile another process changes policies.")
+async def note(input: Note, ctx: ToolContext) -> dict[str, object]:
+    NOTED.append(ctx.chat_id)
+    _in_force(ELSEWHERE[0], {"roles": ["lead"]})  # v2: a lead decides every payment
+    return {"noted": input.text}
+
+
+def _note_then_pay(request: ModelRequest) -> ModelResponse:
+    last = request.messages[-1]
+    if last.role == "user":
+        return _ask(("note", {"text": "paying"}))
+    part = last.content[0].tool_response
+    if part is not None and part.name == "note":
+        return _ask(("pay", {"amount": 500, "to": "bob-corp"}))
+    return _say("done")
+
+
+STEPS = Agent(name="payAgent", system="Notes, then pays.", tools=[note, pay],
+              model=FunctionModel(_note_then_pay, name="note-then-pay"))
 
 
 def test_a_hold_judged_by_a_book_another_process_moved_is_judged_again(store: str) -> None:
@@ -70,3 +102,27 @@ def test_this_process_s_own_approval_is_heard_at_once(store: str) -> None:
         assert turn.interrupts[0].approval["terms"]["policy"]["version"] == 2
     finally:
         app.close()
+
+
+def test_a_later_round_judged_by_a_moved_book_goes_on_from_its_last_commit(store: str) -> None:
+    """Round 1's tool acted and committed; the policies change during it; round 2's payment,
+    judged by the kept book, is refused at commit and judged again, and round 1's tool does
+    not run again."""
+    agents = [a for a in AGENTS if a.name != "payAgent"] + [STEPS]
+    here, there = build_service(store, agents), build_service(store, agents)
+    ELSEWHERE[:] = [there]
+    try:
+        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
+        assert _pay(here, 1, agent="opsAgent")[1] is not None  # any turn: `here` reads v1
+        chat_id, turn = _pay(here, 500)
+        assert turn.finish_reason == "interrupted"
+        assert turn.interrupts[0].approval["terms"]["policy"]["version"] == 2
+        assert [p for p in PAID if p["chat"] == chat_id] == []
+        assert NOTED.count(str(chat_id)) == 1  # what acted ran once
+        events = list(here.events.get(chat_id))
+        assert sum(isinstance(e, ToolCompleted) for e in events) == 1
+        assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
+    finally:
+        ELSEWHERE.clear()
+        here.close()
+        there.close()
