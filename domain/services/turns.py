@@ -4,6 +4,7 @@ continue the turn; each loads the chat, calls it, runs the turn loop, commits.""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, TypeVar
 from uuid import UUID
@@ -44,6 +45,10 @@ from interlock.domain.services.policy_books import PolicyBooks
 from interlock.domain.storage.repository import ChatRepository
 
 T = TypeVar("T")
+# How often a command whose hold a policy change refused is asked again before the client
+# is answered 409 (each time, another process changed the tenant's policies in between).
+ASKED_AGAIN = 3
+_asked_again: ContextVar[int] = ContextVar("interlock_asked_again", default=0)
 
 
 class Host(Protocol):
@@ -161,13 +166,21 @@ class Turns:
         """A commit of this command was refused: a data policy changed since the book a hold
         was judged by (domain/services/policy_books.py). Nothing of that commit was written.
         If nothing of the command was, it runs again; else its turn goes on from its last
-        commit (as a retry would), its new calls held by the policy in force now."""
-        chat = await self.io.off_loop(self._store.checkout, chat_id, tenant)
-        if chat.version == version:
-            return await again()
-        loop = self._loop(chat, None)
-        chat.retry(actor=actor, now=self._clock(), stale_after=timedelta(0))
-        return self._checkin(chat, await loop.run(chat, since, emit=None))
+        commit (as a retry would), its new calls held by the policy in force now. Asked
+        again ASKED_AGAIN times and refused each time, it is the client's 409."""
+        depth = _asked_again.get()
+        if depth >= ASKED_AGAIN:
+            raise PolicyMovedError(chat_id)
+        token = _asked_again.set(depth + 1)
+        try:
+            chat = await self.io.off_loop(self._store.checkout, chat_id, tenant)
+            if chat.version == version:
+                return await again()
+            loop = self._loop(chat, None)
+            chat.retry(actor=actor, now=self._clock(), stale_after=timedelta(0))
+            return self._checkin(chat, await loop.run(chat, since, emit=None))
+        finally:
+            _asked_again.reset(token)
 
     @counted
     async def retry(self, command: Retry, emit: Emit | None = None) -> TurnResult:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from interlock.bootstrap import build_service
@@ -15,7 +16,9 @@ from interlock.domain import Agent, FunctionModel, ModelRequest, ModelResponse, 
 from interlock.domain.application import Interlock
 from interlock.domain.chat.events import ToolCompleted, ToolRequested
 from interlock.domain.chat.policies import Decider
+from interlock.domain.errors import PolicyMovedError
 from interlock.domain.policy_book import PolicyDesk, PolicyDocument, PolicyProposal
+from interlock.domain.services.policy_books import PolicyBooks
 from tests.api.agents import AGENTS, PAID, _ask, _say, pay
 
 PIA = Decider("pia", frozenset({"policy_admin"}))
@@ -124,5 +127,28 @@ def test_a_later_round_judged_by_a_moved_book_goes_on_from_its_last_commit(store
         assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
     finally:
         ELSEWHERE.clear()
+        here.close()
+        there.close()
+
+
+def test_a_hold_refused_at_every_commit_is_the_client_s_409_and_writes_nothing(
+    pg_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As if another process changed the policies between every hold and its commit (on
+    PostgreSQL, the store whose appends take guards: the others read them at every hold)."""
+    here, there = build_service(pg_store, AGENTS), build_service(pg_store, AGENTS)
+    try:
+        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
+        _pay(here, 500)
+        stale = here.turns._books.kept("acme")  # v1, kept
+        assert stale is not None
+        _in_force(there, {"roles": ["lead"]})
+        monkeypatch.setattr(PolicyBooks, "kept", lambda self, tenant: stale)
+        chat = here.start_chat("payAgent", actor="alice", tenant="acme")
+        with pytest.raises(PolicyMovedError):
+            asyncio.run(here.send(chat.id, "pay 500 bob-corp", actor="alice", tenant="acme"))
+        assert [e.originator_version for e in here.events.get(chat.id)] == [1]  # started only
+        assert [p for p in PAID if p["chat"] == chat.id] == []
+    finally:
         here.close()
         there.close()
