@@ -353,6 +353,7 @@ class ChatErasedError(ChatStateError):
 
 class ConcurrencyError(ConflictError):
     code = "concurrent_modification"
+    fenced_from: int | None = None  # a delegated vote's: the chat's version its commit expected
 
     def __init__(self, chat_id: object) -> None:
         super().__init__(

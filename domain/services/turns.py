@@ -114,10 +114,19 @@ class Turns:
             return await self._policy_moved(command.chat_id, command.tenant, moved.version,
                                             moved.since, command.actor,
                                             lambda: self.resume(command))
-        except ConcurrencyError:
-            await self.io.off_loop(self._explain_lost_vote, command.chat_id, command.votes,
-                                   command.decider)
-            raise
+        except ConcurrencyError as lost:
+            now_at = await self.io.off_loop(self._explain_lost_vote, command.chat_id,
+                                            command.votes, command.decider)
+            if lost.fenced_from is None or now_at != lost.fenced_from or emit is not None \
+                    or _asked_again.get() >= ASKED_AGAIN:
+                raise
+            # The chat did not move: another delegated vote of the tenant took the version
+            # of its delegations stream the fence wanted; the delegation is still in force.
+            token = _asked_again.set(_asked_again.get() + 1)
+            try:
+                return await self.resume(command, emit)
+            finally:
+                _asked_again.reset(token)
         except UnavailableError:  # it may have committed: the key's retry continues it
             if command.idempotency_key is not None:
                 self._host.cut_turns.cut(command.chat_id, command.idempotency_key)
@@ -146,18 +155,24 @@ class Turns:
             now=at,
             policy=await self._policies_held(chat, loop.agent),
         )
-        if command.votes and command.decider is not None \
-                and command.decider.delegation is not None:
+        fenced = bool(command.votes) and command.decider is not None \
+            and command.decider.delegation is not None
+        if fenced:
+            assert command.decider is not None
             await self.io.off_loop(self._fence, chat, command.decider, at,
                                    [v.ref for v in command.votes])
         chat.record_fingerprint(loop.agent.fingerprint)
-        if chat.status == "interrupted":  # votes only, none resolved: record them, run nothing
-            position = await self.io.off_loop(self._host.commit, chat)
-            return self._checkin(chat, await self._answer(chat, since, position, emit))
         try:
+            if chat.status == "interrupted":  # votes only, none resolved: record them alone
+                position = await self.io.off_loop(self._host.commit, chat)
+                return self._checkin(chat, await self._answer(chat, since, position, emit))
             return self._checkin(chat, await loop.run(chat, since, emit))
         except PolicyMovedError as moved:
             moved.since, moved.version = since, version
+            raise
+        except ConcurrencyError as lost:
+            if fenced:
+                lost.fenced_from = version  # the chat's version the fence's commit expected
             raise
 
     async def _policy_moved(self, chat_id: UUID, tenant: str | None, version: int, since: int,
@@ -350,17 +365,18 @@ class Turns:
         chat.companions.extend(delegations.seal(self._store.sign))
 
     def _explain_lost_vote(self, chat_id: UUID, votes: Sequence[VoteEntry],
-                           decider: Decider | None = None) -> None:
+                           decider: Decider | None = None) -> int | None:
         """A vote that lost a race says what won (expiry, another decision, a revocation of
-        its delegation) when it can."""
+        its delegation) when it can; else the chat's version now (None: no votes)."""
         if not votes:
-            return
+            return None
         chat = self._store.get(chat_id)
         if decider is not None and decider.delegation is not None:
             replay(chat.state.tenant, self._store.stream(delegations_id(chat.state.tenant))
                    ).in_force(UUID(decider.delegation), decider.id, self._clock())
         for entry in votes:
             held_call(chat.state.calls, entry, self._clock())  # raises the winner's story, if any
+        return chat.version
 
     def _checkin(self, chat: Chat, result: TurnResult) -> TurnResult:
         """The command is over and all it recorded committed: later commands may reuse it."""

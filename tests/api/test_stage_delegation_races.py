@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -19,6 +20,7 @@ from interlock.client import ForbiddenError, InterlockAPIError
 from interlock.domain import Decider
 from interlock.domain.delegations import (
     DelegationDesk,
+    DelegationRequest,
     DelegationRevoked,
     DelegationUsed,
     delegations_id,
@@ -151,3 +153,34 @@ def test_a_revocation_committed_between_the_votes_check_and_its_write_refuses_th
     monkeypatch.undo()
     tina = client_for("tina").open_chat(chat.id).decide(held.approve())  # her own vote counts
     assert tina.finish_reason == "interrupted"
+
+
+def test_another_change_of_the_delegations_stream_before_the_votes_write_costs_no_409(
+    live: Live, client_for: ClientFor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deterministic: another delegation is granted right after the vote's fence read the
+    stream, so the fence's version is taken: the chat did not move and the delegation is
+    still in force, so the vote is asked again and lands (it was a 409 before)."""
+    made = _away(client_for, "tina", "dana", roles=["treasury"])
+    chat, held = _held(client_for)
+    read = ChatRepository.stream
+    fired: list[bool] = []
+
+    def stream_then_grant(self: ChatRepository, stream_id: UUID) -> list[Any]:
+        events = read(self, stream_id)
+        if not fired:
+            fired.append(True)
+            now = datetime.now(UTC)
+            DelegationDesk(live.service).grant("acme", Decider("tom", frozenset({"treasury"})),
+                                               DelegationRequest(delegate="carol", starts_at=now,
+                                                                 ends_at=now + timedelta(days=1),
+                                                                 reason="away"))
+        return events
+
+    monkeypatch.setattr(ChatRepository, "stream", stream_then_grant)
+    turn = _vote_by(client_for, "dana", chat.id, held, made["id"])
+    assert fired and turn["finish_reason"] == "interrupted"  # one of two treasurers
+    [vote] = _votes(client_for, chat.id)
+    assert (vote["data"]["for_actor"], vote["data"]["delegation_id"]) == ("tina", made["id"])
+    kinds = [type(e).__name__ for e in _delegation_events(live)]
+    assert kinds == ["DelegationGranted", "DelegationGranted", "DelegationUsed"]
