@@ -368,10 +368,11 @@ class PolicyMovedError(ConcurrencyError):
     service asks again; a stream answers it as a conflict (409 `concurrent_modification`:
     another request changed what the step depended on) and the client sends again."""
 
-    def __init__(self, chat_id: object) -> None:
+    def __init__(self, chat_id: object, stored: int) -> None:
         InterlockError.__init__(
             self, f"the tenant's data policies changed while a call of chat {chat_id} was "
             "asked; nothing of this step was recorded: send it again", chat_id=str(chat_id))
+        self.stored = stored  # the chat's stored version the refused commit built on
         self.since: int | None = None  # set by a resume: where its answer starts,
         self.version = 0  # and the chat's version before it
 

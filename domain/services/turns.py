@@ -41,7 +41,7 @@ from interlock.domain.services.commands import (
     Withdraw,
 )
 from interlock.domain.services.io import IoThreads, counted
-from interlock.domain.services.policy_books import PolicyBooks
+from interlock.domain.services.policy_books import Guard, PolicyBooks
 from interlock.domain.storage.repository import ChatRepository
 
 T = TypeVar("T")
@@ -96,11 +96,12 @@ class Turns:
         chat.send_message(command.text, actor=command.actor, fingerprint=loop.agent.fingerprint)
         try:
             return self._checkin(chat, await loop.run(chat, since, emit))
-        except PolicyMovedError:
+        except PolicyMovedError as moved:
             if emit is not None:
                 raise  # a stream has shown the reply: the client sends again
-            return await self._policy_moved(command.chat_id, command.tenant, version, since,
-                                            command.actor, lambda: self.send(command))
+            return await self._policy_moved(command.chat_id, command.tenant, version,
+                                            moved.stored, since, command.actor,
+                                            lambda: self.send(command))
 
     @counted
     async def resume(self, command: Resume, emit: Emit | None = None) -> TurnResult:
@@ -112,7 +113,7 @@ class Turns:
             if emit is not None or moved.since is None:
                 raise
             return await self._policy_moved(command.chat_id, command.tenant, moved.version,
-                                            moved.since, command.actor,
+                                            moved.stored, moved.since, command.actor,
                                             lambda: self.resume(command))
         except ConcurrencyError as lost:
             now_at = await self.io.off_loop(self._explain_lost_vote, command.chat_id,
@@ -175,22 +176,25 @@ class Turns:
                 lost.fenced_from = version  # the chat's version the fence's commit expected
             raise
 
-    async def _policy_moved(self, chat_id: UUID, tenant: str | None, version: int, since: int,
-                            actor: str, again: Callable[[], Awaitable[TurnResult]]
-                            ) -> TurnResult:
+    async def _policy_moved(self, chat_id: UUID, tenant: str | None, version: int,
+                            stored: int, since: int, actor: str,
+                            again: Callable[[], Awaitable[TurnResult]]) -> TurnResult:
         """A commit of this command was refused: a data policy changed since the book a hold
         was judged by (domain/services/policy_books.py). Nothing of that commit was written.
-        If nothing of the command was, it runs again; else its turn goes on from its last
-        commit (as a retry would), its new calls held by the policy in force now. Asked
+        If nothing of the command was (the chat is at `version`), it runs again; else, if
+        nobody wrote since the refused commit (the chat is at `stored`), its turn goes on
+        from there (as a retry would), its new calls held by the policy in force now. Asked
         again ASKED_AGAIN times and refused each time, it is the client's 409."""
         depth = _asked_again.get()
         if depth >= ASKED_AGAIN:
-            raise PolicyMovedError(chat_id)
+            raise PolicyMovedError(chat_id, stored)
         token = _asked_again.set(depth + 1)
         try:
             chat = await self.io.off_loop(self._store.checkout, chat_id, tenant)
             if chat.version == version:
                 return await again()
+            if chat.version != stored:  # another request wrote since: it drives the chat
+                raise PolicyMovedError(chat_id, stored)
             loop = self._loop(chat, None)
             chat.retry(actor=actor, now=self._clock(), stale_after=timedelta(0))
             return self._checkin(chat, await loop.run(chat, since, emit=None))
@@ -306,14 +310,23 @@ class Turns:
     async def _commit_turn(self, chat: Chat) -> int | None:
         """The loop's commit, off the event loop: concurrent turns' appends commit together.
         A refusal by a hold's guard is a PolicyMovedError (the chat itself did not move)."""
-        guards = list(chat.guards)
+        guards, stored = list(chat.guards), chat.version - len(chat.pending_events)
         try:
             return await self.io.off_loop(self._host.commit, chat)
         except ConcurrencyError:
-            moved: bool = bool(guards) and await self.io.off_loop(self._books.moved, guards)
-            if moved:
-                raise PolicyMovedError(chat.id) from None
+            if not guards:
+                raise
+            refused: bool = await self.io.off_loop(self._refused_by_guard, chat.id, stored,
+                                                   guards)
+            if refused:
+                raise PolicyMovedError(chat.id, stored) from None
             raise
+
+    def _refused_by_guard(self, chat_id: UUID, stored: int, guards: list[Guard]) -> bool:
+        """Whether a refused commit of a chat stored at `stored` was refused by its guards
+        alone: a guarded stream moved and the chat did not (else it lost a race: a 409)."""
+        moved = self._books.moved(guards)
+        return moved and not list(self._store.events.get(chat_id, gt=stored, limit=1))
 
     async def _answer(
         self, chat: Chat, since: int, position: int | None, emit: Emit | None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from uuid import UUID
 
 import pytest
 from pydantic import BaseModel
@@ -16,10 +17,10 @@ from interlock.domain import Agent, FunctionModel, ModelRequest, ModelResponse, 
 from interlock.domain.application import Interlock
 from interlock.domain.chat.events import ToolCompleted, ToolRequested
 from interlock.domain.chat.policies import Decider
-from interlock.domain.errors import PolicyMovedError
+from interlock.domain.errors import ConcurrencyError, PolicyMovedError
 from interlock.domain.policy_book import PolicyDesk, PolicyDocument, PolicyProposal
 from interlock.domain.services.policy_books import PolicyBooks
-from tests.api.agents import AGENTS, PAID, _ask, _say, pay
+from tests.api.agents import AGENTS, PAID, _ask, _say, pay, pay_script
 
 PIA = Decider("pia", frozenset({"policy_admin"}))
 RAY = Decider("ray", frozenset({"policy_admin"}))
@@ -150,5 +151,50 @@ def test_a_hold_refused_at_every_commit_is_the_client_s_409_and_writes_nothing(
         assert [e.originator_version for e in here.events.get(chat.id)] == [1]  # started only
         assert [p for p in PAID if p["chat"] == chat.id] == []
     finally:
+        here.close()
+        there.close()
+
+
+MOVED_BY_ANOTHER: list[UUID] = []  # the chat another process writes while the model answers
+
+
+def _moved_then_pay(request: ModelRequest) -> ModelResponse:
+    if MOVED_BY_ANOTHER:  # another request writes the chat while this one asks the model
+        chat = ELSEWHERE[0].get_chat(MOVED_BY_ANOTHER.pop())
+        chat.record_fingerprint("another-version")
+        ELSEWHERE[0].commit(chat)
+    return pay_script(request)
+
+
+RACED = Agent(name="payAgent", system="Pays.", tools=[pay],
+              model=FunctionModel(_moved_then_pay, name="moved-then-pay"))
+
+
+def test_a_policy_change_and_a_racing_write_at_once_is_the_race_s_409(
+    pg_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit is refused by both the guard and the chat's own version: another request
+    drives the chat now, so this one is refused as a racing write, never continued."""
+    agents = [a for a in AGENTS if a.name != "payAgent"] + [RACED]
+    here, there = build_service(pg_store, agents), build_service(pg_store, agents)
+    ELSEWHERE[:] = [there]
+    try:
+        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
+        _pay(here, 500)
+        stale = here.turns._books.kept("acme")
+        assert stale is not None
+        _in_force(there, {"roles": ["lead"]})
+        monkeypatch.setattr(here.turns._books, "kept", lambda tenant: stale)
+        chat = here.start_chat("payAgent", actor="alice", tenant="acme")
+        MOVED_BY_ANOTHER.append(chat.id)
+        with pytest.raises(ConcurrencyError) as lost:
+            asyncio.run(here.send(chat.id, "pay 500 bob-corp", actor="alice", tenant="acme"))
+        assert not isinstance(lost.value, PolicyMovedError)
+        assert [type(e).__name__ for e in here.events.get(chat.id)] == [
+            "ChatStarted", "AgentFingerprinted"]  # the other request's write alone
+        assert [p for p in PAID if p["chat"] == chat.id] == []
+    finally:
+        ELSEWHERE.clear()
+        MOVED_BY_ANOTHER.clear()
         here.close()
         there.close()
