@@ -45,8 +45,10 @@ class PolicyBooks:
         book = load(self._events, tenant)
         if not self.guarded:
             return book, None
-        with self._lock:
-            kept = self._kept.setdefault(book.id, book)
+        with self._lock:  # two threads may have read it: the newer is kept
+            kept = self._kept.get(book.id)
+            if kept is None or kept.version < book.version:
+                self._kept[book.id] = kept = book
         return kept, (kept.id, kept.version + 1)
 
     def heard(self, recordings: Sequence[Recording[UUID]]) -> None:

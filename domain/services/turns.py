@@ -310,7 +310,8 @@ class Turns:
     async def _commit_turn(self, chat: Chat) -> int | None:
         """The loop's commit, off the event loop: concurrent turns' appends commit together.
         A refusal by a hold's guard is a PolicyMovedError (the chat itself did not move)."""
-        guards, stored = list(chat.guards), chat.version - len(chat.pending_events)
+        # the commit takes the list away (a refused one does not give it back)
+        guards, stored = chat.guards, chat.version - len(chat.pending_events)
         try:
             return await self.io.off_loop(self._host.commit, chat)
         except ConcurrencyError:

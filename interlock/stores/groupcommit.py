@@ -28,7 +28,8 @@ class Append:
 
     events: Sequence[StoredEvent]
     # (stream, version): refuse the events if that stream holds an event at that version
-    # (it moved past what the caller read); nothing is written for a guard (domain/policy_cache)
+    # (it moved past what the caller read); nothing is written for a guard
+    # (domain/services/policy_books.py)
     guards: Sequence[tuple[Any, int]] = ()
     ids: list[int] | None = None
     error: BaseException | None = None

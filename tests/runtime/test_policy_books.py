@@ -19,6 +19,7 @@ from interlock.domain.chat.events import ToolCompleted, ToolRequested
 from interlock.domain.chat.policies import Decider
 from interlock.domain.errors import ConcurrencyError, PolicyMovedError
 from interlock.domain.policy_book import PolicyDesk, PolicyDocument, PolicyProposal
+from interlock.domain.runtime import turns as runtime_turns
 from interlock.domain.services.policy_books import PolicyBooks
 from tests.api.agents import AGENTS, PAID, _ask, _say, pay, pay_script
 
@@ -196,5 +197,51 @@ def test_a_policy_change_and_a_racing_write_at_once_is_the_race_s_409(
     finally:
         ELSEWHERE.clear()
         MOVED_BY_ANOTHER.clear()
+        here.close()
+        there.close()
+
+
+@tool(name="look", description="Reads an account; takes a while, acts on nothing.",
+      side_effects=False)
+async def look(input: Note, ctx: ToolContext) -> dict[str, object]:
+    await asyncio.sleep(0.3)
+    return {"seen": input.text}
+
+
+def _look_then_pay(request: ModelRequest) -> ModelResponse:
+    last = request.messages[-1]
+    if last.role == "user":
+        return _ask(("look", {"text": "bob-corp"}))
+    part = last.content[0].tool_response
+    if part is not None and part.name == "look":
+        return _ask(("pay", {"amount": 500, "to": "bob-corp"}))
+    return _say("done")
+
+
+LOOKS = Agent(name="payAgent", system="Looks, then pays.", tools=[look, pay],
+              model=FunctionModel(_look_then_pay, name="look-then-pay"))
+
+
+def test_a_heartbeat_refused_by_the_guard_ends_the_attempt_and_leaves_no_gap(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool that acts on nothing runs without a commit before it, so the hold's guard rides
+    the first heartbeat: refused there, the attempt ends (its events never written), and the
+    send is asked again under the version now in force."""
+    agents = [a for a in AGENTS if a.name != "payAgent"] + [LOOKS]
+    here, there = build_service(store, agents), build_service(store, agents)
+    try:
+        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
+        assert _pay(here, 500)[1].finish_reason == "stop"  # v1: `here` may keep this book
+        _in_force(there, {"roles": ["lead"]})
+        monkeypatch.setattr(runtime_turns, "HEARTBEAT_SECONDS", 0.05)
+        chat_id, turn = _pay(here, 500)
+        assert turn.finish_reason == "interrupted"
+        assert turn.interrupts[0].approval["terms"]["policy"]["version"] == 2
+        assert [p for p in PAID if p["chat"] == chat_id] == []
+        events = list(here.events.get(chat_id))
+        assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
+        assert sum(isinstance(e, ToolCompleted) for e in events) == 1  # the look, recorded once
+    finally:
         here.close()
         there.close()
