@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import uvicorn
+from uvicorn.supervisors import Multiprocess
 
 from interlock.api.observability.logs import configure_logging
 from interlock.bootstrap import check_serving
+from interlock.cli import listeners
 from interlock.settings import Settings, load_settings
 from interlock.settings import flag_help as _help
 from interlock.slowclients import protocol_class
@@ -26,8 +30,8 @@ def register(subparsers: Any) -> None:
         "also be files interlock_secret and interlock_api_keys in INTERLOCK_SECRETS_DIR "
         "(default /run/secrets). Without API keys the server runs in dev mode, loopback only.",
         epilog="example: interlock serve --store postgresql://app@db/interlock --keys keys.toml "
-        "--host 0.0.0.0 --workers 4   (the same as: uvicorn --factory " + FACTORY
-        + " with INTERLOCK_* set)",
+        "--host 0.0.0.0 --workers 4   (like: uvicorn --factory " + FACTORY
+        + " with INTERLOCK_* set, whose workers share one listening socket)",
     )
     p.add_argument("--agents", help=_help("module:attribute holding a list of Agent", "agents"))
     p.add_argument("--store", help=_help("memory://, sqlite:///path.db or "
@@ -35,7 +39,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--host", help=_help("bind address", "host"))
     p.add_argument("--port", type=int, help=_help("port; 0 picks a free one", "port"))
     p.add_argument("--workers", type=int,
-                   help=_help("server processes sharing the store", "workers"))
+                   help=_help("server processes sharing the store (on Linux each listens on "
+                              "a socket of its own, so connections spread evenly)", "workers"))
     p.add_argument("--keys", type=Path, dest="api_keys_file",
                    help=_help("API keys file, JSON or TOML, mapping key -> {id, tenant, roles}; "
                               "or JSON text in INTERLOCK_API_KEYS", "api_keys_file"))
@@ -71,10 +76,33 @@ def run(args: argparse.Namespace) -> int:
     check_serving(settings)  # one clear line and exit 2, before any worker starts
     # Every process, this one included, builds the app from the environment: one path.
     os.environ.update(settings.to_env())
-    uvicorn.run(FACTORY, factory=True, host=settings.host, port=settings.port,
-                workers=settings.workers, access_log=False, log_level="info",
-                log_config=None,  # our handler (configure_logging) formats uvicorn's lines too
-                **uvicorn_options(settings))
+    options: dict[str, Any] = {
+        "factory": True, "host": settings.host, "port": settings.port,
+        "workers": settings.workers, "access_log": False, "log_level": "info",
+        "log_config": None,  # our handler (configure_logging) formats uvicorn's lines too
+        **uvicorn_options(settings)}
+    if settings.workers > 1 and listeners.supported():
+        return run_workers(settings, options)
+    uvicorn.run(FACTORY, **options)
+    return 0
+
+
+def run_workers(settings: Settings, options: dict[str, Any]) -> int:
+    """Several workers, each listening on a socket of its own (`listeners`)."""
+    try:
+        sock = listeners.reserve(settings.host, settings.port)
+    except OSError as exc:
+        print(f"interlock serve: cannot listen on {settings.host}:{settings.port}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    config = uvicorn.Config(listeners.FACTORY, **options)
+    port = sock.getsockname()[1]
+    logging.getLogger("uvicorn.error").info(
+        "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", settings.host, port)
+    try:
+        Multiprocess(config, sockets=[sock]).run()
+    finally:
+        sock.close()
     return 0
 
 
