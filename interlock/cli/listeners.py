@@ -48,7 +48,7 @@ def reserve(host: str, port: int) -> socket.socket:
 def own_listener() -> None:
     """In a worker: the inherited socket's descriptor now names a socket of this worker's own,
     bound to the same address, which uvicorn then listens on."""
-    fd = os.environ.get(ENV)
+    fd = os.environ.pop(ENV, None)  # nothing this worker starts inherits it
     if not fd:
         return
     inherited = socket.socket(fileno=os.dup(int(fd)))
@@ -57,7 +57,7 @@ def own_listener() -> None:
     finally:
         inherited.close()
     own = _bound(family, address)
-    os.dup2(own.fileno(), int(fd))
+    os.dup2(own.fileno(), int(fd), inheritable=False)
     own.close()
 
 
