@@ -96,9 +96,10 @@ def run_workers(settings: Settings, options: dict[str, Any]) -> int:
               f"{exc.strerror or exc}", file=sys.stderr)
         return 2
     config = uvicorn.Config(listeners.FACTORY, **options)
-    port = sock.getsockname()[1]
-    logging.getLogger("uvicorn.error").info(
-        "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", settings.host, port)
+    host, port = settings.host, sock.getsockname()[1]
+    logging.getLogger("uvicorn.error").info(  # the line uvicorn writes (scripts wait for it)
+        "Uvicorn running on http://%s:%d (Press CTRL+C to quit)",
+        f"[{host}]" if ":" in host else host, port)
     try:
         Multiprocess(config, sockets=[sock]).run()
     finally:
