@@ -20,9 +20,9 @@ from uuid import UUID
 
 from eventsourcing.persistence import PersistenceError
 
+from interlock.domain.chat.rules import SWEEPER
 from interlock.domain.errors import InterlockError, InternalError, UnavailableError
 from interlock.domain.storage.outages import cause
-from interlock.projections.views.decisions import SWEEPER
 from interlock.projections.views.inbox import InboxView
 
 if TYPE_CHECKING:

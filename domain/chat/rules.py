@@ -230,6 +230,7 @@ Reason = Annotated[str, Field(min_length=1, max_length=MAX_REASON), AfterValidat
 # The error of a turn a service without the chat's agent ended after an expiry or a
 # withdrawal: the process that has the agent continues it (or any client's retry does).
 AWAITS_AGENT = "a pending request ended; retry to continue"
+SWEEPER = "interlock:sweeper"  # the actor of an expiry, and of the turn it continues: no person
 
 
 class ApproveEntry(BaseModel):

@@ -13,7 +13,7 @@ from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.approval_events import ApprovalVoted
 from interlock.domain.chat.events import TurnFinished, now
 from interlock.domain.chat.policies import Approval, Decider
-from interlock.domain.chat.rules import AWAITS_AGENT, VoteEntry, held_call
+from interlock.domain.chat.rules import AWAITS_AGENT, SWEEPER, VoteEntry, held_call
 from interlock.domain.delegations import delegations_id, replay
 from interlock.domain.errors import (
     ConcurrencyError,
@@ -178,13 +178,15 @@ class Turns:
 
     async def _policy_moved(self, chat_id: UUID, tenant: str | None, version: int,
                             stored: int, since: int, actor: str,
-                            again: Callable[[], Awaitable[TurnResult]]) -> TurnResult:
+                            again: Callable[[], Awaitable[TurnResult]] | None = None,
+                            ) -> TurnResult:
         """A commit of this command was refused: a data policy changed since the book a hold
         was judged by (domain/services/policy_books.py). Nothing of that commit was written.
         If nothing of the command was (the chat is at `version`), it runs again; else, if
         nobody wrote since the refused commit (the chat is at `stored`), its turn goes on
         from there (as a retry would), its new calls held by the policy in force now. Asked
-        again ASKED_AGAIN times and refused each time, it is the client's 409."""
+        again ASKED_AGAIN times and refused each time, it is the client's 409. Without
+        `again` (the sweeper's expiry), a command that wrote nothing is refused as it was."""
         depth = _asked_again.get()
         if depth >= ASKED_AGAIN:
             raise PolicyMovedError(chat_id, stored)
@@ -192,6 +194,8 @@ class Turns:
         try:
             chat = await self.io.off_loop(self._store.checkout, chat_id, tenant)
             if chat.version == version:
+                if again is None:
+                    raise PolicyMovedError(chat_id, stored)
                 return await again()
             if chat.version != stored:  # another request wrote since: it drives the chat
                 raise PolicyMovedError(chat_id, stored)
@@ -207,19 +211,33 @@ class Turns:
         process's requested tools run again with the same idempotency key)."""
         chat = await self.io.off_loop(self._store.checkout, command.chat_id, command.tenant)
         loop = self._loop(chat, command.max_turns)
-        since = len(chat.state.messages)
+        since, version = len(chat.state.messages), chat.version
         chat.retry(actor=command.actor, now=self._clock(), stale_after=command.stale_after,
                    decider_only=command.decider_only)
         chat.record_fingerprint(loop.agent.fingerprint)
-        return self._checkin(chat, await loop.run(chat, since, emit))
+        try:
+            return self._checkin(chat, await loop.run(chat, since, emit))
+        except PolicyMovedError as moved:
+            if emit is not None:
+                raise  # a stream has shown the reply: the client retries again
+            return await self._policy_moved(command.chat_id, command.tenant, version,
+                                            moved.stored, since, command.actor,
+                                            lambda: self.retry(command))
 
     @counted
     async def withdraw(self, command: Withdraw, emit: Emit | None = None) -> TurnResult:
         """Take pending requests back; the model is told, and the chat goes on."""
         chat = await self.io.off_loop(self._store.get, command.chat_id, tenant=command.tenant)
-        since = len(chat.state.messages)
+        since, version = len(chat.state.messages), chat.version
         chat.withdraw(command.refs, decider=command.decider, reason=command.reason)
-        return await self._continue(chat, since, emit)
+        try:
+            return await self._continue(chat, since, emit)
+        except PolicyMovedError as moved:
+            if emit is not None:
+                raise
+            return await self._policy_moved(command.chat_id, command.tenant, version,
+                                            moved.stored, since, command.decider.id,
+                                            lambda: self.withdraw(command))
 
     @counted
     async def expire_due(
@@ -235,10 +253,16 @@ class Turns:
         if chat is None:
             chat = await self.io.off_loop(self._store.get, chat_id)
         at = at or self._clock()  # `at`: a replay's clock (interlock.replay), where a deadline fell
+        since, version = len(chat.state.messages), chat.version
         escalated, expired = chat.escalate(ref, at), chat.expire(ref, at)
         if not (escalated or expired):
             return ""
-        await self._continue(chat)
+        try:
+            await self._continue(chat)
+        except PolicyMovedError as moved:
+            # nothing written: due again at the next sweep; else the expiry and what acted
+            # after it are recorded, and the turn goes on from there
+            await self._policy_moved(chat_id, None, version, moved.stored, since, SWEEPER)
         return "expired" if expired else "escalated"
 
     async def expire_erased(self, chat_id: UUID, ref: str,

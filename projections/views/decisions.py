@@ -29,6 +29,7 @@ from interlock.domain.chat.events import (
 from interlock.domain.chat.fork_events import ChatForked, asked_in
 from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.policies import ApprovalTerms
+from interlock.domain.chat.rules import SWEEPER
 from interlock.projections.engine import cursors
 from interlock.projections.engine.fold import JoinedView
 from interlock.projections.engine.pages import Page, paginate
@@ -53,7 +54,6 @@ from interlock.projections.views.decision_stats import (
 from interlock.projections.views.stats import percentile
 
 DecisionKind = Literal["respond", "restart", "approve", "edit", "reject", "expire", "withdraw"]
-SWEEPER = "interlock:sweeper"  # the actor of an expiry: no person decided it
 
 
 class DecisionRow(BaseModel):

@@ -36,6 +36,7 @@ from interlock.domain.chat.events import (
 from interlock.domain.chat.fork_events import ChatForked, asked_in
 from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.policies import ApprovalTerms, normalise_id
+from interlock.domain.chat.rules import SWEEPER
 from interlock.domain.delegations import DelegationGranted, DelegationRevoked
 from interlock.domain.receipts import CallViewed
 from interlock.domain.review.events import (
@@ -60,7 +61,6 @@ from interlock.projections.engine import cursors
 from interlock.projections.engine.fold import JoinedView
 from interlock.projections.engine.pages import Page, paginate
 from interlock.projections.engine.sql import ReadModel, Row
-from interlock.projections.views.decisions import SWEEPER
 from interlock.projections.views.review_sql import compile_filter
 from interlock.projections.views.review_tables import (
     AGES,

@@ -6,6 +6,7 @@ it is written, and the call is judged again by the version now in force."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -17,7 +18,7 @@ from interlock.domain import Agent, FunctionModel, ModelRequest, ModelResponse, 
 from interlock.domain.application import Interlock
 from interlock.domain.chat.events import ToolCompleted, ToolRequested
 from interlock.domain.chat.policies import Decider
-from interlock.domain.errors import ConcurrencyError, PolicyMovedError
+from interlock.domain.errors import ConcurrencyError, ModelError, PolicyMovedError
 from interlock.domain.policy_book import PolicyDesk, PolicyDocument, PolicyProposal
 from interlock.domain.runtime import turns as runtime_turns
 from interlock.domain.services.policy_books import PolicyBooks
@@ -243,5 +244,133 @@ def test_a_heartbeat_refused_by_the_guard_ends_the_attempt_and_leaves_no_gap(
         assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
         assert sum(isinstance(e, ToolCompleted) for e in events) == 1  # the look, recorded once
     finally:
+        here.close()
+        there.close()
+
+
+FAILS_ONCE: list[bool] = []  # the model's next call fails (a provider's outage)
+
+
+def _fails_then_pays(request: ModelRequest) -> ModelResponse:
+    if FAILS_ONCE:
+        FAILS_ONCE.pop()
+        raise ModelError("the provider is down")
+    return pay_script(request)
+
+
+RETRIED = Agent(name="payAgent", system="Pays.", tools=[pay],
+                model=FunctionModel(_fails_then_pays, name="fails-then-pays"))
+
+
+def test_a_retry_whose_hold_a_moved_book_judged_is_judged_again(pg_store: str) -> None:
+    """Retry, like send and resume: its commit refused by the guard, nothing of it written,
+    it runs again and the payment is held by the version in force (PostgreSQL: the store
+    whose appends take guards; the others read the policies at every hold)."""
+    agents = [a for a in AGENTS if a.name != "payAgent"] + [RETRIED]
+    here, there = build_service(pg_store, agents), build_service(pg_store, agents)
+    try:
+        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
+        _pay(here, 1)  # `here` keeps v1
+        FAILS_ONCE.append(True)
+        chat_id, failed = _pay(here, 500)
+        assert failed.finish_reason == "failed"
+        _in_force(there, {"roles": ["lead"]})  # v2, in another process
+        turn = asyncio.run(here.retry(chat_id, actor="alice", tenant="acme"))
+        assert turn.finish_reason == "interrupted"
+        assert turn.interrupts[0].approval["terms"]["policy"]["version"] == 2
+        assert [p for p in PAID if p["chat"] == chat_id] == []
+        events = list(here.events.get(chat_id))
+        assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
+    finally:
+        FAILS_ONCE.clear()
+        here.close()
+        there.close()
+
+
+def _withdrawn_then_pays_less(request: ModelRequest) -> ModelResponse:
+    last = request.messages[-1]
+    if last.role == "user":
+        return _ask(("pay", {"amount": 5000, "to": "bob-corp"}))
+    part = last.content[0].tool_response
+    if part is not None and part.name == "pay" and "paid" not in str(part.output):
+        return _ask(("pay", {"amount": 500, "to": "bob-corp"}))  # withdrawn: ask for less
+    return _say("done")
+
+
+WITHDRAWN = Agent(name="payAgent", system="Pays.", tools=[pay],
+                  model=FunctionModel(_withdrawn_then_pays_less, name="withdrawn-then-less"))
+
+
+def test_a_withdrawal_whose_next_hold_a_moved_book_judged_is_judged_again(
+    pg_store: str,
+) -> None:
+    """The model, told of the withdrawal, asks for a smaller payment: judged by the book this
+    process kept, its commit is refused, and the withdrawal runs again under the version in
+    force, instead of a 409 for a policy change the withdrawer never saw."""
+    agents = [a for a in AGENTS if a.name != "payAgent"] + [WITHDRAWN]
+    here, there = build_service(pg_store, agents), build_service(pg_store, agents)
+    try:
+        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1000}})
+        chat_id, held = _pay(here, 0)  # v1 holds the 5000 the model asks; `here` keeps v1
+        assert held.finish_reason == "interrupted"
+        _in_force(there, {"roles": ["lead"]})  # v2: a lead decides every payment
+        turn = asyncio.run(here.withdraw(chat_id, [held.interrupts[0].ref],
+                                         reason="wrong amount", decider=Decider("alice"),
+                                         tenant="acme"))
+        assert turn.finish_reason == "interrupted"
+        [again] = turn.interrupts
+        assert (again.input["amount"], again.approval["terms"]["policy"]["version"]) == (500, 2)
+        assert [p for p in PAID if p["chat"] == chat_id] == []
+        events = list(here.events.get(chat_id))
+        assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
+    finally:
+        here.close()
+        there.close()
+
+
+def _expired_then_note_then_pay(request: ModelRequest) -> ModelResponse:
+    last = request.messages[-1]
+    if last.role == "user":
+        return _ask(("pay", {"amount": 5000, "to": "bob-corp"}))
+    part = last.content[0].tool_response
+    if part is not None and part.name == "pay" and "paid" not in str(part.output):
+        return _ask(("note", {"text": "expired: paying less"}))
+    if part is not None and part.name == "note":
+        return _ask(("pay", {"amount": 500, "to": "bob-corp"}))
+    return _say("done")
+
+
+EXPIRES = Agent(name="payAgent", system="Pays.", tools=[note, pay],
+                model=FunctionModel(_expired_then_note_then_pay, name="expired-note-pay"))
+
+
+def test_an_expiry_whose_turn_acted_before_a_moved_book_refused_it_goes_on(
+    pg_store: str,
+) -> None:
+    """The sweeper's expiry continues the turn: the note acts and is recorded (and meanwhile
+    another process puts v2 in force); the next payment, judged by the kept v1, is refused
+    at commit. The turn goes on from the note instead of being left running, and the
+    payment is held by v2; the note does not run again."""
+    agents = [a for a in AGENTS if a.name != "payAgent"] + [EXPIRES]
+    here, there = build_service(pg_store, agents), build_service(pg_store, agents)
+    ELSEWHERE[:] = [there]
+    try:
+        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1000},
+                          "expires_in": 60})
+        chat_id, held = _pay(here, 0)  # v1 holds the 5000; `here` keeps v1
+        assert held.finish_reason == "interrupted"
+        later = datetime.now(UTC) + timedelta(hours=1)  # past its 60 s
+        done = asyncio.run(here.expire_due(chat_id, held.interrupts[0].ref, at=later))
+        assert done == "expired"
+        chat = here.get_chat(chat_id)
+        assert chat.status == "interrupted"
+        [again] = chat.pending_interrupts()
+        assert (again.input["amount"], again.approval.terms.policy.version) == (500, 2)
+        assert NOTED.count(str(chat_id)) == 1
+        assert [p for p in PAID if p["chat"] == chat_id] == []
+        events = list(here.events.get(chat_id))
+        assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
+    finally:
+        ELSEWHERE.clear()
         here.close()
         there.close()
