@@ -327,8 +327,12 @@ class Turns:
                 and c.approval.terms.policy is not None}
         if not refs:
             return agent.policy
-        book = await self.io.off_loop(load_policies, self._store.events, chat.state.tenant)
-        recorded = {name: book.recorded(ref) for name, ref in refs.items()}
+        # A recorded version never changes: the kept book serves if it has them all (no read).
+        kept = self._books.kept(chat.state.tenant)
+        recorded = {name: kept[0].recorded(ref) for name, ref in refs.items()} if kept else {}
+        if not kept or None in recorded.values():
+            book = await self.io.off_loop(load_policies, self._store.events, chat.state.tenant)
+            recorded = {name: book.recorded(ref) for name, ref in refs.items()}
         return lambda name: recorded[name] if name in recorded else agent.policy(name)
 
     async def _commit_turn(self, chat: Chat) -> int | None:

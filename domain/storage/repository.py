@@ -148,6 +148,8 @@ class ChatRepository:
     def commit(self, chat: Chat) -> int | None:
         """Seal and append the chat's new events at the expected version; the position."""
         if not chat.pending_events:
+            guards, chat.guards = chat.guards, []
+            self._check_guards(chat.id, guards)
             return None
         tip = chat.state.chain_tip
         chat.seal(self._sealer.sign)
@@ -209,6 +211,15 @@ class ChatRepository:
             return self._app._record(processing)
         except IntegrityError:
             raise ConcurrencyError(conflict_id) from None
+
+    def _check_guards(self, chat_id: UUID, guards: Sequence[tuple[UUID, int]]) -> None:
+        """Guards with no event to append: no append checks them, so they are read. A hold
+        judged after the call's request was committed (an earlier tool's outcome first) has
+        nothing left to append before its tool runs, and must still be refused (a
+        ConcurrencyError, as the append's) if its policies moved since they were read."""
+        for stream, version in guards:
+            if list(self._app.events.get(stream, gt=version - 1, limit=1)):
+                raise ConcurrencyError(chat_id)
 
     def _tell(self, recordings: list[Recording[UUID]]) -> int | None:
         """The listeners hear of a commit (read models catch up); the position of its last."""

@@ -18,9 +18,11 @@ from interlock.domain import Agent, FunctionModel, ModelRequest, ModelResponse, 
 from interlock.domain.application import Interlock
 from interlock.domain.chat.events import ToolCompleted, ToolRequested
 from interlock.domain.chat.policies import Decider
+from interlock.domain.chat.rules import ApproveEntry
 from interlock.domain.errors import ConcurrencyError, ModelError, PolicyMovedError
 from interlock.domain.policy_book import PolicyDesk, PolicyDocument, PolicyProposal
 from interlock.domain.runtime import turns as runtime_turns
+from interlock.domain.services import turns as turn_service
 from interlock.domain.services.policy_books import PolicyBooks
 from tests.api.agents import AGENTS, PAID, _ask, _say, pay, pay_script
 
@@ -42,6 +44,11 @@ def _pay(app: Interlock, amount: int, agent: str = "payAgent") -> tuple[Any, Any
     chat = app.start_chat(agent, actor="alice", tenant="acme")
     return chat.id, asyncio.run(app.send(chat.id, f"pay {amount} bob-corp", actor="alice",
                                          tenant="acme"))
+
+
+def paid(chat_id: UUID) -> list[dict[str, object]]:
+    """The payments a chat's tool made (the tool is handed the chat's id as text)."""
+    return [p for p in PAID if p["chat"] == str(chat_id)]
 
 
 class Note(BaseModel):
@@ -88,7 +95,7 @@ def test_a_hold_judged_by_a_book_another_process_moved_is_judged_again(store: st
         terms = call.approval["terms"]
         assert (terms["policy"]["id"], terms["policy"]["version"], terms["roles"]) == (
             "pay-limits", 2, ["lead"])
-        assert [p for p in PAID if p["chat"] == chat_id] == []  # the stale book ran nothing
+        assert paid(chat_id) == []  # the stale book ran nothing
         events = list(here.events.get(chat_id))
         assert sum(isinstance(e, ToolRequested) for e in events) == 1  # asked once, recorded once
         assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
@@ -123,7 +130,7 @@ def test_a_later_round_judged_by_a_moved_book_goes_on_from_its_last_commit(store
         chat_id, turn = _pay(here, 500)
         assert turn.finish_reason == "interrupted"
         assert turn.interrupts[0].approval["terms"]["policy"]["version"] == 2
-        assert [p for p in PAID if p["chat"] == chat_id] == []
+        assert paid(chat_id) == []
         assert NOTED.count(str(chat_id)) == 1  # what acted ran once
         events = list(here.events.get(chat_id))
         assert sum(isinstance(e, ToolCompleted) for e in events) == 1
@@ -151,7 +158,7 @@ def test_a_hold_refused_at_every_commit_is_the_client_s_409_and_writes_nothing(
         with pytest.raises(PolicyMovedError):
             asyncio.run(here.send(chat.id, "pay 500 bob-corp", actor="alice", tenant="acme"))
         assert [e.originator_version for e in here.events.get(chat.id)] == [1]  # started only
-        assert [p for p in PAID if p["chat"] == chat.id] == []
+        assert paid(chat.id) == []
     finally:
         here.close()
         there.close()
@@ -194,7 +201,7 @@ def test_a_policy_change_and_a_racing_write_at_once_is_the_race_s_409(
         assert not isinstance(lost.value, PolicyMovedError)
         assert [type(e).__name__ for e in here.events.get(chat.id)] == [
             "ChatStarted", "AgentFingerprinted"]  # the other request's write alone
-        assert [p for p in PAID if p["chat"] == chat.id] == []
+        assert paid(chat.id) == []
     finally:
         ELSEWHERE.clear()
         MOVED_BY_ANOTHER.clear()
@@ -239,7 +246,7 @@ def test_a_heartbeat_refused_by_the_guard_ends_the_attempt_and_leaves_no_gap(
         chat_id, turn = _pay(here, 500)
         assert turn.finish_reason == "interrupted"
         assert turn.interrupts[0].approval["terms"]["policy"]["version"] == 2
-        assert [p for p in PAID if p["chat"] == chat_id] == []
+        assert paid(chat_id) == []
         events = list(here.events.get(chat_id))
         assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
         assert sum(isinstance(e, ToolCompleted) for e in events) == 1  # the look, recorded once
@@ -278,7 +285,7 @@ def test_a_retry_whose_hold_a_moved_book_judged_is_judged_again(pg_store: str) -
         turn = asyncio.run(here.retry(chat_id, actor="alice", tenant="acme"))
         assert turn.finish_reason == "interrupted"
         assert turn.interrupts[0].approval["terms"]["policy"]["version"] == 2
-        assert [p for p in PAID if p["chat"] == chat_id] == []
+        assert paid(chat_id) == []
         events = list(here.events.get(chat_id))
         assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
     finally:
@@ -320,7 +327,7 @@ def test_a_withdrawal_whose_next_hold_a_moved_book_judged_is_judged_again(
         assert turn.finish_reason == "interrupted"
         [again] = turn.interrupts
         assert (again.input["amount"], again.approval["terms"]["policy"]["version"]) == (500, 2)
-        assert [p for p in PAID if p["chat"] == chat_id] == []
+        assert paid(chat_id) == []
         events = list(here.events.get(chat_id))
         assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
     finally:
@@ -367,10 +374,34 @@ def test_an_expiry_whose_turn_acted_before_a_moved_book_refused_it_goes_on(
         [again] = chat.pending_interrupts()
         assert (again.input["amount"], again.approval.terms.policy.version) == (500, 2)
         assert NOTED.count(str(chat_id)) == 1
-        assert [p for p in PAID if p["chat"] == chat_id] == []
+        assert paid(chat_id) == []
         events = list(here.events.get(chat_id))
         assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
     finally:
         ELSEWHERE.clear()
         here.close()
         there.close()
+
+
+def test_a_vote_on_a_call_held_under_a_kept_version_reads_no_policies(
+    pg_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorded version never changes: a vote is judged by the kept book's copy of the
+    version its call was held under, without reading the tenant's policy stream again."""
+    app = build_service(pg_store, AGENTS)
+    try:
+        _in_force(app, {"roles": ["lead"]})
+        chat_id, held = _pay(app, 500)
+        [call] = held.interrupts
+        reads: list[object] = []
+        real = turn_service.load_policies
+        monkeypatch.setattr(turn_service, "load_policies",
+                            lambda *args: reads.append(args) or real(*args))
+        entry = ApproveEntry(ref=call.ref, name="pay", input_sha256=call.input_sha256)
+        done = asyncio.run(app.resume(chat_id, votes=[entry], actor="lee", tenant="acme",
+                                      decider=Decider("lee", frozenset({"lead"}))))
+        assert done.finish_reason == "stop"
+        assert [p["amount"] for p in paid(chat_id)] == [500]
+        assert reads == []
+    finally:
+        app.close()
