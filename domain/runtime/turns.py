@@ -73,6 +73,10 @@ class TurnLoop:
     tracer: Tracer | None = None
     runner: Any = None  # the service, for sub-agents (interlock.domain.runtime.subagents)
     policies: DataPolicies | None = None  # none: the agent's code policies alone
+    # Raises if the policies a hold of the chat was judged by (its guards) are no longer in
+    # force: called before tools' outputs reach the model with those guards not yet checked
+    # by a commit (a round of read-only tools writes nothing ahead).
+    guards_hold: Callable[[Chat], Awaitable[None]] | None = None
 
     async def run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
         """Run the turn; whatever fails in it (but a lost race) ends it `failed`, recorded."""
@@ -123,6 +127,8 @@ class TurnLoop:
                 chat.finish_turn("stop")
                 return
             streamed = await _stream_tool_message(chat, streamed, emit)
+            if chat.guards and self.guards_hold is not None:
+                await self.guards_hold(chat)  # no output goes out judged by a stale book
             reply = await self._generate(chat, emit)
             if reply is None:
                 return

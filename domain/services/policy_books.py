@@ -58,6 +58,15 @@ class PolicyBooks:
                 if recording.domain_event.originator_id in self._kept:
                     self._kept.pop(recording.domain_event.originator_id, None)
 
+    def current(self, guards: Sequence[Guard]) -> bool:
+        """Whether no guarded stream holds its guarded version yet: the books a hold was
+        judged by are still the ones in force. Those that are not are forgotten."""
+        stale = [stream for stream, version in guards
+                 if list(self._events.get(stream, gt=version - 1, limit=1))]
+        for stream in stale:
+            self._kept.pop(stream, None)
+        return not stale
+
     def moved(self, guards: Sequence[Guard]) -> bool:
         """Whether a guarded stream holds its guarded version now (a refusal was theirs):
         their kept books are forgotten either way."""

@@ -305,8 +305,15 @@ class Turns:
         return TurnLoop(
             agent, self._host.models[agent.name], self._commit_turn,
             max_turns or agent.max_turns, self._host.tracer, runner=self._host,
-            policies=self._in_force,
+            policies=self._in_force, guards_hold=self._guards_hold,
         )
+
+    async def _guards_hold(self, chat: Chat) -> None:
+        """Before tools' outputs reach the model: the kept books their holds were judged by
+        are still in force (read now), else nothing of this step is recorded and the
+        command is judged again (PolicyMovedError), as a commit refused by them would be."""
+        if not await self.io.off_loop(self._books.current, list(chat.guards)):
+            raise PolicyMovedError(chat.id, chat.version - len(chat.pending_events))
 
     async def _in_force(self, chat: Chat, agent: str, at: datetime) -> InForce:
         """The chat's tenant's data policies in force at `at` for `agent`'s tools: a kept

@@ -405,3 +405,61 @@ def test_a_vote_on_a_call_held_under_a_kept_version_reads_no_policies(
         assert reads == []
     finally:
         app.close()
+
+
+class Account(BaseModel):
+    account: str
+
+
+@tool(name="peek", description="Reads an account's balance.", side_effects=False)
+async def peek(input: Account, ctx: ToolContext) -> dict[str, object]:
+    return {"balance": 1234, "account": input.account}
+
+
+SEEN: list[str] = []  # the tool outputs the model was sent
+
+
+def _peek_then_say(request: ModelRequest) -> ModelResponse:
+    last = request.messages[-1]
+    part = last.content[0].tool_response if last.role == "tool" else None
+    if part is None:
+        return _ask(("peek", {"account": "acme-main"}))
+    SEEN.append(str(part.output))
+    return _say("looked")
+
+
+PEEKS = Agent(name="payAgent", system="Reads balances.", tools=[peek],
+              model=FunctionModel(_peek_then_say, name="peek-then-say"))
+
+
+def test_a_read_only_tool_s_output_never_reaches_the_model_under_a_moved_book(
+    pg_store: str,
+) -> None:
+    """A round of read-only tools commits nothing before they run, so no append checks the
+    kept book's guard before their output would go to the model: it is checked then (a
+    read), and a book another process moved sends nothing out: the call is judged again
+    and held by the version in force."""
+    agents = [a for a in AGENTS if a.name != "payAgent"] + [PEEKS]
+    here, there = build_service(pg_store, agents), build_service(pg_store, agents)
+    desk = PolicyDesk(there)
+    try:
+        for version, document in enumerate((
+                {"when": {"path": "account", "op": "==", "value": "nobody"}},
+                {"roles": ["lead"]}), start=1):
+            if version == 2:
+                assert _pay(here, 0)[1].finish_reason == "stop"  # `here` keeps v1
+                SEEN.clear()
+            made = desk.propose("acme", PIA, PolicyProposal(
+                id="peeks", agent="payAgent", tool="peek", reason="reads",
+                document=PolicyDocument.model_validate(document)))
+            desk.approve("acme", "peeks", made.version, RAY, "reviewed")
+        chat_id, turn = _pay(here, 0)
+        assert turn.finish_reason == "interrupted"
+        assert turn.interrupts[0].approval["terms"]["policy"]["version"] == 2
+        assert SEEN == []  # the balance was never sent to the model
+        events = list(here.events.get(chat_id))
+        assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
+    finally:
+        SEEN.clear()
+        here.close()
+        there.close()
