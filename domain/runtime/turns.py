@@ -74,8 +74,9 @@ class TurnLoop:
     runner: Any = None  # the service, for sub-agents (interlock.domain.runtime.subagents)
     policies: DataPolicies | None = None  # none: the agent's code policies alone
     # Raises if the policies a hold of the chat was judged by (its guards) are no longer in
-    # force: called before tools' outputs reach the model with those guards not yet checked
-    # by a commit (a round of read-only tools writes nothing ahead).
+    # force: called once a round's tools ran, before their outputs reach the stream or the
+    # model, with those guards not yet checked by a commit (read-only tools write nothing
+    # ahead).
     guards_hold: Callable[[Chat], Awaitable[None]] | None = None
 
     async def run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
@@ -127,8 +128,6 @@ class TurnLoop:
                 chat.finish_turn("stop")
                 return
             streamed = await _stream_tool_message(chat, streamed, emit)
-            if chat.guards and self.guards_hold is not None:
-                await self.guards_hold(chat)  # no output goes out judged by a stale book
             reply = await self._generate(chat, emit)
             if reply is None:
                 return
@@ -200,6 +199,9 @@ class TurnLoop:
         tools = [_traced_tool(self.tracer, chat, self.agent, c, self.runner) for c in calls]
         outcomes = await self._heartbeating(
             chat, asyncio.gather(*tools) if len(tools) > 1 else _alone(tools[0]))
+        if chat.guards and self.guards_hold is not None and any(
+                kind != "interrupted" for kind, _ in outcomes):
+            await self.guards_hold(chat)  # no output goes out judged by a stale book
         for call, (kind, value) in zip(calls, outcomes, strict=True):
             if kind == "completed":
                 chat.record_completed(call.ref, value)

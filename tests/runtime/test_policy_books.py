@@ -432,13 +432,15 @@ PEEKS = Agent(name="payAgent", system="Reads balances.", tools=[peek],
               model=FunctionModel(_peek_then_say, name="peek-then-say"))
 
 
-def test_a_read_only_tool_s_output_never_reaches_the_model_under_a_moved_book(
-    pg_store: str,
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_read_only_tool_s_output_never_goes_out_under_a_moved_book(
+    pg_store: str, streamed: bool,
 ) -> None:
     """A round of read-only tools commits nothing before they run, so no append checks the
-    kept book's guard before their output would go to the model: it is checked then (a
-    read), and a book another process moved sends nothing out: the call is judged again
-    and held by the version in force."""
+    kept book's guard before their output would go to the stream or the model: it is
+    checked then (a read), and a book another process moved sends nothing out: the call is
+    judged again and held by the version in force (a stream, which showed the request
+    already, is refused: the client sends again)."""
     agents = [a for a in AGENTS if a.name != "payAgent"] + [PEEKS]
     here, there = build_service(pg_store, agents), build_service(pg_store, agents)
     desk = PolicyDesk(there)
@@ -453,12 +455,25 @@ def test_a_read_only_tool_s_output_never_reaches_the_model_under_a_moved_book(
                 id="peeks", agent="payAgent", tool="peek", reason="reads",
                 document=PolicyDocument.model_validate(document)))
             desk.approve("acme", "peeks", made.version, RAY, "reviewed")
-        chat_id, turn = _pay(here, 0)
-        assert turn.finish_reason == "interrupted"
-        assert turn.interrupts[0].approval["terms"]["policy"]["version"] == 2
+        if streamed:
+            shown: list[str] = []
+
+            async def show(event: object) -> None:
+                shown.append(str(event))
+
+            chat = here.start_chat("payAgent", actor="alice", tenant="acme")
+            with pytest.raises(PolicyMovedError):
+                asyncio.run(here.send(chat.id, "pay 0 x", actor="alice", tenant="acme",
+                                      emit=show))
+            assert shown and not any("1234" in line for line in shown)
+            assert [e.originator_version for e in here.events.get(chat.id)] == [1]
+        else:
+            chat_id, turn = _pay(here, 0)
+            assert turn.finish_reason == "interrupted"
+            assert turn.interrupts[0].approval["terms"]["policy"]["version"] == 2
+            events = list(here.events.get(chat_id))
+            assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
         assert SEEN == []  # the balance was never sent to the model
-        events = list(here.events.get(chat_id))
-        assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
     finally:
         SEEN.clear()
         here.close()
