@@ -309,9 +309,9 @@ class Turns:
         )
 
     async def _guards_hold(self, chat: Chat) -> None:
-        """Before tools' outputs reach the model: the kept books their holds were judged by
-        are still in force (read now), else nothing of this step is recorded and the
-        command is judged again (PolicyMovedError), as a commit refused by them would be."""
+        """Before tools' outputs reach the stream or the model: the kept books their holds
+        were judged by are still in force (read now), else nothing of this step is recorded
+        and the command is judged again (PolicyMovedError), as a commit they refused would be."""
         if not await self.io.off_loop(self._books.current, list(chat.guards)):
             raise PolicyMovedError(chat.id, chat.version - len(chat.pending_events))
 
