@@ -61,8 +61,7 @@ class PolicyBooks:
     def current(self, guards: Sequence[Guard]) -> bool:
         """Whether no guarded stream holds its guarded version yet: the books a hold was
         judged by are still the ones in force. Those that are not are forgotten."""
-        stale = [stream for stream, version in guards
-                 if list(self._events.get(stream, gt=version - 1, limit=1))]
+        stale = [stream for stream, version in guards if self._holds(stream, version)]
         for stream in stale:
             self._kept.pop(stream, None)
         return not stale
@@ -73,5 +72,9 @@ class PolicyBooks:
         moved = False
         for stream, version in guards:
             self._kept.pop(stream, None)
-            moved = moved or bool(list(self._events.get(stream, gt=version - 1, limit=1)))
+            moved = moved or self._holds(stream, version)
         return moved
+
+    def _holds(self, stream: UUID, version: int) -> bool:
+        """Whether `stream` holds an event at `version` (or later) now."""
+        return bool(list(self._events.get(stream, gt=version - 1, limit=1)))

@@ -94,14 +94,9 @@ class Turns:
         loop = self._loop(chat, command.max_turns)
         since, version = len(chat.state.messages), chat.version
         chat.send_message(command.text, actor=command.actor, fingerprint=loop.agent.fingerprint)
-        try:
-            return self._checkin(chat, await loop.run(chat, since, emit))
-        except PolicyMovedError as moved:
-            if emit is not None:
-                raise  # a stream has shown the reply: the client sends again
-            return await self._policy_moved(command.chat_id, command.tenant, version,
-                                            moved.stored, since, command.actor,
-                                            lambda: self.send(command))
+        return await self._or_again(self._run(chat, loop, since, emit), command.chat_id,
+                                    command.tenant, version, since, command.actor, emit,
+                                    lambda: self.send(command))
 
     @counted
     async def resume(self, command: Resume, emit: Emit | None = None) -> TurnResult:
@@ -176,6 +171,24 @@ class Turns:
                 lost.fenced_from = version  # the chat's version the fence's commit expected
             raise
 
+    async def _run(self, chat: Chat, loop: TurnLoop, since: int,
+                   emit: Emit | None) -> TurnResult:
+        return self._checkin(chat, await loop.run(chat, since, emit))
+
+    async def _or_again(self, turn: Awaitable[TurnResult], chat_id: UUID, tenant: str | None,
+                        version: int, since: int, actor: str, emit: Emit | None,
+                        again: Callable[[], Awaitable[TurnResult]]) -> TurnResult:
+        """`turn`, judged again when a policy change refused one of its commits
+        (`_policy_moved`); a stream, which has shown the reply, is refused: the client
+        sends again."""
+        try:
+            return await turn
+        except PolicyMovedError as moved:
+            if emit is not None:
+                raise
+            return await self._policy_moved(chat_id, tenant, version, moved.stored, since,
+                                            actor, again)
+
     async def _policy_moved(self, chat_id: UUID, tenant: str | None, version: int,
                             stored: int, since: int, actor: str,
                             again: Callable[[], Awaitable[TurnResult]] | None = None,
@@ -215,14 +228,9 @@ class Turns:
         chat.retry(actor=command.actor, now=self._clock(), stale_after=command.stale_after,
                    decider_only=command.decider_only)
         chat.record_fingerprint(loop.agent.fingerprint)
-        try:
-            return self._checkin(chat, await loop.run(chat, since, emit))
-        except PolicyMovedError as moved:
-            if emit is not None:
-                raise  # a stream has shown the reply: the client retries again
-            return await self._policy_moved(command.chat_id, command.tenant, version,
-                                            moved.stored, since, command.actor,
-                                            lambda: self.retry(command))
+        return await self._or_again(self._run(chat, loop, since, emit), command.chat_id,
+                                    command.tenant, version, since, command.actor, emit,
+                                    lambda: self.retry(command))
 
     @counted
     async def withdraw(self, command: Withdraw, emit: Emit | None = None) -> TurnResult:
@@ -230,14 +238,9 @@ class Turns:
         chat = await self.io.off_loop(self._store.get, command.chat_id, tenant=command.tenant)
         since, version = len(chat.state.messages), chat.version
         chat.withdraw(command.refs, decider=command.decider, reason=command.reason)
-        try:
-            return await self._continue(chat, since, emit)
-        except PolicyMovedError as moved:
-            if emit is not None:
-                raise
-            return await self._policy_moved(command.chat_id, command.tenant, version,
-                                            moved.stored, since, command.decider.id,
-                                            lambda: self.withdraw(command))
+        return await self._or_again(self._continue(chat, since, emit), command.chat_id,
+                                    command.tenant, version, since, command.decider.id, emit,
+                                    lambda: self.withdraw(command))
 
     @counted
     async def expire_due(
