@@ -41,13 +41,13 @@ def run(conn: psycopg.Connection[Any], query: bytes, params: Sequence[bytes | No
             if name not in prepared:
                 pg.send_prepare(name, query, param_types=types)
                 made = conn.wait(_execute(pg))
-                if _state(made) != _EXISTS:  # there already (a prepare interrupted after
+                if _state(made) != EXISTS:  # there already (a prepare interrupted after
                     _checked(conn, made)     # it was sent): a name stands for its text
                 prepared.add(name)
             pg.send_query_prepared(name, params, param_formats=[int(binary)] * len(params),
                                    result_format=int(binary_rows))
             results = conn.wait(_execute(pg))
-            if attempt == 1 and _state(results) == _GONE:  # DEALLOCATE, DISCARD: anew
+            if attempt == 1 and _state(results) == GONE:  # DEALLOCATE, DISCARD: anew
                 prepared.discard(name)
                 continue
             return _checked(conn, results)
@@ -60,7 +60,19 @@ def name_of(query: bytes) -> bytes:
     return b"interlock_" + hashlib.sha256(query).hexdigest()[:24].encode()
 
 
-_GONE, _EXISTS = b"26000", b"42P05"  # no such prepared statement; one of that name exists
+@functools.lru_cache(maxsize=4096)
+def typed_name(query: bytes, types: tuple[int, ...]) -> bytes:
+    """The name of `query` prepared with these parameter types: a pipeline's statement
+    binds each value's type (an integer's width), so one text may be prepared several ways."""
+    return name_of(query + b"\0" + b",".join(b"%d" % t for t in types))
+
+
+def prepared_on(pg: Any) -> set[bytes]:
+    """The names prepared on this connection (here or by a pipeline that keeps them)."""
+    return _PREPARED.setdefault(pg, set())
+
+
+GONE, EXISTS = b"26000", b"42P05"  # no such prepared statement; one of that name exists
 
 
 def _state(results: list[pq.abc.PGresult]) -> bytes | None:

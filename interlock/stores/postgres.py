@@ -467,6 +467,10 @@ class GuardedDatastore(PostgresDatastore):
             "connect_timeout": max(2, math.ceil(deadline)),
             "keepalives_idle": max(1, math.ceil(deadline)), "keepalives_interval": 1,
             "keepalives_count": 3, "tcp_user_timeout": int(deadline * 1000),
+            # Our hot statements are prepared by us, once a session (`libpq`). psycopg's own
+            # preparing would, at every rollback, DEALLOCATE ALL of a session's statements,
+            # ours too: a views' pass then failed on a statement gone under it.
+            "prepare_threshold": None,
             **{k: v for k, v in given.items() if k != "row_factory"}}
         datastore.guard = StoreGuard(datastore.probe_connection, deadline=deadline)
         datastore.guard.listeners.append(datastore._store_changed)

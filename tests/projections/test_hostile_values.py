@@ -208,3 +208,30 @@ def test_the_direct_pipeline_sleeps_while_postgresql_works() -> None:
         assert slept == {"slept": ""}
         assert 0 < len(waits) < 20, len(waits)
         assert conn.execute("SELECT count(*) FROM vals").fetchone() == (1,)
+
+
+@pytest.mark.postgres
+def test_the_direct_pipeline_prepares_a_statement_once_and_again_once_it_is_gone() -> None:
+    """PostgreSQL parses and plans a view's statement once a session, not once a row; a
+    statement deallocated under the pipeline fails that batch only (its transaction is
+    the caller's to retry), and the next one prepares it again."""
+    row = {"t": "x", "i": 1, "b": None, "u": None, "ts": None, "naive": None, "j": None,
+           "f": None, "n": None}
+    count = "SELECT count(*) FROM vals"
+    with psycopg.connect(PG_URL) as conn:
+        _create_vals(conn)
+        for _ in range(3):
+            postgres_backend._pipelined(conn, [(_VALUES, "", row), (_VALUES, "", row)])
+        runs = conn.execute("SELECT count(*), sum(generic_plans + custom_plans)"
+                            " FROM pg_prepared_statements WHERE statement LIKE '%vals%'"
+                            " AND NOT from_sql").fetchone()
+        assert runs == (1, 6)  # one statement, six rows through it
+        conn.commit()
+        conn.execute("DEALLOCATE ALL")
+        with pytest.raises(psycopg.errors.InvalidSqlStatementName):
+            postgres_backend._pipelined(conn, [(_VALUES, "", row)])
+        conn.rollback()
+        assert conn.execute(count).fetchone() == (6,)  # the failed batch wrote nothing
+        postgres_backend._pipelined(conn, [(_VALUES, "", row)])
+        conn.commit()
+        assert conn.execute(count).fetchone() == (7,)
