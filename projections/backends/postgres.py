@@ -160,6 +160,26 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             return int(rows[0]["notification_id"]) if rows else 0
         return self.max_tracking_id(self.application_name) or 0
 
+    def positions(self, others: Sequence[ViewStore]) -> list[int]:
+        """Every store's position in one statement when they share this datastore (one
+        statement each cost an idle views' pass five round trips, twice a second)."""
+        stores = [self, *others]
+        if self.replica is not None or not all(
+                isinstance(o, PostgresViewStore) and o.datastore is self.datastore
+                and o.replica is None for o in others):
+            return super().positions(others)
+        params: dict[str, Any] = {}
+        parts = []
+        for i, store in enumerate(stores):
+            assert isinstance(store, PostgresViewStore)
+            params[f"app{i}"] = store.application_name
+            parts.append(b"(%s) AS p%d" % (store._q(_POSITION.replace(
+                "%(app)s", f"%(app{i})s")), i))
+        with self.datastore.get_connection() as conn:
+            row = conn.execute(b"SELECT " + b", ".join(parts), params).fetchone()
+        assert row is not None
+        return [int(row[f"p{i}"] or 0) for i in range(len(stores))]
+
     def on(self, replica: Replica) -> PostgresViewStore:
         """This view's store reading on `replica`: its queries run there, and any the
         replica fails or refuses runs here instead; it writes nothing (`batch` refuses)."""

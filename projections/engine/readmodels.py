@@ -122,7 +122,10 @@ class ReadEngine:
     # -- freshness ---------------------------------------------------------------------------
 
     def positions(self) -> dict[str, int]:
-        return {r.name: r.view.position() for r in self.runners}
+        if not self.runners:
+            return {}
+        first, *rest = (r.view.store for r in self.runners)
+        return dict(zip([r.name for r in self.runners], first.positions(rest), strict=True))
 
     def catch_up(self, progress: Progress | None = None) -> int:
         """Bring every view up to the log's head now, in this thread; the lowest position.
@@ -139,7 +142,7 @@ class ReadEngine:
         head = self.app.position()
         known, self._known = self._known, None
         if not known or head <= min(known.values()):
-            known = {r.name: r.view.position() for r in self.runners}
+            known = self.positions()
         positions = known
         active = [r for r in self.runners if self.stuck_views.due(r.name)]
         joint = True

@@ -110,6 +110,11 @@ class ViewStore(TrackingRecorder, ABC):
         """This store reading on a hot standby `replica` (PostgreSQL's; docs/ha.md)."""
         raise LookupError(f"a {self.dialect} view has no replicas")
 
+    def positions(self, others: Sequence[ViewStore]) -> list[int]:
+        """This store's position and `others'`, in that order (a backend may read them in
+        one statement: an idle views' pass reads them all)."""
+        return [store.position() for store in (self, *others)]
+
     def joint(self, others: Sequence[ViewStore]) -> AbstractContextManager[None] | None:
         """One transaction in which this store's and `others`' batches all commit, or None.
 
