@@ -73,7 +73,7 @@ def count_threads(root: str, cycles: int, server: Sequence[str] | None = None,
             proc.terminate()
             proc.wait(120)
     main = other = 0
-    for path in glob.glob(out + "*"):
+    for path in glob.glob(out + ".1-*"):  # the dump's parts only: not the shutdown after it
         total = sum(int(line.split()[1]) for line in Path(path).read_text().splitlines()
                     if line.startswith("summary:"))
         if path.endswith("-01"):  # callgrind numbers the threads as they start: main first
