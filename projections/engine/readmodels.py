@@ -226,9 +226,13 @@ class ReadEngine:
                 del self._fresh[nid]
         mapper = self.app.mapper
         reads_as = getattr(mapper, "reads_as_committed", None)
-        return with_calls([(n.id, n.topic, e if e is not None and reads_as is not None
-                             and reads_as(e) else mapper.to_domain_event(n))
-                            for n, e in zip(notes, kept, strict=True)])
+        kept = [e if e is not None and reads_as is not None and reads_as(e) else None
+                for e in kept]
+        warm = getattr(mapper, "warm", None)  # another process's events: their chats' keys
+        if warm is not None:
+            warm([n for n, e in zip(notes, kept, strict=True) if e is None])
+        return with_calls([(n.id, n.topic, e if e is not None else mapper.to_domain_event(n))
+                           for n, e in zip(notes, kept, strict=True)])
 
     def _joint_step(self, active: list[BatchRunner], positions: dict[str, int],
                     events: list[Noted], upto: int) -> bool:

@@ -12,6 +12,7 @@ import pytest
 from interlock.domain import Interlock
 from interlock.projections import SqlReadModels, open_views
 from interlock.projections.views.chats import ChatFilter
+from interlock.stores.erasure_keys import KeyStore
 from tests.projections.conftest import dumps, rebuilt
 from tests.projections.flows import app_for, banking_flows
 
@@ -84,3 +85,31 @@ async def test_a_kept_event_of_a_chat_erased_before_the_pass_is_read_from_the_lo
     kept.catch_up()
     assert reads
     assert dumps(kept) == rebuilt(app)
+
+
+async def test_another_process_s_chats_have_their_keys_read_together(
+    app: Interlock, kept: SqlReadModels, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decoding another process's events takes their chats' keys: the pass reads them in one
+    query, not one a chat (the views' leader did, for every chat of the other workers)."""
+    app.protect_personal_data(KeyStore.open(app))  # as served: personal fields encrypted
+    backend = app.mapper.personal.backend  # type: ignore[union-attr]
+    other = app_for(store)
+    other.protect_personal_data(KeyStore.open(other))
+    try:
+        kept.catch_up()
+        theirs = [other.start_chat("bankingAgent", actor="bob", tenant="bank") for _ in range(3)]
+        for chat in theirs:
+            await other.send(chat.id, "transfer $50 to savings", actor="bob")
+        alone: list[Any] = []
+        together: list[set[Any]] = []
+        get, get_many = backend.get, backend.get_many
+        monkeypatch.setattr(backend, "get", lambda chat_id: alone.append(chat_id) or get(chat_id))
+        monkeypatch.setattr(backend, "get_many", lambda chat_ids: together.append(
+            set(chat_ids)) or get_many(chat_ids))
+        kept.catch_up()
+        assert alone == []
+        assert len(together) == 1 and together[0] == {chat.id for chat in theirs}
+        assert dumps(kept) == rebuilt(app)
+    finally:
+        other.close()
