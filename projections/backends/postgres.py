@@ -376,6 +376,7 @@ _Row = tuple[PostgresViewStore, str, Mapping[str, Any]]
 # went through psycopg. The values are parameters either way, never statement text: a
 # failing statement is logged by PostgreSQL without them.
 DIRECT_ROWS = 1000  # the views' joint pass
+PREPARED_MAX = 500  # statements a session prepares for the views; past it, parsed each time
 DIRECT_ROWS_ALONE = 200  # one view's batch (a catch-up, a rebuild, a view retried alone)
 _PLACEHOLDER = re.compile(rb"%\((\w+)\)s|%%")
 
@@ -436,6 +437,10 @@ def _pipelined(conn: psycopg.Connection[Any], rows: list[_Row],
             values, types = _encoded([params[name] for name in names], encoding, conn)
             name = libpq.typed_name(query, tuple(types))
             if name not in prepared:
+                if len(prepared) >= PREPARED_MAX:  # a session's statements stay bounded
+                    pg.send_query_params(query, values, param_types=types)
+                    sent.append(None)
+                    continue
                 pg.send_prepare(name, query, param_types=types)
                 prepared.add(name)  # for the next rows of this pipeline; checked below
                 sent.append(name)

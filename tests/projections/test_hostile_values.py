@@ -235,3 +235,17 @@ def test_the_direct_pipeline_prepares_a_statement_once_and_again_once_it_is_gone
         postgres_backend._pipelined(conn, [(_VALUES, "", row)])
         conn.commit()
         assert conn.execute(count).fetchone() == (7,)
+
+
+@pytest.mark.postgres
+def test_past_its_bound_a_session_prepares_no_more_statements(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    row = {"t": "x", "i": 1, "b": None, "u": None, "ts": None, "naive": None, "j": None,
+           "f": None, "n": None}
+    monkeypatch.setattr(postgres_backend, "PREPARED_MAX", 0)
+    with psycopg.connect(PG_URL) as conn:
+        _create_vals(conn)
+        postgres_backend._pipelined(conn, [(_VALUES, "", row), (_VALUES, "", row)])
+        assert conn.execute("SELECT count(*) FROM vals").fetchone() == (2,)
+        assert conn.execute("SELECT count(*) FROM pg_prepared_statements"
+                            " WHERE statement LIKE '%vals%'").fetchone() == (0,)
