@@ -85,6 +85,29 @@ def appends_per_transaction(store: str) -> float:
     return float(row[0]) / max(1, row[1])
 
 
+def paid_not_once(store: str) -> int:
+    """Chats whose transfer did not complete exactly once (a duplicate effect, or a cycle
+    that never paid): each completed call of `transferMoney` is counted by its ref."""
+    url, schema = store.split("?schema=")
+    events = sql.Identifier(schema, "interlock_events")
+    query = sql.SQL(
+        "WITH e AS (SELECT originator_id AS chat, topic, convert_from(state, 'UTF8')::jsonb AS s"
+        " FROM {events} WHERE topic IN ('interlock:ChatStarted', 'interlock:ToolRequested',"
+        " 'interlock:ToolCompleted')),"
+        " asked AS (SELECT chat, s->>'ref' AS ref FROM e WHERE topic = 'interlock:ToolRequested'"
+        " AND s->>'name' = 'transferMoney'),"
+        " done AS (SELECT chat, s->>'ref' AS ref FROM e WHERE topic = 'interlock:ToolCompleted')"
+        " SELECT count(*) FROM (SELECT c.chat, count(done.ref) AS n FROM e AS c"
+        " LEFT JOIN asked ON asked.chat = c.chat"
+        " LEFT JOIN done ON done.chat = asked.chat AND done.ref = asked.ref"
+        " WHERE c.topic = 'interlock:ChatStarted' GROUP BY c.chat) AS paid WHERE n <> 1"
+    ).format(events=events)
+    with psycopg.connect(url) as conn:
+        row = conn.execute(query).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def machine_busy() -> float:
     """CPU seconds every core of the machine spent busy (PostgreSQL, server and load
     generator alike), from /proc/stat: what a 2-core machine's ceiling is made of."""
@@ -317,7 +340,8 @@ def run_local(
 
 def row(label: str, clients: int, figures: Figures, elapsed: float, per_tx: float,
         server_cpu: float | None = None, client_cpu: float | None = None,
-        all_cpu: float | None = None, server_switches: int | None = None) -> str:
+        all_cpu: float | None = None, server_switches: int | None = None,
+        paid_off: int | None = None) -> str:
     n = len(figures.resume)
     cpu = "" if server_cpu is None else f" {server_cpu / n * 1000:>8.2f}"
     cpu += "" if client_cpu is None else f" {client_cpu / n * 1000:>8.2f}"
@@ -325,6 +349,8 @@ def row(label: str, clients: int, figures: Figures, elapsed: float, per_tx: floa
         cpu += f" {all_cpu / n * 1000:>8.2f} {(os.cpu_count() or 1) / (all_cpu / n):>8.1f}"
     if server_switches is not None:
         cpu += f" {server_switches / n:>7.0f}"
+    if paid_off is not None:
+        cpu += f" {paid_off:>7d}"
     return (f"{label:<18}{clients:>4} {n / elapsed:>9.1f} {pct(figures.send, .5):>9.2f} "
             f"{pct(figures.send, .99):>9.2f} {pct(figures.resume, .5):>9.2f} "
             f"{pct(figures.resume, .99):>9.2f} {per_tx:>7.2f}{cpu}")
@@ -352,8 +378,9 @@ def main() -> None:
         modes.insert(modes.index("http"), "http before")
     print(f"{'mode':<18}{'cli':>4} {'cycles/s':>9} {'send p50':>9} {'send p99':>9} "
           f"{'res p50':>9} {'res p99':>9} {'app/tx':>7} {'srv cpu':>8} {'gen cpu':>8}"
-          f" {'all cpu':>8} {'ceiling':>8} {'srv cs':>7}"
-          "   (ms; ceiling: cycles/s at all cpu; srv cs: server context switches a cycle)")
+          f" {'all cpu':>8} {'ceiling':>8} {'srv cs':>7} {'paid≠1':>7}"
+          "   (ms; ceiling: cycles/s at all cpu; srv cs: server context switches a cycle;"
+          " paid≠1: chats whose transfer did not complete exactly once)")
     for clients in [int(c) for c in args.clients.split(",")]:
         cycles = max(args.cycles, clients * 8)
         for mode in modes:
@@ -375,9 +402,10 @@ def main() -> None:
                             server_cpu = cpu_seconds(pid) - before
                             switched = switches(pid) - switched
                             busy = machine_busy() - busy
+                        paid = None if cycle is floor_cycle else paid_not_once(store)
                         print(row(label, clients, figures, elapsed,
                                   appends_per_transaction(store), server_cpu, gen_cpu, busy,
-                                  switched),
+                                  switched, paid),
                               flush=True)
                     else:
                         wait = mode.endswith("+wait")
