@@ -234,7 +234,10 @@ def test_a_whole_approval_by_keyboard_alone(browser: Browser, api: Api, live: Li
     [ask] = chat.send("Transfer $250 to savings.").interrupts
     page = browser.new_context().new_page()
     page.goto(f"{live.url}/ui/inbox")
-    page.keyboard.type("key-bob")  # the key field has the focus on arrival
+    # The key field has the focus on arrival: the browser gives it (autofocus) on a rendering
+    # update after the load that goto waits for, so keys typed at once could land nowhere.
+    expect(page.get_by_label("API key")).to_be_focused()
+    page.keyboard.type("key-bob")
     page.keyboard.press("Enter")
     expect(page).to_have_url(re.compile(r"/ui/inbox$"))
     row = page.locator(f'#inbox-rows tr[data-ref="{ask.ref}"]')
