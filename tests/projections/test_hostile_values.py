@@ -16,6 +16,7 @@ from interlock.domain.errors import InvalidRequestError
 from interlock.projections import open_read_models, open_views
 from interlock.projections.backends import postgres as postgres_backend
 from interlock.projections.interface import DecisionFilter, InboxFilter
+from interlock.stores import libpq
 from tests.conftest import PG_URL
 from tests.kit import call, make_app, run, say
 
@@ -249,3 +250,26 @@ def test_past_its_bound_a_session_prepares_no_more_statements(
         assert conn.execute("SELECT count(*) FROM vals").fetchone() == (2,)
         assert conn.execute("SELECT count(*) FROM pg_prepared_statements"
                             " WHERE statement LIKE '%vals%'").fetchone() == (0,)
+
+
+@pytest.mark.postgres
+def test_a_statement_prepared_behind_the_pipeline_s_back_fails_one_batch_only() -> None:
+    """A name this session already holds (prepared where the pipeline did not see it) refuses
+    the pipeline's prepare: that batch fails, the name is known from then on, and the next
+    batch runs through it."""
+    row = {"t": "x", "i": 1, "b": None, "u": None, "ts": None, "naive": None, "j": None,
+           "f": None, "n": None}
+    query, names = _VALUES._bound("")
+    with psycopg.connect(PG_URL) as conn:
+        _create_vals(conn)
+        conn.commit()
+        _, types = postgres_backend._encoded([row[k] for k in names], "utf-8", conn)
+        conn.pgconn.prepare(libpq.typed_name(query, tuple(types)), query, param_types=types)
+        conn.execute("SELECT 1")  # in a transaction, as a pass is
+        with pytest.raises(psycopg.errors.DuplicatePreparedStatement):
+            postgres_backend._pipelined(conn, [(_VALUES, "", row)])
+        conn.rollback()
+        conn.execute("SELECT 1")
+        postgres_backend._pipelined(conn, [(_VALUES, "", row)])
+        conn.commit()
+        assert conn.execute("SELECT count(*) FROM vals").fetchone() == (1,)
