@@ -175,6 +175,9 @@ class _ReadingAt:
     def stopped(self) -> bool:
         return self._views.stopped()
 
+    def passes(self) -> int:
+        return self._views.passes()
+
     def stuck(self) -> list[StuckView]:
         return self._views.stuck()
 

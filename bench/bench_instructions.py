@@ -10,7 +10,10 @@ than native: one figure takes a minute. `--baseline` counts an older checkout in
 run (`git worktree add --detach ../base REV`). Needs valgrind (Debian's package). The
 figure is split between the main thread (the event loop) and the others (the views first):
 work done on a timer (the sweeper, a views pass's gathering) is counted per cycle of a
-server slowed fifty times, so the other threads' share swings more between runs.
+server slowed fifty times, so the other threads' share swings more between runs. It prints
+the views' passes a cycle (from `/metrics`, scraped outside the counting): a pass gathers
+the commits of 0.1 s, so under callgrind it covers fewer cycles than it does natively, and
+each pass has a cost of its own besides its events' (bench/HISTORY.md has the figures).
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple
+
+import httpx
 
 from bench.bench_http import Figures, Wire, run_wire, wire_cycle
 from bench.common import scratch_schema
@@ -38,14 +44,27 @@ def count(root: str, cycles: int, server: Sequence[str] | None = None,
           cycle: Cycle = wire_cycle) -> float:
     """Millions of instructions per cycle of the server served from checkout `root`
     (`interlock serve`, or the `server` command given, whose `{store}` is a scratch store)."""
-    return sum(count_threads(root, cycles, server, cycle))
+    return count_threads(root, cycles, server, cycle).total
+
+
+class Count(NamedTuple):
+    """Millions of instructions a cycle: the main thread's (the event loop: HTTP, the turn
+    loop, sealing; a lone command's store calls run there too) and every other thread's (the
+    views, the sweeper, the I/O threads when commands overlap); and the views' passes a
+    cycle while counting (None: the server has no `interlock_views_passes_total`)."""
+
+    main: float
+    other: float
+    passes: float | None
+
+    @property
+    def total(self) -> float:
+        return self.main + self.other
 
 
 def count_threads(root: str, cycles: int, server: Sequence[str] | None = None,
-                  cycle: Cycle = wire_cycle) -> tuple[float, float]:
-    """`count`, split: the main thread's (the event loop: HTTP, the turn loop, sealing; a
-    lone command's store calls run there too) and every other thread's (the views, the
-    sweeper, the I/O threads when commands overlap)."""
+                  cycle: Cycle = wire_cycle) -> Count:
+    """`count`, split by thread, with the views' passes a cycle."""
     out = os.path.join(tempfile.mkdtemp(), "callgrind.out")
     env = {**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_API_KEYS_FILE": "",
            "PYTHONPATH": os.path.abspath(root)}
@@ -65,10 +84,12 @@ def count_threads(root: str, cycles: int, server: Sequence[str] | None = None,
             assert url, "interlock serve did not start under valgrind"
             run_wire(url, 1, 10, cycle)
             time.sleep(5)  # the views apply the warm-up before counting starts
+            passes = _passes(url)  # scraped outside the counting
             _control("--instr=on", proc.pid)
             figures, _, _ = run_wire(url, 1, cycles, cycle)
             time.sleep(1)  # and the counted cycles before it stops
             _control("--dump", proc.pid)
+            after = _passes(url)
         finally:
             proc.terminate()
             proc.wait(120)
@@ -80,7 +101,16 @@ def count_threads(root: str, cycles: int, server: Sequence[str] | None = None,
             main += total
         else:
             other += total
-    return main / len(figures.resume) / 1e6, other / len(figures.resume) / 1e6
+    n = len(figures.resume)
+    return Count(main / n / 1e6, other / n / 1e6,
+                 None if passes is None or after is None else (after - passes) / n)
+
+
+def _passes(url: str) -> float | None:
+    """The server's `interlock_views_passes_total` (None: an older server without it)."""
+    found = re.search(r"^interlock_views_passes_total (\S+)$",
+                      httpx.get(f"{url}/metrics", timeout=60).text, re.MULTILINE)
+    return None if found is None else float(found[1])
 
 
 def _control(action: str, pid: int) -> None:
@@ -93,13 +123,17 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="DIR", help="an older checkout, counted too")
     args = parser.parse_args()
     here = count_threads(".", args.cycles)
-    print(f"{'this checkout':<16} {sum(here):8.2f} M instructions a cycle (1 client, as served)"
-          f"; event loop {here[0]:.2f}, other threads {here[1]:.2f}")
+    print(f"{'this checkout':<16} {here.total:8.2f} M instructions a cycle (1 client, as served)"
+          f"; event loop {here.main:.2f}, other threads {here.other:.2f}{_per_pass(here)}")
     if args.baseline:
         before = count_threads(args.baseline, args.cycles)
-        print(f"{'baseline':<16} {sum(before):8.2f} M instructions a cycle; event loop "
-              f"{before[0]:.2f}, other threads {before[1]:.2f}; this checkout is "
-              f"{sum(here) / sum(before):.3f} of it")
+        print(f"{'baseline':<16} {before.total:8.2f} M instructions a cycle; event loop "
+              f"{before.main:.2f}, other threads {before.other:.2f}{_per_pass(before)}; this "
+              f"checkout is {here.total / before.total:.3f} of it")
+
+
+def _per_pass(count: Count) -> str:
+    return "" if count.passes is None else f"; {count.passes:.2f} views passes a cycle"
 
 if __name__ == "__main__":
     main()

@@ -20,7 +20,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import PersistenceError
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
@@ -258,6 +258,10 @@ def _store_state(metrics: Metrics) -> Iterator[Metric]:
     stuck = GaugeMetricFamily("interlock_views_stuck", "Views stuck on an event")
     stuck.add_metric([], len(views.stuck()))
     yield stuck
+    passes = CounterMetricFamily("interlock_views_passes",
+                                 "Passes this process made applying the log to the views")
+    passes.add_metric([], views.passes())
+    yield passes
 
 
 def _pending(views: ReadModels) -> dict[tuple[str, str], int]:

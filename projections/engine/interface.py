@@ -42,6 +42,9 @@ class ReadSide(Protocol):
     def stopped(self) -> bool:
         """True while a view is stuck on an event or the views cannot catch up."""
 
+    def passes(self) -> int:
+        """The passes this process's runner made over the log (0: it runs none)."""
+
     def stuck(self) -> list[StuckView]:
         """The views stuck on an event they cannot apply: which view, which event, why."""
 

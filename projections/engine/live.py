@@ -88,6 +88,7 @@ class LiveRunner:
         self._revive = threading.Event()  # the store answers again: retry now
         self._changed = threading.Condition()
         self._seen = 0
+        self.passes = 0  # passes that applied the log up to its head (a metric)
         self._error: BaseException | None = None
         self._failing_since = 0.0
         self._thread = threading.Thread(target=self._loop, name="interlock-views", daemon=True)
@@ -197,6 +198,7 @@ class LiveRunner:
                 log.warning("views resumed: catching up again after %.1fs of failures",
                             time.monotonic() - self._failing_since)
             self._seen, self._error = seen, None
+            self.passes += 1
             self._changed.notify_all()
 
     def _fail(self, exc: BaseException) -> None:

@@ -277,6 +277,9 @@ class ReadEngine:
         head = self.app.position()
         return max(0, head - min(self.positions().values()))
 
+    def passes(self) -> int:
+        return self._live.passes if self._live is not None else 0
+
     def stopped(self) -> bool:
         """True while a view is stuck on an event or the runner keeps failing."""
         failing = self._live is not None and self._live.error is not None

@@ -85,6 +85,14 @@ def test_metric_values_after_a_known_workload(http: TestClient, flaky: None) -> 
     assert value(again, "interlock_turns_total", finish_reason="stop") == 1
 
 
+def test_the_views_passes_are_counted(http: TestClient) -> None:
+    before = value(scrape(http), "interlock_views_passes_total")
+    assert before >= 1  # the views caught up once as the app started
+    _chat(http, "bankingAgent")
+    http.get("/v1/interrupts", headers=auth("dana"))  # waits for a pass that applies it
+    assert value(scrape(http), "interlock_views_passes_total") > before
+
+
 def _vote(http: TestClient, who: str, chat: str, held: dict[str, Any], kind: str,
           **extra: object) -> str:
     entry = {"ref": held["ref"], "name": held["name"], **extra}
