@@ -1,5 +1,8 @@
 """SQL statements the server runs per banking cycle, by statement (executemany rows count one
-each): `python bench/count_sql.py` from the checkout, PYTHONPATH set to it; CYCLES=50."""
+each): `python bench/count_sql.py` from the checkout, PYTHONPATH set to it; CYCLES=50.
+
+Counted where they are sent: psycopg's cursors (`DIRECT` marks the store's hot statements
+sent through libpq, `PIPE` a views pass's rows and its positions' statement, each one)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ sys.path.insert(0, os.getcwd())
 from bench.bench_http import free_port, run_wire, wait_ready, wire_cycle
 from bench.common import scratch_schema
 from interlock.cli.main import main as cli
+from interlock.projections.backends import postgres as view_backend
+from interlock.stores import libpq
 
 CYCLES = int(os.environ.get("CYCLES", "50"))
 counts: collections.Counter[str] = collections.Counter()
@@ -48,6 +53,24 @@ def executemany(self: Any, query: Any, params: Any, **kw: Any) -> Any:
 
 psycopg.Cursor.execute = execute  # type: ignore[method-assign]
 psycopg.Cursor.executemany = executemany  # type: ignore[method-assign]
+_run, _pipelined = libpq.run, view_backend._pipelined
+
+
+def run(conn: Any, query: bytes, *args: Any, **kw: Any) -> Any:
+    if counting.is_set():
+        counts["DIRECT " + " ".join(_text(query).split())[:103]] += 1
+    return _run(conn, query, *args, **kw)
+
+
+def pipelined(conn: Any, rows: list[Any], first: Any = None, *args: Any, **kw: Any) -> Any:
+    if counting.is_set():
+        for query in ([first[0]] if first is not None else []) + [r[1] for r in rows]:
+            counts["PIPE " + " ".join(_text(query).split())[:105]] += 1
+    return _pipelined(conn, rows, first, *args, **kw)
+
+
+libpq.run = run  # the store's hot statements (stores/postgres.py calls `libpq.run`)
+view_backend._pipelined = pipelined  # a views pass's direct pipeline
 
 
 def main() -> None:
