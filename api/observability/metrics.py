@@ -240,7 +240,8 @@ class _ScrapeTime(Collector):
 
 
 def _store_state(metrics: Metrics) -> Iterator[Metric]:
-    """Whether the store answers (PostgreSQL's probe), its outages, views failing or stuck."""
+    """Whether the store answers (PostgreSQL's probe), its outages; the views failing, stuck,
+    and the passes this process made."""
     guard = metrics.guard
     if guard is not None:
         up = GaugeMetricFamily("interlock_store_up", "1 while the store answers its probe")
