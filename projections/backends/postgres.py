@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import itertools
 import json
 import re
 import threading
@@ -366,18 +365,19 @@ def _joint(datastore: PostgresDatastore, stores: list[PostgresViewStore]) -> Ite
 
 
 _Row = tuple[PostgresViewStore, str, Mapping[str, Any]]
-# A batch of up to this many rows is sent straight through libpq's pipeline, its values
-# encoded here: psycopg's executemany in a pipeline waits on the socket and adapts each
-# value in Python for every row, most of what a served pass cost (2.1 M instructions of a
-# cycle's 4.75 M). A larger one goes prepared through psycopg: planning each of many
-# statements again cost PostgreSQL more than that saves (one view's catch-up or rebuild,
-# 1000 events at a time, at half the speed for the reviews view), while a busy server's
-# joint pass (64 clients: about 250 rows) gained nothing over the session's start when it
-# went through psycopg. The values are parameters either way, never statement text: a
-# failing statement is logged by PostgreSQL without them.
-DIRECT_ROWS = 1000  # the views' joint pass
+# A batch's rows go straight through libpq's pipeline, whatever their number, their values
+# encoded here. They went through psycopg's executemany past 1,000 rows in a joint pass and
+# 200 in one view's, which adapts each value in Python for every row and waits on the
+# socket between them: a busy server's pass (64 clients at about 120 cycles a second: 1,200
+# rows and more) cost 2.5 times the CPU a cycle that way (1.11 against 0.44 ms in the views'
+# thread, the whole machine's 4.1 against 1.2 ms), and one view's catch-up ran at half the
+# speed (bench/HISTORY.md). They are sent SYNC_ROWS statements to a sync, each sync's results
+# read before the next are sent, so what PostgreSQL answers waiting to be read stays bounded
+# (a pipeline that sends everything before it reads can fill both sockets' buffers and
+# stall). The values are parameters, never statement text: a failing statement is logged by
+# PostgreSQL without them.
+SYNC_ROWS = 1000  # statements a sync of the pipeline
 PREPARED_MAX = 500  # statements a session prepares for the views; past it, parsed each time
-DIRECT_ROWS_ALONE = 200  # one view's batch (a catch-up, a rebuild, a view retried alone)
 _PLACEHOLDER = re.compile(rb"%\((\w+)\)s|%%")
 
 
@@ -402,33 +402,41 @@ def _send(curs: Cursor[DictRow], first: bytes | None, params: Mapping[str, Any],
           rows: list[_Row]) -> Mapping[str, Any] | None:
     """The statement `first` (with `params`; None: none), then the rows in order, in the
     cursor's transaction; `first`'s row."""
-    limit = DIRECT_ROWS if first is not None else DIRECT_ROWS_ALONE
-    if len(rows) <= limit and (rows or first is not None):
-        return _pipelined(curs.connection, rows, None if first is None else (first, params))
-    found = curs.execute(first, params).fetchone() if first is not None else None
-    if not rows:
-        return found
-    with curs.connection.pipeline():
-        for (store, template), same in itertools.groupby(rows, key=lambda r: r[:2]):
-            curs.executemany(store._q(template), [_storable(params) for _, _, params in same])
-    return found
+    if not rows and first is None:
+        return None
+    return _pipelined(curs.connection, rows, None if first is None else (first, params))
 
 
 def _pipelined(conn: psycopg.Connection[Any], rows: list[_Row],
                first: tuple[bytes, Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
     """`first` (a statement and its parameters) and every row, each a statement with text
-    parameters, queued in libpq's pipeline at once and synced once, in the transaction the
-    connection is in; the first failure raises (the transaction is then aborted). `first`'s
+    parameters, queued in libpq's pipeline SYNC_ROWS at a time, each lot synced and its
+    results read before the next is sent, in the transaction the connection is in; the first
+    failure raises (the transaction is then aborted, and no later lot is sent). `first`'s
     row, its values as text.
 
     Each statement is prepared once a connection (per text and parameter types), in the
     pipeline before its first use: PostgreSQL then binds and runs it instead of parsing and
     planning it for every row, half its CPU a row (35 against 17 microseconds, measured)."""
-    pg, encoding = conn.pgconn, conn.info.encoding
+    pg = conn.pgconn
     if pg.transaction_status != pq.TransactionStatus.INTRANS:
         raise psycopg.ProgrammingError("a view's rows are written inside a transaction")
     statements = [(*_numbered(first[0]), first[1])] if first is not None else []
     statements += [(*store._bound(template), params) for store, template, params in rows]
+    head = None
+    for at in range(0, len(statements), SYNC_ROWS):
+        sent, results = _lot(conn, statements[at:at + SYNC_ROWS])
+        if at == 0:
+            head = _head(results, sent, conn.info.encoding, first is not None)
+    return head
+
+
+def _lot(conn: psycopg.Connection[Any], statements: list[tuple[bytes, tuple[str, ...],
+                                                                Mapping[str, Any]]],
+         ) -> tuple[list[bytes | None], list[Any]]:
+    """The statements sent in one pipeline and synced once: what each result is (the name
+    a prepare made, None: a statement's) and the results, checked (`_checked`)."""
+    pg, encoding = conn.pgconn, conn.info.encoding
     prepared = libpq.prepared_on(pg)
     sent: list[bytes | None] = []  # a result each: the name a prepare made, None: a row's
     pg.enter_pipeline_mode()
@@ -453,8 +461,7 @@ def _pipelined(conn: psycopg.Connection[Any], rows: list[_Row],
     finally:
         if pg.pipeline_status and pg.status != pq.ConnStatus.BAD:  # a broken one raises its
             pg.exit_pipeline_mode()                                # own error, not this
-    return _head(_checked(prepared, sent, results, encoding), sent, encoding,
-                 first is not None)
+    return sent, _checked(prepared, sent, results, encoding)
 
 
 def _checked(prepared: set[bytes], sent: list[bytes | None], results: list[Any],
@@ -583,16 +590,6 @@ _INT2, _INT4, _INT8, _NUMERIC = (postgres_types.get_oid(n)
                                  for n in ("int2", "int4", "int8", "numeric"))
 _UUID, _TIMESTAMPTZ, _JSON, _BOOL = (postgres_types.get_oid(n)
                                      for n in ("uuid", "timestamptz", "json", "bool"))
-
-
-def _storable(params: Mapping[str, Any]) -> Mapping[str, Any]:
-    """`params` with every text `_nul_free`."""
-    for value in params.values():  # a loop, not any(genexpr): this runs for every row
-        if isinstance(value, str) and "\x00" in value:
-            break
-    else:
-        return params
-    return {k: _nul_free(v) if isinstance(v, str) else v for k, v in params.items()}
 
 
 def _nul_free(text: str) -> str:

@@ -21,14 +21,13 @@ from tests.conftest import PG_URL
 from tests.kit import call, make_app, run, say
 
 
-@pytest.fixture(params=["direct", "psycopg"])
+@pytest.fixture(params=["one lot", "a sync a statement"])
 def sent_as(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """On PostgreSQL a small batch goes straight through libpq's pipeline, its values
-    encoded by the backend, a large one prepared through psycopg: each way is tried (a
-    limit of 0 sends every batch the second way)."""
-    if request.param == "psycopg":
-        monkeypatch.setattr(postgres_backend, "DIRECT_ROWS", 0)
-        monkeypatch.setattr(postgres_backend, "DIRECT_ROWS_ALONE", 0)
+    """On PostgreSQL a batch goes straight through libpq's pipeline, its values encoded by
+    the backend, SYNC_ROWS statements to a sync: each way of cutting it is tried (a lot of
+    one statement syncs after each, so a failing row is the last statement of its lot)."""
+    if request.param == "a sync a statement":
+        monkeypatch.setattr(postgres_backend, "SYNC_ROWS", 1)
     return str(request.param)
 
 
@@ -155,6 +154,64 @@ def test_the_direct_pipeline_stores_each_value_as_psycopg_would() -> None:
                 row["j"].obj if row["j"] is not None else None, row["f"], row["n"]]
         for w, g in zip(want, back, strict=True):
             assert g == w or (w != w and g != g), (w, g)
+
+
+@pytest.mark.postgres
+def test_the_direct_pipeline_syncs_every_lot_and_answers_the_first_statement(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass of many rows is sent SYNC_ROWS statements to a sync, each lot's answers read
+    before the next lot goes (what PostgreSQL answers waiting to be read stays bounded);
+    the rows all land, in the one transaction, and the first statement's row comes back."""
+    monkeypatch.setattr(postgres_backend, "SYNC_ROWS", 3)
+    rows = [{"t": f"r{i}", "i": i, "b": None, "u": None, "ts": None, "naive": None,
+             "j": None, "f": None, "n": None} for i in range(8)]
+    with psycopg.connect(PG_URL) as conn:
+        _create_vals(conn)
+        conn.commit()
+        conn.execute("SELECT 1")  # in a transaction, as a pass is
+        lots: list[int] = []
+        real = postgres_backend._lot
+
+        def counted(conn: Any, statements: Any) -> Any:
+            lots.append(len(statements))
+            return real(conn, statements)
+
+        monkeypatch.setattr(postgres_backend, "_lot", counted)
+        first = postgres_backend._pipelined(
+            conn, [(_VALUES, "", row) for row in rows], (b"SELECT 'head'::text AS h", {}))
+        assert first == {"h": "head"}
+        assert lots == [3, 3, 3]  # the first statement and eight rows, three to a sync
+        assert conn.execute("SELECT array_agg(i ORDER BY i) FROM vals").fetchone() == (
+            list(range(8)),)
+        conn.rollback()  # one transaction: every lot goes with it
+        assert conn.execute("SELECT count(*) FROM vals").fetchone() == (0,)
+
+
+@pytest.mark.postgres
+def test_a_failing_row_in_a_later_lot_fails_the_pipeline_and_sends_no_more(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(postgres_backend, "SYNC_ROWS", 2)
+    good = {"t": "x", "i": 1, "b": None, "u": None, "ts": None, "naive": None, "j": None,
+            "f": None, "n": None}
+    bad = {**good, "i": "not a number"}
+    lots: list[int] = []
+    real = postgres_backend._lot
+
+    def counted(conn: Any, statements: Any) -> Any:
+        lots.append(len(statements))
+        return real(conn, statements)
+
+    monkeypatch.setattr(postgres_backend, "_lot", counted)
+    with psycopg.connect(PG_URL) as conn:
+        _create_vals(conn)
+        conn.commit()
+        conn.execute("SELECT 1")  # in a transaction, as a pass is
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+            postgres_backend._pipelined(conn, [(_VALUES, "", r)
+                                               for r in (good, good, good, bad, good, good)])
+        assert lots == [2, 2]  # the lot after the failing one is never sent
+        conn.rollback()
+        assert conn.execute("SELECT count(*) FROM vals").fetchone() == (0,)
 
 
 @pytest.mark.postgres
