@@ -1,0 +1,110 @@
+"""The I/O threads: store work of concurrent commands runs beside the event loop, its
+outcome handed back to the awaiting command, as an executor would."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from interlock.domain.services.io import IoThreads, _Hands
+
+
+class Refused(Exception):
+    pass
+
+
+def test_outcomes_and_failures_come_back_to_the_caller() -> None:
+    hands = _Hands(2)
+
+    def fail() -> None:
+        raise Refused("no")
+
+    async def main() -> None:
+        assert await hands.run(lambda: threading.current_thread().name) != \
+            threading.current_thread().name
+        with pytest.raises(Refused, match="no"):
+            await hands.run(fail)
+
+    asyncio.run(main())
+    hands.close()
+
+
+def test_work_runs_side_by_side_up_to_the_threads_there_are() -> None:
+    """Three calls that each wait for the other two finish: three threads ran them at once
+    (one queue behind one thread would wait forever); a fourth thread is never made."""
+    hands = _Hands(3)
+    met = threading.Barrier(3, timeout=5)
+
+    async def main() -> list[int]:
+        return list(await asyncio.gather(*(hands.run(met.wait) for _ in range(3))))
+
+    assert sorted(asyncio.run(main())) == [0, 1, 2]
+
+    async def more() -> None:
+        await asyncio.gather(*(hands.run(lambda: time.sleep(0.01)) for _ in range(10)))
+
+    asyncio.run(more())
+    assert len(hands._threads) == 3
+    hands.close()
+
+
+def test_work_whose_caller_stopped_waiting_before_it_began_is_not_run() -> None:
+    hands = _Hands(1)
+    started, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def first() -> None:
+        started.set()
+        release.wait(5)
+        ran.append("first")
+
+    async def main() -> None:
+        busy = hands.run(first)
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        queued = hands.run(lambda: ran.append("second"))
+        queued.cancel()
+        release.set()
+        await busy
+        await hands.run(lambda: None)  # the queue has moved past the cancelled work
+
+    asyncio.run(main())
+    assert ran == ["first"]
+    hands.close()
+
+
+def test_closed_threads_end_and_take_no_more_work() -> None:
+    hands = _Hands(2)
+
+    async def main() -> None:
+        await asyncio.gather(hands.run(lambda: time.sleep(0.01)), hands.run(lambda: None))
+
+    asyncio.run(main())
+    threads = list(hands._threads)
+    hands.close()
+    for thread in threads:
+        thread.join(5)
+        assert not thread.is_alive()
+
+    async def again() -> None:
+        with pytest.raises(RuntimeError, match="closed"):
+            hands.run(lambda: None)
+
+    asyncio.run(again())
+
+
+def test_a_lone_command_runs_its_store_work_in_place_and_concurrent_ones_do_not() -> None:
+    io = IoThreads(4)
+    here = threading.current_thread()
+
+    async def main() -> tuple[bool, bool]:
+        lone = await io.off_loop(threading.current_thread) is here
+        with io.together(), io.together():
+            shared = await io.off_loop(threading.current_thread) is here
+        return lone, shared
+
+    assert asyncio.run(main()) == (True, False)
+    io.close()
