@@ -435,15 +435,19 @@ def _lot(conn: psycopg.Connection[Any], statements: list[tuple[bytes, tuple[str,
                                                                 Mapping[str, Any]]],
          ) -> tuple[list[bytes | None], list[Any]]:
     """The statements sent in one pipeline and synced once: what each result is (the name
-    a prepare made, None: a statement's) and the results, checked (`_checked`)."""
+    a prepare made, None: a statement's) and the results, checked (`_checked`). Every value
+    is encoded before the pipeline begins: a value that cannot be raises its own error with
+    nothing sent (a pipeline left half-sent refuses to end, and hides it)."""
     pg, encoding = conn.pgconn, conn.info.encoding
+    encoded = []
+    for query, names, params in statements:
+        values, types = _encoded([params[name] for name in names], encoding, conn)
+        encoded.append((query, values, types, libpq.typed_name(query, tuple(types))))
     prepared = libpq.prepared_on(pg)
     sent: list[bytes | None] = []  # a result each: the name a prepare made, None: a row's
     pg.enter_pipeline_mode()
     try:
-        for query, names, params in statements:
-            values, types = _encoded([params[name] for name in names], encoding, conn)
-            name = libpq.typed_name(query, tuple(types))
+        for query, values, types, name in encoded:
             if name not in prepared:
                 if len(prepared) >= PREPARED_MAX:  # a session's statements stay bounded
                     pg.send_query_params(query, values, param_types=types)

@@ -156,9 +156,23 @@ def test_the_direct_pipeline_stores_each_value_as_psycopg_would() -> None:
             assert g == w or (w != w and g != g), (w, g)
 
 
+@pytest.fixture
+def lots(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The statements of each lot the direct pipeline sends, in order."""
+    sent: list[int] = []
+    real = postgres_backend._lot
+
+    def counted(conn: Any, statements: Any) -> Any:
+        sent.append(len(statements))
+        return real(conn, statements)
+
+    monkeypatch.setattr(postgres_backend, "_lot", counted)
+    return sent
+
+
 @pytest.mark.postgres
 def test_the_direct_pipeline_syncs_every_lot_and_answers_the_first_statement(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, lots: list[int]) -> None:
     """A pass of many rows is sent SYNC_ROWS statements to a sync, each lot's answers read
     before the next lot goes (what PostgreSQL answers waiting to be read stays bounded);
     the rows all land, in the one transaction, and the first statement's row comes back."""
@@ -169,14 +183,6 @@ def test_the_direct_pipeline_syncs_every_lot_and_answers_the_first_statement(
         _create_vals(conn)
         conn.commit()
         conn.execute("SELECT 1")  # in a transaction, as a pass is
-        lots: list[int] = []
-        real = postgres_backend._lot
-
-        def counted(conn: Any, statements: Any) -> Any:
-            lots.append(len(statements))
-            return real(conn, statements)
-
-        monkeypatch.setattr(postgres_backend, "_lot", counted)
         first = postgres_backend._pipelined(
             conn, [(_VALUES, "", row) for row in rows], (b"SELECT 'head'::text AS h", {}))
         assert first == {"h": "head"}
@@ -189,19 +195,11 @@ def test_the_direct_pipeline_syncs_every_lot_and_answers_the_first_statement(
 
 @pytest.mark.postgres
 def test_a_failing_row_in_a_later_lot_fails_the_pipeline_and_sends_no_more(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, lots: list[int]) -> None:
     monkeypatch.setattr(postgres_backend, "SYNC_ROWS", 2)
     good = {"t": "x", "i": 1, "b": None, "u": None, "ts": None, "naive": None, "j": None,
             "f": None, "n": None}
     bad = {**good, "i": "not a number"}
-    lots: list[int] = []
-    real = postgres_backend._lot
-
-    def counted(conn: Any, statements: Any) -> Any:
-        lots.append(len(statements))
-        return real(conn, statements)
-
-    monkeypatch.setattr(postgres_backend, "_lot", counted)
     with psycopg.connect(PG_URL) as conn:
         _create_vals(conn)
         conn.commit()
@@ -210,6 +208,25 @@ def test_a_failing_row_in_a_later_lot_fails_the_pipeline_and_sends_no_more(
             postgres_backend._pipelined(conn, [(_VALUES, "", r)
                                                for r in (good, good, good, bad, good, good)])
         assert lots == [2, 2]  # the lot after the failing one is never sent
+        conn.rollback()
+        assert conn.execute("SELECT count(*) FROM vals").fetchone() == (0,)
+
+
+@pytest.mark.postgres
+def test_a_value_that_cannot_be_encoded_raises_its_own_error_with_nothing_sent() -> None:
+    """Every value of a lot is encoded before its pipeline begins: a value psycopg cannot
+    adapt is the error the caller sees (a half-sent pipeline would refuse to end and hide
+    it behind its own), and the connection's transaction can be rolled back."""
+    good = {"t": "x", "i": 1, "b": None, "u": None, "ts": None, "naive": None, "j": None,
+            "f": None, "n": None}
+    with psycopg.connect(PG_URL) as conn:
+        _create_vals(conn)
+        conn.commit()
+        conn.execute("SELECT 1")  # in a transaction, as a pass is
+        with pytest.raises(psycopg.ProgrammingError, match="cannot adapt"):
+            postgres_backend._pipelined(conn, [(_VALUES, "", good), (_VALUES, "", good),
+                                               (_VALUES, "", {**good, "t": object()})])
+        assert not conn.pgconn.pipeline_status
         conn.rollback()
         assert conn.execute("SELECT count(*) FROM vals").fetchone() == (0,)
 
