@@ -108,3 +108,64 @@ def test_a_lone_command_runs_its_store_work_in_place_and_concurrent_ones_do_not(
 
     assert asyncio.run(main()) == (True, False)
     io.close()
+
+
+def test_a_thread_that_cannot_start_fails_that_call_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No thread to be had: the caller is told, nothing is queued behind it, and the slot is
+    free for the next call (with one thread, a slot lost would hang every later call)."""
+    hands = _Hands(1)
+    real = threading.Thread.start
+    refused = [True]
+
+    def start(thread: threading.Thread) -> None:
+        if refused.pop() if refused else False:
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+
+    async def main() -> int:
+        with pytest.raises(RuntimeError, match="can't start"):
+            hands.run(lambda: 0)
+        return await asyncio.wait_for(hands.run(lambda: 7), 5)
+
+    assert asyncio.run(main()) == 7
+    assert len(hands._threads) == 1
+    hands.close(wait=True)
+
+
+def test_work_queued_before_closing_is_done_and_closing_can_wait_for_it() -> None:
+    hands = _Hands(1)
+    done: list[int] = []
+    gate = threading.Event()
+
+    async def main() -> None:
+        first = hands.run(lambda: gate.wait(5))
+        second = hands.run(lambda: done.append(2))
+        hands.close()
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(first, second), 5)
+
+    asyncio.run(main())
+    hands.close(wait=True)
+    assert done == [2] and not hands._threads[0].is_alive()
+
+
+def test_store_work_raising_stop_iteration_fails_its_caller_instead_of_hanging() -> None:
+    hands = _Hands(1)
+
+    def stops() -> None:
+        raise StopIteration
+
+    async def main() -> None:
+        with pytest.raises(RuntimeError, match="StopIteration"):
+            await asyncio.wait_for(hands.run(stops), 5)
+
+    asyncio.run(main())
+    hands.close()
+
+
+def test_the_io_threads_need_a_thread() -> None:
+    with pytest.raises(ValueError, match="at least one thread"):
+        _Hands(0)
