@@ -4,8 +4,11 @@ outcome handed back to the awaiting command, as an executor would."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -169,3 +172,22 @@ def test_store_work_raising_stop_iteration_fails_its_caller_instead_of_hanging()
 def test_the_io_threads_need_a_thread() -> None:
     with pytest.raises(ValueError, match="at least one thread"):
         _Hands(0)
+
+
+def test_at_exit_the_work_queued_is_done_before_the_threads_are_let_go(tmp_path: Path) -> None:
+    """A process that ends with store work under way (a commit, say) finishes it, as an
+    executor's threads would; its caller's loop is gone by then, and nothing complains."""
+    mark = tmp_path / "written"
+    script = f"""
+import asyncio, pathlib, time
+from interlock.domain.services.io import _Hands
+hands = _Hands(1)
+async def main():
+    hands.run(lambda: (time.sleep(0.3), pathlib.Path({str(mark)!r}).write_text("done")))
+asyncio.run(main())
+"""
+    ended = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           timeout=30)
+    assert ended.returncode == 0, ended.stderr
+    assert mark.read_text() == "done"
+    assert ended.stderr == ""
