@@ -14,6 +14,16 @@ server slowed fifty times, so the other threads' share swings more between runs.
 the views' passes a cycle (from `/metrics`, scraped outside the counting): a pass gathers
 the commits of 0.1 s, so under callgrind it covers fewer cycles than it does natively, and
 each pass has a cost of its own besides its events' (bench/HISTORY.md has the figures).
+
+    .venv/bin/python -m bench.bench_instructions --pass-cost [--cycles 100] [--baseline DIR]
+
+counts that cost apart: the service in process (no HTTP), its views applied by hand, runs
+`--cycles` banking cycles three times under callgrind, with none, with a pass after every
+tenth cycle and with a pass after every cycle. The difference between the last two is the
+passes' own cost (their events are the same); what the second costs more than the first,
+less its passes' own cost, is what applying a cycle's events costs the views. Whole runs are
+counted (start-up and the cycles themselves cancel out), so the figures carry a few hundred
+thousand instructions of noise.
 """
 
 from __future__ import annotations
@@ -117,11 +127,96 @@ def _control(action: str, pid: int) -> None:
     subprocess.run(["callgrind_control", action, str(pid)], check=True, capture_output=True)
 
 
+# The pass-cost run's process: the tree's own service and views, nothing of this checkout's.
+_PASSES = """
+import asyncio, sys
+from interlock.bootstrap import build_service, load_agents
+from interlock.domain import RespondEntry
+from interlock.projections import open_read_models
+cycles, every = int(sys.argv[1]), int(sys.argv[2])
+app = build_service(sys.argv[3], load_agents(sys.argv[4]))
+models = open_read_models(app, run=False)
+listeners = getattr(app, "commit_listeners", None)  # served: a pass takes the commits
+if listeners is not None and hasattr(models, "committed"):  # it saw, decoded, as they were
+    listeners.append(models.committed)
+
+async def cycle():
+    chat = app.start_chat("bankingAgent", actor="bench")
+    sent = await app.send(chat.id, "Transfer $100 to savings.", actor="bench")
+    [i] = sent.interrupts
+    done = await app.resume(chat.id, respond=[RespondEntry(
+        ref=i.ref, name=i.name, output={"approved": True})], actor="bench")
+    assert done.finish_reason == "stop"
+
+async def main():
+    for _ in range(20):
+        await cycle()
+    models.catch_up()
+    for n in range(1, cycles + 1):
+        await cycle()
+        if every and n % every == 0:
+            models.catch_up()
+
+asyncio.run(main())
+models.close()
+app.close()
+"""
+
+
+class PassCost(NamedTuple):
+    """Millions of instructions: one views pass on its own, and applying one cycle's events
+    (passes apart)."""
+
+    per_pass: float
+    per_cycle: float
+
+
+def pass_cost(root: str, cycles: int) -> PassCost:
+    """`PassCost` of the checkout `root`, from three whole runs under callgrind (in parallel:
+    callgrind counts instructions, not time)."""
+    every = {0: 0, 10: cycles // 10, 1: cycles}  # a pass every n cycles: passes
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(root)}
+    folder = tempfile.mkdtemp()
+    with scratch_schema() as a, scratch_schema() as b, scratch_schema() as c:
+        procs = {}
+        try:
+            for n, store in zip(every, (a, b, c), strict=True):
+                with open(f"{folder}/{n}.err", "w") as err:  # the child keeps its own copy
+                    procs[n] = subprocess.Popen(
+                        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/{n}.out",
+                         sys.executable, "-c", _PASSES, str(cycles), str(n), store, AGENTS],
+                        env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=err)
+            for n, proc in procs.items():
+                if proc.wait() != 0:
+                    raise SystemExit(f"the pass-cost run (a pass every {n or 'no'} cycles) failed:"
+                                     f"\n{Path(f'{folder}/{n}.err').read_text()[-2000:]}")
+        finally:
+            for proc in procs.values():  # a failed run ends the others
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+    total = {n: sum(int(line.split()[1]) for line in Path(f"{folder}/{n}.out").read_text()
+                    .splitlines() if line.startswith("summary:")) for n in every}
+    per_pass = (total[1] - total[10]) / (every[1] - every[10])
+    per_cycle = (total[10] - total[0] - every[10] * per_pass) / cycles
+    return PassCost(per_pass / 1e6, per_cycle / 1e6)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cycles", type=int, default=60)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    parser.add_argument("--cycles", type=int, default=None,
+                        help="cycles counted (default 60; 100 with --pass-cost)")
     parser.add_argument("--baseline", metavar="DIR", help="an older checkout, counted too")
+    parser.add_argument("--pass-cost", action="store_true",
+                        help="count a views pass's own cost apart from a cycle's (in process)")
     args = parser.parse_args()
+    if args.cycles is not None and args.cycles < (20 if args.pass_cost else 1):
+        parser.error(f"--cycles must be at least {20 if args.pass_cost else 1}"
+                     f"{' with --pass-cost (a pass every tenth cycle)' if args.pass_cost else ''}")
+    if args.pass_cost:
+        _print_pass_cost(args.cycles or 100, args.baseline)
+        return
+    args.cycles = args.cycles or 60
     here = count_threads(".", args.cycles)
     print(f"{'this checkout':<16} {here.total:8.2f} M instructions a cycle (1 client, as served)"
           f"; event loop {here.main:.2f}, other threads {here.other:.2f}{_per_pass(here)}")
@@ -130,6 +225,17 @@ def main() -> None:
         print(f"{'baseline':<16} {before.total:8.2f} M instructions a cycle; event loop "
               f"{before.main:.2f}, other threads {before.other:.2f}{_per_pass(before)}; this "
               f"checkout is {here.total / before.total:.3f} of it")
+
+
+def _print_pass_cost(cycles: int, baseline: str | None) -> None:
+    here = pass_cost(".", cycles)
+    print(f"{'this checkout':<16} a views pass {here.per_pass:.2f} M instructions of its own; "
+          f"a cycle's events {here.per_cycle:.2f} M (in process, {cycles} cycles)")
+    if baseline:
+        before = pass_cost(baseline, cycles)
+        print(f"{'baseline':<16} a views pass {before.per_pass:.2f} M instructions of its own; "
+              f"a cycle's events {before.per_cycle:.2f} M; this checkout's pass is "
+              f"{here.per_pass / before.per_pass:.3f} of it")
 
 
 def _per_pass(count: Count) -> str:
