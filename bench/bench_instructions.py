@@ -176,8 +176,8 @@ def pass_cost(root: str, cycles: int) -> PassCost:
     callgrind counts instructions, not time)."""
     every = {0: 0, 10: cycles // 10, 1: cycles}  # a pass every n cycles: passes
     env = {**os.environ, "PYTHONPATH": os.path.abspath(root)}
-    folder = tempfile.mkdtemp()
-    with scratch_schema() as a, scratch_schema() as b, scratch_schema() as c:
+    with tempfile.TemporaryDirectory() as folder, scratch_schema() as a, scratch_schema() as b, \
+            scratch_schema() as c:
         procs = {}
         try:
             for n, store in zip(every, (a, b, c), strict=True):
@@ -195,8 +195,8 @@ def pass_cost(root: str, cycles: int) -> PassCost:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
-    total = {n: sum(int(line.split()[1]) for line in Path(f"{folder}/{n}.out").read_text()
-                    .splitlines() if line.startswith("summary:")) for n in every}
+        total = {n: sum(int(line.split()[1]) for line in Path(f"{folder}/{n}.out").read_text()
+                        .splitlines() if line.startswith("summary:")) for n in every}
     per_pass = (total[1] - total[10]) / (every[1] - every[10])
     per_cycle = (total[10] - total[0] - every[10] * per_pass) / cycles
     return PassCost(per_pass / 1e6, per_cycle / 1e6)
