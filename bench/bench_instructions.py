@@ -1,7 +1,7 @@
 """Instructions the server executes per banking cycle, counted by callgrind: a figure that
 repeats on a machine whose timings vary by a fifth from one run to the next.
 
-    .venv/bin/python -m bench.bench_instructions [--cycles 60] [--baseline DIR]
+    .venv/bin/python -m bench.bench_instructions [--cycles 60] [--baseline DIR] [--keep DIR]
 
 `interlock serve` (PostgreSQL, views on, personal data encrypted: as served) runs under
 `valgrind --tool=callgrind` with instrumentation off; after a warm-up the counting is
@@ -73,9 +73,20 @@ class Count(NamedTuple):
 
 
 def count_threads(root: str, cycles: int, server: Sequence[str] | None = None,
-                  cycle: Cycle = wire_cycle) -> Count:
-    """`count`, split by thread, with the views' passes a cycle."""
-    out = os.path.join(tempfile.mkdtemp(), "callgrind.out")
+                  cycle: Cycle = wire_cycle, keep: str | None = None) -> Count:
+    """`count`, split by thread, with the views' passes a cycle; callgrind's files are kept
+    in the folder `keep` (for `callgrind_annotate`), else removed."""
+    with tempfile.TemporaryDirectory() as folder:
+        if keep is not None:
+            os.makedirs(keep, exist_ok=True)
+            for old in glob.glob(os.path.join(keep, "callgrind.out*")):  # not summed again
+                os.remove(old)
+        return _count_threads(root, cycles, server, cycle,
+                              os.path.join(keep or folder, "callgrind.out"))
+
+
+def _count_threads(root: str, cycles: int, server: Sequence[str] | None, cycle: Cycle,
+                   out: str) -> Count:
     env = {**os.environ, "INTERLOCK_API_KEYS": "", "INTERLOCK_API_KEYS_FILE": "",
            "PYTHONPATH": os.path.abspath(root)}
     with scratch_schema() as store:
@@ -207,6 +218,9 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=None,
                         help="cycles counted (default 60; 100 with --pass-cost)")
     parser.add_argument("--baseline", metavar="DIR", help="an older checkout, counted too")
+    parser.add_argument("--keep", metavar="DIR",
+                        help="keep callgrind's files in DIR, one a thread (callgrind_annotate"
+                             " DIR/callgrind.out.1-01 is the event loop's counted part)")
     parser.add_argument("--pass-cost", action="store_true",
                         help="count a views pass's own cost apart from a cycle's (in process)")
     args = parser.parse_args()
@@ -217,11 +231,12 @@ def main() -> None:
         _print_pass_cost(args.cycles or 100, args.baseline)
         return
     args.cycles = args.cycles or 60
-    here = count_threads(".", args.cycles)
+    here = count_threads(".", args.cycles, keep=args.keep)
     print(f"{'this checkout':<16} {here.total:8.2f} M instructions a cycle (1 client, as served)"
           f"; event loop {here.main:.2f}, other threads {here.other:.2f}{_per_pass(here)}")
     if args.baseline:
-        before = count_threads(args.baseline, args.cycles)
+        before = count_threads(args.baseline, args.cycles, keep=args.keep and os.path.join(
+            args.keep, "baseline"))
         print(f"{'baseline':<16} {before.total:8.2f} M instructions a cycle; event loop "
               f"{before.main:.2f}, other threads {before.other:.2f}{_per_pass(before)}; this "
               f"checkout is {here.total / before.total:.3f} of it")
