@@ -3,7 +3,9 @@
     .venv/bin/python -m bench.bench_http [--cycles 200] [--clients 1,8,32] [--model-latency 100]
 
 One `interlock serve` subprocess (dev mode, loopback) on a fresh schema; clients are
-threads with keep-alive httpx connections. The in-process figure runs the same cycle on
+keep-alive HTTP/1.1 connections spoken by hand on one event loop (`Wire`). `--baseline DIR`
+serves the "before" rows from an older checkout in the same run, with each `--workers`
+count its `serve` takes (`--workers` came in 2026-11-30). The in-process figure runs the same cycle on
 the `Interlock` service directly, in the same run, on its own fresh schema, with the read
 models running beside it as in the server; "+wait" also waits for the views after each
 write (what a write-path read-your-writes would cost; the API waits on reads instead).
@@ -356,6 +358,15 @@ def row(label: str, clients: int, figures: Figures, elapsed: float, per_tx: floa
             f"{pct(figures.resume, .99):>9.2f} {per_tx:>7.2f}{cpu}")
 
 
+def _has_workers(root: str) -> bool:
+    """Whether the checkout `root`'s `interlock serve` takes `--workers` (from 2026-11-30)."""
+    try:
+        with open(os.path.join(root, "interlock", "cli", "serve.py")) as source:
+            return '"--workers"' in source.read()
+    except FileNotFoundError:
+        return False
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=256)
@@ -387,8 +398,9 @@ def main() -> None:
             http = mode.startswith("http")
             for workers in [int(w) for w in args.workers.split(",")] if http else [1]:
                 label = mode if workers == 1 else f"{mode} x{workers}"
-                if mode == "http before" and workers > 1:
-                    continue  # the baseline had no --workers
+                if mode == "http before" and workers > 1 and not _has_workers(args.baseline):
+                    print(f"{label:<18}{clients:>4}   (the baseline's serve has no --workers)")
+                    continue
                 root = args.baseline if mode == "http before" else None
                 with scratch_schema() as store:
                     if http:
