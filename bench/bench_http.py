@@ -5,10 +5,11 @@
 One `interlock serve` subprocess (dev mode, loopback) on a fresh schema; clients are
 keep-alive HTTP/1.1 connections spoken by hand on one event loop (`Wire`). `--baseline DIR`
 serves the "before" rows from an older checkout in the same run, with each `--workers`
-count its `serve` takes (`--workers` came in 2026-11-30). The in-process figure runs the same cycle on
-the `Interlock` service directly, in the same run, on its own fresh schema, with the read
-models running beside it as in the server; "+wait" also waits for the views after each
-write (what a write-path read-your-writes would cost; the API waits on reads instead).
+count its `serve` takes (`--workers` came in 2026-11-30). The in-process figure runs the
+same cycle on the `Interlock` service directly, in the same run, on its own fresh schema,
+with the read models running beside it as in the server; "+wait" also waits for the views
+after each write (what a write-path read-your-writes would cost; the API waits on reads
+instead).
 `--model-latency MS` puts the banking script behind a model that takes MS per call
 (`bench.agents`); the model-bound ideal is then printed beside the measured rate.
 `app/tx` is appends per transaction, read from the stored rows (one `xmin` per transaction).
