@@ -227,6 +227,9 @@ def main() -> None:
     if args.cycles is not None and args.cycles < (20 if args.pass_cost else 1):
         parser.error(f"--cycles must be at least {20 if args.pass_cost else 1}"
                      f"{' with --pass-cost (a pass every tenth cycle)' if args.pass_cost else ''}")
+    if args.pass_cost and args.keep:
+        parser.error("--keep keeps the served count's files; --pass-cost counts in a"
+                     " temporary folder it removes")
     if args.pass_cost:
         _print_pass_cost(args.cycles or 100, args.baseline)
         return
