@@ -29,6 +29,7 @@ thousand instructions of noise.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import os
 import re
@@ -76,13 +77,12 @@ def count_threads(root: str, cycles: int, server: Sequence[str] | None = None,
                   cycle: Cycle = wire_cycle, keep: str | None = None) -> Count:
     """`count`, split by thread, with the views' passes a cycle; callgrind's files are kept
     in the folder `keep` (for `callgrind_annotate`), else removed."""
-    with tempfile.TemporaryDirectory() as folder:
-        if keep is not None:
-            os.makedirs(keep, exist_ok=True)
-            for old in glob.glob(os.path.join(keep, "callgrind.out*")):  # not summed again
-                os.remove(old)
-        return _count_threads(root, cycles, server, cycle,
-                              os.path.join(keep or folder, "callgrind.out"))
+    if keep is not None:
+        os.makedirs(keep, exist_ok=True)
+        for old in glob.glob(os.path.join(keep, "callgrind.out*")):  # not summed again
+            os.remove(old)
+    with contextlib.nullcontext(keep) if keep else tempfile.TemporaryDirectory() as folder:
+        return _count_threads(root, cycles, server, cycle, os.path.join(folder, "callgrind.out"))
 
 
 def _count_threads(root: str, cycles: int, server: Sequence[str] | None, cycle: Cycle,
