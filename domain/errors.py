@@ -33,7 +33,7 @@ InterlockError                        (a client's error: every subclass has code
 │   │   ├── PendingInterruptsError    pending_interrupts
 │   │   ├── TurnInProgressError       turn_in_progress
 │   │   ├── NothingToRetryError       nothing_to_retry
-│   │   └── ChatErasedError           chat_erased (erased or being erased: no fork of it)
+│   │   └── ChatErasedError           chat_erased (erased or erasing: no turn, decision or fork)
 │   ├── ConcurrencyError              concurrent_modification
 │   ├── ReviewStateError              review_state (not open, incomplete, assessed already)
 │   └── PolicyStateError              policy_state (approved, withdrawn or superseded already)
@@ -346,7 +346,8 @@ class ChatErasedError(ChatStateError):
 
     def __init__(self, chat_id: object) -> None:
         super().__init__(
-            f"chat {chat_id}'s personal data is erased or being erased: it cannot be forked",
+            f"chat {chat_id}'s personal data is erased or being erased: it takes no new"
+            " message, decision, retry, withdrawal or fork",
             chat_id=str(chat_id),
         )
 

@@ -128,8 +128,7 @@ class Chat:
     def fork(cls, source: Chat, *, agent: str, actor: str) -> Chat:
         """A new chat of `source`'s tenant holding its history as of its version; a chat
         caught mid-turn there is refused (no process would be running that turn)."""
-        if source.state.erasing:
-            raise ChatErasedError(source.id)
+        source.check_not_erasing()
         if source.state.status == "running":
             raise InvalidRequestError(
                 f"chat {source.id} was mid-turn at version {source.version}: fork at a "
@@ -145,8 +144,7 @@ class Chat:
     def record_fork(self, fork_id: UUID, version: int, *, actor: str) -> None:
         """Link this chat to a fork of its history up to `version`; refused once its
         erasure began (the fork would keep what the erasure destroys)."""
-        if self.state.erasing:
-            raise ChatErasedError(self.id)
+        self.check_not_erasing()
         self._check_not_running()
         self._trigger(ChatForkedTo, fork_id=fork_id, version=version, actor=actor)
 
@@ -159,12 +157,23 @@ class Chat:
         self._trigger(ErasureBegun, actor=actor)
         return True
 
+    def check_not_erasing(self) -> None:
+        """Refuse a chat whose erasure began (ChatErasedError): from then on it takes no
+        message, decision, retry, withdrawal or fork, and answers no earlier request again.
+        Each would hand the chat's personal data on (to the model, to a fork, to the
+        client) or record more of it. A server's chat cache may still hold the plaintext of
+        a chat erased by another process: the command's read of the events since then
+        brings `ErasureBegun`, and this refuses it before the model is asked."""
+        if self.state.erasing:
+            raise ChatErasedError(self.id)
+
     def send_message(self, text: str, *, actor: str, fingerprint: str | None = None) -> None:
         """Begin a turn with the user's message; `fingerprint`, the agent's that will run it,
         is recorded with it when it differs from the one last recorded."""
         if not text.strip():
             raise InvalidRequestError("message text is empty")
         check_json(text, "text")
+        self.check_not_erasing()
         self._check_accepts_message()
         changed = fingerprint if fingerprint != self.state.fingerprint else None
         self._trigger(ev.UserMessageSent, text=text, actor=actor, fingerprint=changed)
@@ -178,6 +187,7 @@ class Chat:
         it renews it with heartbeats while tools run. With `decider_only` (an approver who
         is not a requester) only a turn the actor's own decision started may be retried.
         """
+        self.check_not_erasing()
         expired = self.state.status == "running" and now - self.state.updated_at >= stale_after
         if self.state.status != "failed" and not expired:
             raise NothingToRetryError(self.state.status)
@@ -241,6 +251,7 @@ class Chat:
         `policy` (a tool's policy by name) tells which stages an edited input goes through
         (without it, all of them).
         """
+        self.check_not_erasing()
         check_entries(respond, restart, metadata)
         check_json([dict(v) for v in votes], "votes")
         if self.state.status == "running":
@@ -309,6 +320,10 @@ class Chat:
 
     def withdraw(self, refs: Sequence[str], *, decider: Decider, reason: str) -> None:
         """Take pending requests back (all or nothing); the model is told why."""
+        self.check_not_erasing()
+        self._withdraw(refs, decider, reason)
+
+    def _withdraw(self, refs: Sequence[str], decider: Decider, reason: str) -> None:
         if not reason.strip():
             raise InvalidRequestError("a withdrawal needs a reason")
         check_json(reason, "reason")
@@ -335,7 +350,8 @@ class Chat:
         refs = [c.ref for c in self.pending_interrupts()]
         if self.state.status != "interrupted" or not refs:
             return []
-        self.withdraw(refs, decider=Decider(actor, frozenset({"admin"})), reason=reason)
+        # An erase run again after its beginning was recorded still closes them: its own act.
+        self._withdraw(refs, Decider(actor, frozenset({"admin"})), reason)
         self.finish_turn("stop")
         return refs
 

@@ -130,6 +130,7 @@ class Turns:
 
     async def _resume(self, command: Resume, emit: Emit | None) -> TurnResult:
         chat = await self.io.off_loop(self._store.checkout, command.chat_id, command.tenant)
+        chat.check_not_erasing()  # its first answer again too: it is the erased data
         loop = self._loop(chat, command.max_turns)
         key, body_sha = command.idempotency_key, None
         if key is not None:
@@ -255,6 +256,7 @@ class Turns:
         """
         if chat is None:
             chat = await self.io.off_loop(self._store.get, chat_id)
+        chat.check_not_erasing()  # the turn would go on: the sweeper records an erased one's alone
         at = at or self._clock()  # `at`: a replay's clock (interlock.replay), where a deadline fell
         since, version = len(chat.state.messages), chat.version
         escalated, expired = chat.escalate(ref, at), chat.expire(ref, at)

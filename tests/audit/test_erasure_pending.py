@@ -19,7 +19,7 @@ from interlock.bootstrap import build_service
 from interlock.cli.main import main
 from interlock.domain import ApproveEntry, Decider, Interlock
 from interlock.domain.chat.approval_events import InterruptExpired, InterruptWithdrawn
-from interlock.domain.errors import InterruptNotPendingError
+from interlock.domain.errors import ChatErasedError
 from interlock.projections import SqlReadModels, open_views
 from interlock.projections.interface import DecisionFilter
 from interlock.projections.views.inbox import InboxFilter
@@ -69,7 +69,7 @@ def test_erasing_a_chat_withdraws_its_pending_calls_first(
     assert _inbox(views, chat_id) == [] and _inbox(views, other) == ["p1"]
     rows = views.decisions(DecisionFilter(chat_id=str(chat_id)), 10, None).items
     assert [(r.kind, r.actor) for r in rows] == [("withdraw", "interlock:erasure")]
-    with pytest.raises(InterruptNotPendingError):  # nobody can decide it any more
+    with pytest.raises(ChatErasedError):  # nobody can decide it any more
         run(app.resume(chat_id, votes=[ApproveEntry(ref="p1", name="pay")], actor="tom",
                        decider=Decider("tom", frozenset({"treasury"}))))
     assert main(["audit", "erase", str(chat_id), "--no-rebuild", "--store", store]) == 0
@@ -93,6 +93,28 @@ def test_the_sweeper_records_the_expiry_of_a_chat_erased_with_a_call_pending(
     assert _inbox(views, chat_id) == [] and _inbox(views, other) == []
     assert sweeper.sweep(datetime.now(UTC)) == 0
     assert len([e for e in app.chat_events(chat_id) if isinstance(e, InterruptExpired)]) == 1
+
+
+def test_the_sweeper_leaves_an_erasing_chats_call_until_its_key_goes_then_expires_it_alone(
+    payer: tuple[Interlock, KeyStore, SqlReadModels],
+) -> None:
+    """A fork being erased keeps its pending calls (erase closes only the chat it was asked
+    for): while its key lives its expiry is not recorded, since the turn would go on and
+    tell the model; once the key is gone the expiry is recorded alone."""
+    app, keys, views = payer
+    chat_id = _held(app)
+    app.begin_erasure(chat_id, actor="operator")
+    time.sleep(TTL.total_seconds() + 0.05)
+    views.catch_up()
+    sweeper, before = Sweeper(app, views), app.chat_events(chat_id)
+    assert sweeper.sweep(datetime.now(UTC)) == 0
+    assert app.chat_events(chat_id) == before
+    keys.erase(chat_id)
+    assert sweeper.sweep(datetime.now(UTC)) == 1
+    after = app.chat_events(chat_id)  # the same events (read back erased), and the expiry
+    assert [e.chain for e in after[:-1]] == [e.chain for e in before]
+    assert isinstance(after[-1], InterruptExpired)
+    assert _inbox(views, chat_id) == []
 
 
 def test_only_a_destroyed_key_counts_as_erased_not_a_chat_kept_in_plaintext(

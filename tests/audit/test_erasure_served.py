@@ -13,7 +13,7 @@ import pytest
 from psycopg import sql
 
 from interlock.cli.main import main
-from interlock.client import Client
+from interlock.client import ChatErasedError, Client
 from tests.api.server import ServeProcess
 from tests.audit.test_checkpoints import keys  # noqa: F401 - the fixture
 from tests.audit.test_export import standalone
@@ -76,6 +76,8 @@ def test_served_chats_are_encrypted_and_erasure_leaves_no_plaintext(
         assert main(["audit", "erase", chat_id, "--store", store]) == 0
         with Client(server.url) as dev:
             assert SECRET not in str(dev.decisions(chat_id=chat_id))  # views rebuilt
+            with pytest.raises(ChatErasedError):  # its chat cache still held the plaintext
+                dev.open_chat(chat_id).send("What was my last transfer?")
     finally:
         server.stop()
     assert [t for t, rows in every_row(store).items() if SECRET in rows] == []
