@@ -360,6 +360,9 @@ def _erase_with_forks(app: Interlock, chat_id: UUID) -> list[tuple[UUID, list[st
         if current in seen:
             continue
         seen.add(current)
+        # Nothing is recorded of an erasure that cannot happen: a chat in plaintext would
+        # be left refusing every command (`ErasureBegun`) with its data still there.
+        audit_trail.keys_of(app).check_erasable(current)
         # A fork's copied calls are gone with its key (an erased ChatForked holds no call),
         # so an event deciding one could not be read back: its pending calls are left, and
         # leave the inbox when the views are rebuilt.

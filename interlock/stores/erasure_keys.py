@@ -93,18 +93,26 @@ class KeyStore:
 
     def erase(self, chat_id: UUID) -> str:
         """Destroy the chat's key; when. A chat never protected cannot be erased by key."""
-        key, erased_at = self._row(chat_id, fresh=True)
+        key, erased_at = self.check_erasable(chat_id)
         if erased_at is not None:
             return erased_at
-        if key is None:
-            raise InvalidRequestError(
-                f"chat {chat_id} has no personal-data key: it was stored in plaintext (or does"
-                " not exist), so it cannot be erased by destroying a key", chat_id=str(chat_id))
+        assert key is not None
         when = datetime.now(UTC).isoformat()
         self.backend.erase(chat_id, when)
         self._ciphers.pop(key, None)
         self._keep(chat_id, (None, when))
         return when
+
+    def check_erasable(self, chat_id: UUID) -> Row:
+        """The chat's key row as the store holds it now; InvalidRequestError for a chat with
+        no key that was never erased (stored in plaintext, or no such chat): erase asks this
+        before it records anything of the erasure."""
+        key, erased_at = row = self._row(chat_id, fresh=True)
+        if key is None and erased_at is None:
+            raise InvalidRequestError(
+                f"chat {chat_id} has no personal-data key: it was stored in plaintext (or does"
+                " not exist), so it cannot be erased by destroying a key", chat_id=str(chat_id))
+        return row
 
     def warm(self, chat_ids: Sequence[UUID]) -> None:
         """Read the keys of these chats that are not cached in one query (a page of chats

@@ -173,6 +173,9 @@ async def test_a_chat_stored_in_plaintext_cannot_be_erased_by_key(
     chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
     assert main(["audit", "erase", str(chat.id), "--store", store]) == 2
     assert "stored in plaintext" in capsys.readouterr().err
+    assert [type(e).__name__ for e in app.chat_events(chat.id)] == ["ChatStarted"]  # nothing
+    done = await app.send(chat.id, "Transfer $5 to savings.", actor="alice")  # nor refused
+    assert done.finish_reason == "interrupted"
 
 
 async def test_a_chat_begun_in_plaintext_stays_so_once_protection_is_on(
