@@ -127,9 +127,12 @@ class ChatRecording:
 
     @property
     def erased(self) -> bool:
-        """Its personal data was erased: its messages read as placeholders."""
-        return any(isinstance(e, ev.UserMessageSent) and e.text == ERASED
-                   for s in self.steps for e in s.inputs)
+        """Its personal data was erased (its messages read as placeholders), or its erasure
+        began (`ErasureBegun`, the key perhaps still there): never replayed, so never sent
+        to a live model."""
+        return any(isinstance(e, ErasureBegun) for s in self.steps for e in s.events) or any(
+            isinstance(e, ev.UserMessageSent) and e.text == ERASED
+            for s in self.steps for e in s.inputs)
 
     def answers(self) -> dict[str, deque[Message | str]]:
         """The recorded replies (a failure's text) by request key, in the order given."""

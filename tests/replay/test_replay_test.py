@@ -163,6 +163,19 @@ def test_an_erased_chat_is_skipped_not_failed(recorded: Recorded) -> None:
     assert report.passed and (report.identical, report.skipped) == (4, 1)
 
 
+def test_a_chat_whose_erasure_began_is_skipped_while_its_key_is_still_there(
+    recorded: Recorded,
+) -> None:
+    app = served(recorded.url)
+    try:
+        app.begin_erasure(recorded.chats[DECLINED], actor="operator")  # an erase cut short
+    finally:
+        app.close()
+    report = replay_test(recorded.url, ReplayOptions(agents=AGENTS, live_model=True))
+    declined = report.chats[DECLINED]
+    assert (declined.status, declined.notes) == ("skipped", [SKIPPED_ERASED])
+
+
 def test_a_live_model_is_called_and_an_unchanged_one_answers_alike(recorded: Recorded) -> None:
     calls: list[ModelRequest] = []
 
