@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from uuid import UUID
 
@@ -11,6 +12,7 @@ from fastapi.responses import StreamingResponse
 from interlock.api.schemas import ErrorBody, TurnPublic
 from interlock.api.streaming import Turn, TurnStreams
 from interlock.domain import Interlock
+from interlock.domain.chat.aggregate import Chat
 from interlock.domain.errors import ModelError
 
 Responses = dict[int | str, dict[str, Any]]
@@ -44,8 +46,13 @@ async def answer_turn(
         if last is None:
             return await streams.open(turn, (chat_id, tenant))
         service: Interlock = request.app.state.service
-        return streams.rejoin(last, (chat_id, tenant)) or await streams.from_log(
-            lambda: service.get_chat(UUID(chat_id), tenant=tenant))
+
+        def load() -> Chat:
+            return service.get_chat(UUID(chat_id), tenant=tenant)
+
+        # A held stream's frames are the chat's data as it ran: none once its erasure began.
+        (await asyncio.to_thread(load)).check_not_erasing()
+        return streams.rejoin(last, (chat_id, tenant)) or await streams.from_log(load)
     return await run_turn(turn)
 
 

@@ -40,6 +40,7 @@ from interlock.domain.delegations import DelegationDesk
 from interlock.domain.errors import (
     AlreadyVotedError,
     ApprovalRequiredError,
+    ChatErasedError,
     ConcurrencyError,
     DelegationNotFoundError,
     ForbiddenError,
@@ -117,7 +118,7 @@ async def decide(request: Request, chat_id: UUID, ref: str, action: Action,
         return await run_in_threadpool(_again, request, service, page, who, 403,
                                        notice=f"Refused by the server: {exc.message}.")
     except (ApprovalRequiredError, NotAnApprovalError, InvalidRequestError,
-            DelegationNotFoundError) as exc:
+            DelegationNotFoundError, ChatErasedError) as exc:
         return await run_in_threadpool(_again, request, service, page, who, exc.status,
                                        notice=f"Refused by the server: {exc.message}.")
     here = f"/chats/{chat_id}/interrupts/{quote(ref, safe='')}"

@@ -78,6 +78,11 @@ class TurnLoop:
     # model, with those guards not yet checked by a commit (read-only tools write nothing
     # ahead).
     guards_hold: Callable[[Chat], Awaitable[None]] | None = None
+    # Raises ConcurrencyError if another writer appended to the chat after `version` (an
+    # erasure's ErasureBegun among them). Called before the model is asked again with no
+    # store read or commit since it was last asked (a round of read-only tools): a turn that
+    # runs on must not send the chat's data once the chat has moved on elsewhere.
+    still_ours: Callable[[Chat, int], Awaitable[None]] | None = None
 
     async def run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
         """Run the turn; whatever fails in it (but a lost race) ends it `failed`, recorded."""
@@ -117,6 +122,7 @@ class TurnLoop:
     async def _drive(self, chat: Chat, since: int, emit: Emit | None) -> None:
         rounds = 0
         streamed = since  # messages before this index were streamed already, or never will be
+        asked_at = None  # the chat's stored version when the model was last asked
         while True:
             runnable = await self._hold(chat)
             if runnable:
@@ -127,6 +133,10 @@ class TurnLoop:
             if not chat.needs_model():
                 chat.finish_turn("stop")
                 return
+            stored = chat.version - len(chat.pending_events)
+            if stored == asked_at and self.still_ours is not None:
+                await self.still_ours(chat, stored)
+            asked_at = stored
             streamed = await _stream_tool_message(chat, streamed, emit)
             reply = await self._generate(chat, emit)
             if reply is None:

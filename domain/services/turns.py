@@ -311,7 +311,15 @@ class Turns:
             agent, self._host.models[agent.name], self._commit_turn,
             max_turns or agent.max_turns, self._host.tracer, runner=self._host,
             policies=self._in_force, guards_hold=self._guards_hold,
+            still_ours=self._still_ours,
         )
+
+    async def _still_ours(self, chat: Chat, version: int) -> None:
+        """ConcurrencyError if the store holds an event of the chat after `version`."""
+        newer = await self.io.off_loop(
+            lambda: list(self._store.events.get(chat.id, gt=version, limit=1)))
+        if newer:
+            raise ConcurrencyError(chat.id)
 
     async def _guards_hold(self, chat: Chat) -> None:
         """Before tools' outputs reach the stream or the model: the kept books their holds

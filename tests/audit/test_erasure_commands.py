@@ -8,18 +8,37 @@ not stop the command.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
+import httpx
 import pytest
 
+from interlock.api.app import make_app
+from interlock.api.auth import AuthConfig
 from interlock.bootstrap import build_service
 from interlock.cli.main import main
-from interlock.domain import Decider, Interlock, RespondEntry
-from interlock.domain.errors import ChatErasedError
+from interlock.domain import (
+    Agent,
+    Decider,
+    FunctionModel,
+    Interlock,
+    Message,
+    ModelResponse,
+    Part,
+    RespondEntry,
+    ToolContext,
+    ToolRequest,
+    tool,
+)
+from interlock.domain.errors import ChatErasedError, ConcurrencyError
 from interlock.domain.runtime.models import ModelRequest
 from interlock.domain.runtime.turns import TurnLoop
+from interlock.projections import open_read_models
 from interlock.stores.erasure_keys import KeyStore
+from tests.api.conftest import KEYS
+from tests.api.server import ThreadServer
 from tests.audit.test_erasure import SECRET, protected  # noqa: F401 - the fixture
 from tests.projections.flows import AGENTS
 
@@ -121,3 +140,73 @@ async def test_erase_run_again_after_its_beginning_still_closes_the_pending_call
         assert SECRET not in chat.state.model_dump_json()
     finally:
         reader.close()
+
+
+@pytest.fixture
+def alice(protected: Interlock) -> Iterator[httpx.Client]:  # noqa: F811
+    """The protected service served over HTTP, as alice."""
+    views = open_read_models(protected)
+    server = ThreadServer(make_app(protected, views, AuthConfig.from_mapping(KEYS)))
+    try:
+        with httpx.Client(base_url=server.url, headers={"Authorization": "Bearer key-alice"},
+                          timeout=30) as client:
+            yield client
+    finally:
+        server.stop()
+        views.close()
+
+
+def test_a_reconnected_stream_hands_back_nothing_of_an_erased_chat(
+    alice: httpx.Client, store: str,
+) -> None:
+    chat_id = alice.post("/v1/chats", json={"agent": "bankingAgent"}).json()["id"]
+    path, body = f"/v1/chats/{chat_id}/messages", {"text": f"transfer $5000 to {SECRET}"}
+    stream = {"Accept": "text/event-stream"}
+    with alice.stream("POST", path, json=body, headers=stream) as first:
+        frames = first.read().decode()
+    assert SECRET in frames  # the server keeps the stream's frames for reconnects
+    first_id = next(line[4:] for line in frames.splitlines() if line.startswith("id: "))
+    _erase(store, UUID(chat_id))
+    again = alice.post(path, json=body, headers={**stream, "Last-Event-ID": first_id})
+    assert (again.status_code, again.json()["error"]["code"]) == (409, "chat_erased")
+    assert SECRET not in again.text
+
+
+ERASE: list[Any] = []  # what the lookup tool does when it runs: the erase, once
+
+
+@tool(name="lookup", description="Look something up (it writes nothing).", side_effects=False)
+async def lookup(input: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    while ERASE:
+        ERASE.pop()()
+    return {"found": "nothing"}
+
+
+def _look_script(request: Any) -> ModelResponse:
+    """Looks it up when asked to, then says so; notes anything else."""
+    last = request.messages[-1]
+    if last.role == "user" and "look" in (last.text or ""):
+        call = Part(tool_request=ToolRequest(name="lookup", input={}))
+        return ModelResponse(message=Message(role="model", content=[call]))
+    return ModelResponse(message=Message(role="model", content=[Part(text="noted")]))
+
+
+LOOK = Agent(name="lookAgent", system="Look things up.", tools=[lookup],
+             model=FunctionModel(_look_script, name="look-script"))
+
+
+async def test_a_turn_running_when_the_erasure_lands_asks_the_model_nothing_more(
+    store: str, asked: list[str],
+) -> None:
+    app = build_service(store, [LOOK])
+    app.protect_personal_data(KeyStore.open(app))
+    try:
+        chat = app.start_chat("lookAgent", actor="alice", tenant="bank")
+        await app.send(chat.id, f"my name is {SECRET}", actor="alice")
+        ERASE.append(lambda: _erase(store, chat.id))  # while its read-only tool runs
+        asked[:] = []
+        with pytest.raises(ConcurrencyError):  # the chat moved on: this turn records nothing
+            await app.send(chat.id, "please look it up", actor="alice")
+        assert not ERASE and len(asked) == 1  # before: asked again, the history and all
+    finally:
+        app.close()

@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
 from playwright.sync_api import Page, expect
 
 from interlock.client import Client
 from tests.api.conftest import Live
-from tests.ui.conftest import Browse, accept_dialogs
+from tests.ui.conftest import Browse, ConsoleLive, accept_dialogs
 
 Api = Callable[[str], Client]
 FORCE_OPEN = ("document.querySelectorAll('[disabled]').forEach(e => {"
@@ -193,6 +194,20 @@ def test_routing_and_four_eyes_refusals_show_the_servers_reason(
     _open(root, live, chat_id, ref)
     expect(root.locator("#why-not")).to_contain_text("Four-eyes: root sent the turn")
     expect(root.get_by_label("Reason")).to_be_disabled()
+    assert "ApprovalVoted" not in _kinds(api, chat_id)
+
+
+def test_a_vote_on_a_chat_whose_erasure_began_is_refused_with_the_servers_reason(
+    signed_in: Browse, api: Api, live: Live
+) -> None:
+    chat_id, ref = _pay(api, "alice", 300)
+    tina = signed_in("tina")
+    _open(tina, live, chat_id, ref)
+    assert isinstance(live, ConsoleLive)
+    live.service.begin_erasure(UUID(chat_id), actor="operator")  # what `audit erase` does first
+    tina.get_by_role("button", name="Approve").click()
+    expect(tina.locator("#notice")).to_contain_text(
+        f"Refused by the server: chat {chat_id}'s personal data is erased or being erased")
     assert "ApprovalVoted" not in _kinds(api, chat_id)
 
 
