@@ -33,6 +33,8 @@ from uuid import UUID, uuid5
 
 from pydantic import BaseModel, Field, ValidationError
 
+from interlock.domain.chat.aggregate import Chat
+from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.rules import RespondEntry, RestartEntry
 from interlock.domain.errors import ConcurrencyError, InterlockError
 from interlock.domain.results import TurnResult
@@ -109,6 +111,15 @@ async def _delegate(
                 return child_id, await runner.retry(child_id, actor=actor)
             return child_id, _latest(runner, child_id)
     return child_id, await runner.send(child_id, message, actor=actor)
+
+
+def children_of(chat: Chat) -> list[UUID]:
+    """The ids a sub-agent chat started by one of this chat's calls would have (most of
+    its calls start none): a call's runs are keyed by chat, ref and attempt. A fork's call
+    asked in its source keeps the source's key, and the source's chat: it is not the fork's."""
+    return [uuid5(_CHILDREN, f"{id_text(chat.id)}:{call.ref}:{attempt}")
+            for call in chat.state.calls.values() if call.idempotency_chat() is None
+            for attempt in range(1, call.attempt + 1)]
 
 
 def _answer(ctx: ToolContext, agent: str, child_id: UUID, result: Any) -> str:

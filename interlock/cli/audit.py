@@ -22,6 +22,7 @@ from interlock.cli import audit_export, audit_parquet, audit_trail, review
 from interlock.domain import Interlock
 from interlock.domain.chat.events import ChatEvent
 from interlock.domain.errors import ChatNotFoundError, InternalError
+from interlock.domain.runtime.subagents import children_of
 from interlock.domain.storage.erasure import ERASED
 from interlock.notify import store as notify_store
 from interlock.process import tune_gc
@@ -347,16 +348,19 @@ def _close_pending(app: Interlock, chat_id: UUID) -> list[str]:
     return withdrawn
 
 
-def _erase_with_forks(app: Interlock, chat_id: UUID) -> list[tuple[UUID, list[str], str]]:
-    """Erase the chat and every fork of it, forks of forks too (their copied history is
-    the same person's data): (chat, calls withdrawn, when erased) each, the chat first.
+def _erase_with_copies(
+    app: Interlock, chat_id: UUID,
+) -> list[tuple[UUID, list[str], str, str]]:
+    """Erase the chat, every fork of it and every sub-agent chat its calls started, and
+    theirs too (their history is the same person's data): (chat, calls withdrawn, when
+    erased, what it is to the chat asked for) each, the chat first.
 
     Each is recorded as erasing before its key goes, so no fork of it is made from then
     on (`Interlock.begin_erasure`); the forks it names are all made before that."""
-    erased: list[tuple[UUID, list[str], str]] = []
-    todo, seen = [chat_id], set()
+    erased: list[tuple[UUID, list[str], str, str]] = []
+    todo, seen = [(chat_id, "")], set()
     while todo:
-        current = todo.pop(0)
+        current, what = todo.pop(0)
         if current in seen:
             continue
         seen.add(current)
@@ -367,22 +371,36 @@ def _erase_with_forks(app: Interlock, chat_id: UUID) -> list[tuple[UUID, list[st
         # so an event deciding one could not be read back: its pending calls are left, and
         # leave the inbox when the views are rebuilt.
         withdrawn = _close_pending(app, current) if current == chat_id else []
-        todo.extend(app.begin_erasure(current, actor=ERASURE))
-        erased.append((current, withdrawn, audit_trail.keys_of(app).erase(current)))
+        children = _subagent_chats(app, current)
+        forks = app.begin_erasure(current, actor=ERASURE)
+        todo.extend((fork, f"a fork of {chat_id}'s history") for fork in forks)
+        todo.extend((child, f"a sub-agent chat of {chat_id}'s") for child in children)
+        erased.append((current, withdrawn, audit_trail.keys_of(app).erase(current), what))
     return erased
+
+
+def _subagent_chats(app: Interlock, chat_id: UUID) -> list[UUID]:
+    """The sub-agent chats the chat's calls started: what its model sent them is its data."""
+    found = []
+    for child in children_of(app.get_chat(chat_id)):
+        try:
+            app.chat_events(child, limit=1)
+        except ChatNotFoundError:
+            continue  # the call was no sub-agent's, or its chat was never started
+        found.append(child)
+    return found
 
 
 def _erase(args: argparse.Namespace) -> int:
     app = audit_trail.open_app(args.store)
     try:
-        erased = _erase_with_forks(app, args.chat_id)
+        erased = _erase_with_copies(app, args.chat_id)
     finally:
         app.close()
-    for chat_id, withdrawn, when in erased:
+    for chat_id, withdrawn, when, what in erased:
         if withdrawn:
             print(f"withdrew its pending calls as {ERASURE}: {', '.join(withdrawn)}")
-        fork = "" if chat_id == args.chat_id else f" (a fork of {args.chat_id}'s history)"
-        print(f"chat {chat_id}{fork}: personal data erased at {when}")
+        print(f"chat {chat_id}{f' ({what})' if what else ''}: personal data erased at {when}")
         _forget_notifications(args.store, chat_id)
     if not args.no_rebuild:
         # Other processes (a server's view runner) read with keys cached for up to TTL:
@@ -390,7 +408,7 @@ def _erase(args: argparse.Namespace) -> int:
         print(f"rebuilding the views in {erasure.TTL:g}s, once no process holds the key",
               flush=True)
         time.sleep(erasure.TTL + 0.5)
-        for chat_id, _, _ in erased:  # rows such a process wrote meanwhile
+        for chat_id, *_ in erased:  # rows such a process wrote meanwhile
             _forget_notifications(args.store, chat_id)
         _rebuild_views(args.store, "all")
     return 0

@@ -30,16 +30,19 @@ from interlock.domain import (
     RespondEntry,
     ToolContext,
     ToolRequest,
+    agent_tool,
     tool,
 )
 from interlock.domain.errors import ChatErasedError, ConcurrencyError
 from interlock.domain.runtime.models import ModelRequest
 from interlock.domain.runtime.turns import TurnLoop
 from interlock.projections import open_read_models
+from interlock.projections.views.chats import ChatFilter
 from interlock.stores.erasure_keys import KeyStore
 from tests.api.conftest import KEYS
 from tests.api.server import ThreadServer
 from tests.audit.test_erasure import SECRET, protected  # noqa: F401 - the fixture
+from tests.kit import Script, call, say
 from tests.projections.flows import AGENTS
 
 pytestmark = pytest.mark.anyio
@@ -209,4 +212,38 @@ async def test_a_turn_running_when_the_erasure_lands_asks_the_model_nothing_more
             await app.send(chat.id, "please look it up", actor="alice")
         assert not ERASE and len(asked) == 1  # before: asked again, the history and all
     finally:
+        app.close()
+
+
+async def test_erase_follows_the_sub_agent_chats_a_chat_started(
+    store: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    lead = Script([call(("helper", {"message": f"find the account of {SECRET}"}, "h1")),
+                   say("lead done")])
+    agents = [Agent(name="lead", system="", model=FunctionModel(lead),
+                    tools=[agent_tool("helper", "Ask the helper")]),
+              Agent(name="helper", system="", model=FunctionModel(Script([say("found")])),
+                    tools=[])]
+    app = build_service(store, agents)
+    app.protect_personal_data(KeyStore.open(app))
+    views = open_read_models(app)
+    try:
+        parent = app.start_chat("lead", actor="alice", tenant="bank")
+        done = await app.send(parent.id, "go", actor="alice")
+        views.wait(done.position)
+        [child] = [UUID(str(c.chat_id)) for c in views.chats(ChatFilter(agent="helper")).items]
+        assert SECRET in app.get_chat(child).state.model_dump_json()  # the parent's data
+        _erase(store, parent.id)
+        assert f"chat {child} (a sub-agent chat of {parent.id}'s): personal data erased" in (
+            capsys.readouterr().out)
+        reader = build_service(store, agents)
+        reader.protect_personal_data(KeyStore.open(reader))
+        try:
+            assert SECRET not in reader.get_chat(child).state.model_dump_json()
+            with pytest.raises(ChatErasedError):
+                await reader.send(child, "and again?", actor="alice")
+        finally:
+            reader.close()
+    finally:
+        views.close()
         app.close()
