@@ -364,13 +364,13 @@ def _erase_with_copies(
         if current in seen:
             continue
         seen.add(current)
+        # A fork's copied calls are gone with its key (an erased ChatForked holds no call),
+        # so an event deciding one could not be read back: its pending calls are left, and
+        # leave the inbox when the views are rebuilt. (An unknown chat is refused here.)
+        withdrawn = _close_pending(app, current) if current == chat_id else []
         # Nothing is recorded of an erasure that cannot happen: a chat in plaintext would
         # be left refusing every command (`ErasureBegun`) with its data still there.
         audit_trail.keys_of(app).check_erasable(current)
-        # A fork's copied calls are gone with its key (an erased ChatForked holds no call),
-        # so an event deciding one could not be read back: its pending calls are left, and
-        # leave the inbox when the views are rebuilt.
-        withdrawn = _close_pending(app, current) if current == chat_id else []
         children = _subagent_chats(app, current)
         forks = app.begin_erasure(current, actor=ERASURE)
         todo.extend((fork, f"a fork of {chat_id}'s history") for fork in forks)
@@ -380,7 +380,9 @@ def _erase_with_copies(
 
 
 def _subagent_chats(app: Interlock, chat_id: UUID) -> list[UUID]:
-    """The sub-agent chats the chat's calls started: what its model sent them is its data."""
+    """The sub-agent chats the chat's calls started: what its model sent them is its data.
+    Asked one by one, not read together (`get_chats`), which leaves out a chat whose log
+    does not load: erase must stop on it, not pass it by."""
     found = []
     for child in children_of(app.get_chat(chat_id)):
         try:

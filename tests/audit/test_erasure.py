@@ -6,7 +6,7 @@ import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
 
@@ -176,6 +176,9 @@ async def test_a_chat_stored_in_plaintext_cannot_be_erased_by_key(
     assert [type(e).__name__ for e in app.chat_events(chat.id)] == ["ChatStarted"]  # nothing
     done = await app.send(chat.id, "Transfer $5 to savings.", actor="alice")  # nor refused
     assert done.finish_reason == "interrupted"
+    unknown = uuid4()  # said so: not mistaken for a chat kept in plaintext
+    assert main(["audit", "erase", str(unknown), "--store", store]) == 2
+    assert f"chat {unknown} not found" in capsys.readouterr().err
 
 
 async def test_a_chat_begun_in_plaintext_stays_so_once_protection_is_on(
