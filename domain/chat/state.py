@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, GetCoreSchemaHandler, TypeAdapter
 from pydantic_core import core_schema
 
 from interlock.domain.chat.history_list import Messages, held_schema
+from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.messages import Message, Part, ToolResponse
 from interlock.domain.chat.policies import ApprovalState, ForkedCall, normalise_id
 
@@ -72,6 +73,12 @@ class ToolCall(BaseModel):
         """The chat whose idempotency key this call's runs use: a fork's call keeps its
         first source's (None: the chat's own)."""
         return None if self.forked is None else self.forked.key_chat_id
+
+    def idempotency_key(self, chat_id: UUID, attempt: int | None = None) -> str:
+        """The idempotency key of this call's run `attempt` (the current one by default) in
+        chat `chat_id`: a tool's side effects, and a sub-agent's chat id, are keyed by it."""
+        chat = self.idempotency_chat() or chat_id
+        return f"{id_text(chat)}:{self.ref}:{self.attempt if attempt is None else attempt}"
 
     @property
     def awaiting_approval(self) -> bool:

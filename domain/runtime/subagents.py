@@ -34,7 +34,6 @@ from uuid import UUID, uuid5
 from pydantic import BaseModel, Field, ValidationError
 
 from interlock.domain.chat.aggregate import Chat
-from interlock.domain.chat.ids import id_text
 from interlock.domain.chat.rules import RespondEntry, RestartEntry
 from interlock.domain.errors import ConcurrencyError, InterlockError
 from interlock.domain.results import TurnResult
@@ -117,7 +116,7 @@ def children_of(chat: Chat) -> list[UUID]:
     """The ids a sub-agent chat started by one of this chat's calls would have (most of
     its calls start none): a call's runs are keyed by chat, ref and attempt. A fork's call
     asked in its source keeps the source's key, and the source's chat: it is not the fork's."""
-    return [uuid5(_CHILDREN, f"{id_text(chat.id)}:{call.ref}:{attempt}")
+    return [uuid5(_CHILDREN, call.idempotency_key(chat.id, attempt))
             for call in chat.state.calls.values() if call.idempotency_chat() is None
             for attempt in range(1, call.attempt + 1)]
 

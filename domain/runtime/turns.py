@@ -317,12 +317,11 @@ def _has_side_effects(agent: Agent, call: ToolCall) -> bool:
 
 
 def _context(chat: Chat, call: ToolCall, runner: Any) -> ToolContext:
-    keyed = id_text(call.idempotency_chat() or chat.id)  # a fork's call: its source's key
     return ToolContext(
         chat_id=id_text(chat.id),
         ref=call.ref,
         attempt=call.attempt,
-        idempotency_key=f"{keyed}:{call.ref}:{call.attempt}",
+        idempotency_key=call.idempotency_key(chat.id),  # a fork's call: its source's key
         resumed=None if call.resumed is None else Resumed(call.resumed),
         original_input=call.original_input,
         interrupt_metadata=call.interrupt,
