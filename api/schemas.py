@@ -6,7 +6,14 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    model_validator,
+)
 
 from interlock.domain import (
     Agent,
@@ -76,9 +83,21 @@ class _Body(BaseModel):
 class ChatCreate(_Body):
     agent: str = Field(min_length=1, max_length=200)
     metadata: dict[str, Any] | None = None
+    text: str | None = Field(
+        default=None, min_length=1, max_length=MAX_TEXT,
+        description="the chat's first message: the chat is answered as the turn it starts"
+                    " left it (a failed turn is a 502, as a message's)")
+    max_turns: MaxTurns = None
 
     model_config = ConfigDict(json_schema_extra={
-        "examples": [{"agent": "bankingAgent", "metadata": {"customer": "c-42"}}]})
+        "examples": [{"agent": "bankingAgent", "metadata": {"customer": "c-42"}},
+                     {"agent": "bankingAgent", "text": "Transfer $500 to savings."}]})
+
+    @model_validator(mode="after")
+    def _budget_needs_text(self) -> ChatCreate:
+        if self.max_turns is not None and self.text is None:
+            raise ValueError("max_turns is the first message's tool-round budget: it needs text")
+        return self
 
 
 class MessageCreate(_Body):

@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 import httpx
 
-from bench.bench_http import Figures, Wire, run_wire, wire_cycle
+from bench.bench_http import Figures, Wire, run_wire, three_requests, wire_cycle
 from bench.common import scratch_schema
 
 AGENTS = "interlock.examples.banking:AGENTS"
@@ -221,6 +221,9 @@ def main() -> None:
     parser.add_argument("--keep", metavar="DIR",
                         help="keep callgrind's files in DIR, one a thread (callgrind_annotate"
                              " DIR/callgrind.out.1-01 is the event loop's counted part)")
+    parser.add_argument("--three-requests", action="store_true",
+                        help="count the cycle as three requests (create, send, resume), as it"
+                             " was before a chat could be started with its message")
     parser.add_argument("--pass-cost", action="store_true",
                         help="count a views pass's own cost apart from a cycle's (in process)")
     args = parser.parse_args()
@@ -234,12 +237,13 @@ def main() -> None:
         _print_pass_cost(args.cycles or 100, args.baseline)
         return
     args.cycles = args.cycles or 60
-    here = count_threads(".", args.cycles, keep=args.keep)
+    cycle = three_requests if args.three_requests else wire_cycle
+    here = count_threads(".", args.cycles, cycle=cycle, keep=args.keep)
     print(f"{'this checkout':<16} {here.total:8.2f} M instructions a cycle (1 client, as served)"
           f"; event loop {here.main:.2f}, other threads {here.other:.2f}{_per_pass(here)}")
     if args.baseline:
-        before = count_threads(args.baseline, args.cycles, keep=args.keep and os.path.join(
-            args.keep, "baseline"))
+        before = count_threads(args.baseline, args.cycles, cycle=cycle,
+                               keep=args.keep and os.path.join(args.keep, "baseline"))
         print(f"{'baseline':<16} {before.total:8.2f} M instructions a cycle; event loop "
               f"{before.main:.2f}, other threads {before.other:.2f}{_per_pass(before)}; this "
               f"checkout is {here.total / before.total:.3f} of it")

@@ -3,8 +3,10 @@
     .venv/bin/python -m bench.bench_langgraph [--cycles 200] [--rounds 4] [--baseline DIR]
 
 Interlock: `interlock serve` on PostgreSQL (views, encryption, access log and sweeper on, as
-users run it), one client over keep-alive HTTP doing create chat, send, resume (the banking
-agent: an approval interrupt, then the transfer, then the reply; three model calls).
+users run it), one client over keep-alive HTTP: the chat started with its message, then
+resumed, as LangGraph's loop below invokes, then resumes (the banking agent: an approval
+interrupt, then the transfer, then the reply; three model calls). A baseline from before
+Dec 2026 is sent three requests (create, send, resume).
 
 LangGraph: the same conversation as a `StateGraph` in process (no HTTP at all): a model node
 that plays the same script, `interrupt()` before the payment, the payment node, the reply;

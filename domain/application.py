@@ -119,6 +119,15 @@ class Interlock(Application[UUID]):
         return self.turns.start(StartChat(agent=agent, actor=actor, tenant=tenant,
                                           metadata=metadata, chat_id=chat_id))
 
+    async def open_chat(self, agent: str, text: str, *, actor: str, tenant: str = "default",
+                        metadata: dict[str, Any] | None = None, max_turns: int | None = None,
+                        emit: Emit | None = None) -> Chat:
+        """A new chat with its first message, and the turn it starts, recorded together; the
+        chat as the turn left it (`start_chat` then `send`, in one step)."""
+        return await self.turns.open(StartChat(
+            agent=agent, actor=actor, tenant=tenant, metadata=metadata, text=text,
+            max_turns=max_turns), emit)
+
     async def send(self, chat_id: UUID, text: str, *, actor: str, tenant: str | None = None,
                    emit: Emit | None = None, max_turns: int | None = None) -> TurnResult:
         """Send a user message and run the turn; `max_turns` overrides the agent's budget."""

@@ -19,13 +19,17 @@ ABANDONED_AFTER = timedelta(minutes=2)
 
 @dataclass(frozen=True, kw_only=True)
 class StartChat:
-    """A new chat with `agent`; `chat_id` a server-made id (ConcurrencyError if taken)."""
+    """A new chat with `agent`; `chat_id` a server-made id (ConcurrencyError if taken).
+    With `text` (`Turns.open`), its first message too, and the turn that message starts
+    (`max_turns` overrides the agent's budget)."""
 
     agent: str
     actor: str
     tenant: str = "default"
     metadata: dict[str, Any] | None = None
     chat_id: UUID | None = None
+    text: str | None = None
+    max_turns: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -88,6 +88,36 @@ class Turns:
         return chat
 
     @counted
+    async def open(self, command: StartChat, emit: Emit | None = None) -> Chat:
+        """A new chat and its first message (`command.text`), and the turn it starts; the
+        chat as that turn left it. The chat is recorded by the turn's first commit, with
+        what the turn did up to then: one commit and one request fewer than `start` and
+        `send`, and a turn that records nothing leaves no chat behind."""
+        if command.text is None:
+            raise InvalidRequestError("a chat opened with a message needs its text")
+        self._host.agent(command.agent)
+        self._host.limits.metadata(command.metadata)
+        chat = Chat.start(command.agent, actor=command.actor, tenant=command.tenant,
+                          metadata=command.metadata, chat_id=command.chat_id)
+        loop = self._loop(chat, command.max_turns)
+        chat.send_message(command.text, actor=command.actor, fingerprint=loop.agent.fingerprint)
+        try:
+            await self._run(chat, loop, 0, emit)
+        except PolicyMovedError as moved:
+            if emit is not None:
+                raise
+            opened: list[Chat] = []
+
+            async def again() -> TurnResult:  # nothing of it was recorded: open it anew
+                opened.append(await self.open(command))
+                return TurnResult.of(opened[-1], 0, None)
+
+            await self._policy_moved(chat.id, command.tenant, 0, moved.stored, 0,
+                                     command.actor, again)
+            return opened[-1] if opened else await self.io.off_loop(self._store.get, chat.id)
+        return chat
+
+    @counted
     async def send(self, command: Send, emit: Emit | None = None) -> TurnResult:
         """Send a user message and run the turn."""
         chat = await self.io.off_loop(self._store.checkout, command.chat_id, command.tenant)
@@ -206,6 +236,10 @@ class Turns:
             raise PolicyMovedError(chat_id, stored)
         token = _asked_again.set(depth + 1)
         try:
+            if stored == 0:  # a chat being opened (`open`): nothing of it was recorded
+                if again is None:
+                    raise PolicyMovedError(chat_id, stored)
+                return await again()
             chat = await self.io.off_loop(self._store.checkout, chat_id, tenant)
             if chat.version == version:
                 if again is None:

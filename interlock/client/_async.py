@@ -21,6 +21,7 @@ from interlock.client._models import (
     message_body,
     query,
     resume_body,
+    start_body,
 )
 from interlock.client._shapes import ChatState, DecisionRecord, InboxItem, Page
 from interlock.client._sse import EventParser
@@ -73,6 +74,14 @@ class AsyncClient:
     async def chat(self, agent: str, metadata: dict[str, Any] | None = None) -> AsyncChat:
         data = await self.request("POST", "/v1/chats", json={"agent": agent, "metadata": metadata})
         return AsyncChat(self, data["id"], agent)
+
+    async def start(self, agent: str, text: str, *, metadata: dict[str, Any] | None = None,
+                    max_turns: int | None = None) -> tuple[AsyncChat, TurnResult]:
+        """Start a chat with its first message, in one request: the chat, and the turn that
+        message ran (its `messages` are the chat's, all of them)."""
+        state = await self.request("POST", "/v1/chats",
+                                   json=start_body(agent, text, metadata, max_turns))
+        return AsyncChat(self, state["id"], agent), TurnResult.opened(state)
 
     async def open_chat(self, chat_id: str) -> AsyncChat:
         data = await self.request("GET", f"/v1/chats/{chat_id}")

@@ -176,6 +176,17 @@ class TurnResult:
             error=data.get("error"),
         )
 
+    @classmethod
+    def opened(cls, state: dict[str, Any]) -> TurnResult:
+        """The first turn of a chat opened with its message (`Client.start`), read from the
+        chat's state the server answered: its messages are the chat's, all of them."""
+        models = [m for m in state.get("messages", []) if m.get("role") == "model"]
+        last = models[-1] if models else None
+        parts = last.get("content", []) if last else []
+        text = "".join(p["text"] for p in parts if isinstance(p.get("text"), str))
+        return cls.parse({**state, "chat_id": state["id"], "text": text, "message": last,
+                          "finish_reason": state.get("finish_reason") or "stop"})
+
 
 @dataclass(frozen=True)
 class StreamEvent:
@@ -215,6 +226,11 @@ def decide_body(decisions: list[Decision], metadata: dict[str, Any] | None = Non
 
 def message_body(text: str, max_turns: int | None = None) -> dict[str, Any]:
     return {"text": text, **query({"max_turns": max_turns})}
+
+
+def start_body(agent: str, text: str, metadata: dict[str, Any] | None,
+               max_turns: int | None) -> dict[str, Any]:
+    return {"agent": agent, **message_body(text, max_turns), **query({"metadata": metadata})}
 
 
 STREAM = {"Accept": "text/event-stream"}

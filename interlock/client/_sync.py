@@ -21,6 +21,7 @@ from interlock.client._models import (
     message_body,
     query,
     resume_body,
+    start_body,
 )
 from interlock.client._shapes import ChatState, DecisionRecord, InboxItem, Page
 from interlock.client._sse import EventParser
@@ -71,6 +72,14 @@ class Client:
         """Start a chat with an agent."""
         data = self.request("POST", "/v1/chats", json={"agent": agent, "metadata": metadata})
         return Chat(self, data["id"], agent)
+
+    def start(self, agent: str, text: str, *, metadata: dict[str, Any] | None = None,
+              max_turns: int | None = None) -> tuple[Chat, TurnResult]:
+        """Start a chat with its first message, in one request: the chat, and the turn that
+        message ran (its `messages` are the chat's, all of them)."""
+        state = self.request("POST", "/v1/chats",
+                             json=start_body(agent, text, metadata, max_turns))
+        return Chat(self, state["id"], agent), TurnResult.opened(state)
 
     def open_chat(self, chat_id: str) -> Chat:
         """A handle on an existing chat."""

@@ -131,11 +131,37 @@ def test_the_cycle_answers_fastapis_bytes_without_fastapi(
     assert again.status_code == 200 and again.json()["version"] == done.json()["version"]
 
 
+def test_a_chat_opened_with_its_message_answers_fastapis_bytes_without_fastapi(
+    http: TestClient, passed: Passed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[BaseModel] = []
+    start_chat = chats.start_chat
+
+    async def starting(*args: Any) -> Any:
+        made.append(await start_chat(*args))
+        return made[-1]
+
+    monkeypatch.setattr(chats, "start_chat", starting)
+    opened = http.post("/v1/chats", json={"agent": "bankingAgent", "text": TRANSFER},
+                       headers=DANA)
+    assert passed.paths == []
+    assert opened.status_code == 201
+    assert opened.content == _fastapi_bytes("create_chat", made[0])
+    assert opened.json()["finish_reason"] == "interrupted"
+    # asked for a stream, it goes to FastAPI's route, which answers the first turn as JSON
+    streamed = http.post("/v1/chats", json={"agent": "bankingAgent", "text": TRANSFER},
+                         headers={**DANA, "Accept": "text/event-stream"})
+    assert passed.paths == ["POST /v1/chats"]
+    assert streamed.status_code == 201 and streamed.json()["finish_reason"] == "interrupted"
+
+
 @pytest.mark.parametrize("request_", [
     ("/v1/chats", {"content": b'{"agent": "bankingAgent"', "headers":
                    {"Content-Type": "application/json"}}),  # bad JSON
     ("/v1/chats", {"json": {"agent": ""}}),  # fails the model
     ("/v1/chats", {"json": {"agent": "bankingAgent", "extra": 1}}),
+    ("/v1/chats", {"json": {"agent": "bankingAgent", "text": ""}}),
+    ("/v1/chats", {"json": {"agent": "bankingAgent", "max_turns": 1}}),  # no text to budget
     ("/v1/chats", {"content": b'{"agent": "bankingAgent"}',
                    "headers": {"Content-Type": "text/plain"}}),  # not sent as JSON
     ("/v1/chats", {"content": b"", "headers": {"Content-Type": "application/json"}}),

@@ -43,7 +43,7 @@ def test_the_typescript_client_runs_its_tests_against_a_live_server(server: Live
     done = npm("test", env={"INTERLOCK_URL": server.url})
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert "schema.d.ts matches openapi.json" in done.stdout
-    assert "# pass 3" in done.stdout and "# fail 0" in done.stdout
+    assert "# pass 4" in done.stdout and "# fail 0" in done.stdout
 
 
 def test_the_package_packs(installed: None) -> None:

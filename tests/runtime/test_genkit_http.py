@@ -55,6 +55,12 @@ def client(sqlite_store: str) -> Iterator[Client]:
         views.close()
 
 
+def test_a_chat_started_with_its_message_takes_the_budget_a_send_takes(client: Client) -> None:
+    _, opened = client.start("g", "go", max_turns=1)
+    assert opened.finish_reason == "max_turns"
+    assert [m["role"] for m in opened.messages] == ["user", "model", "tool", "model", "tool"]
+
+
 def test_agents_send_and_resume_carry_the_new_fields(client: Client) -> None:
     """`GET /v1/agents` says `interrupts` as declared (a helper-interrupting tool included);
     `max_turns` per send and resume and the resume's `metadata` go through the client."""

@@ -164,6 +164,81 @@ def test_a_hold_refused_at_every_commit_is_the_client_s_409_and_writes_nothing(
         there.close()
 
 
+def _notified_since(app: Interlock, position: int) -> list[tuple[UUID, str]]:
+    """The chat and topic of every event recorded after `position`."""
+    return [(n.originator_id, n.topic) for n in app.recorder.select_notifications(
+        position, 1000, inclusive_of_start=False)]
+
+
+def test_a_chat_opened_whose_hold_a_moved_book_judged_is_opened_anew(store: str) -> None:
+    """The first commit of a chat opened with its message records the chat: refused by the
+    hold's guard, nothing of it is written, and it is opened again under the book in force."""
+    here, there = build_service(store, AGENTS), build_service(store, AGENTS)
+    try:
+        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
+        assert _pay(here, 500)[1].finish_reason == "stop"  # v1 kept by `here`
+        _in_force(there, {"roles": ["lead"]})
+        before = here.position()
+        chat = asyncio.run(here.open_chat("payAgent", "pay 500 bob-corp", actor="alice",
+                                          tenant="acme"))
+        assert chat.state.finish_reason == "interrupted"
+        [call] = chat.pending_interrupts()
+        assert call.approval is not None and call.approval.terms.policy is not None
+        assert call.approval.terms.policy.version == 2
+        assert paid(chat.id) == []
+        # the refused attempt left no chat: every event since is the opened chat's
+        assert {chat_id for chat_id, _ in _notified_since(here, before)} == {chat.id}
+        events = list(here.events.get(chat.id))
+        assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
+    finally:
+        here.close()
+        there.close()
+
+
+def test_a_chat_opened_whose_later_round_a_moved_book_judged_goes_on(store: str) -> None:
+    agents = [a for a in AGENTS if a.name != "payAgent"] + [STEPS]
+    here, there = build_service(store, agents), build_service(store, agents)
+    ELSEWHERE[:] = [there]
+    try:
+        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
+        assert _pay(here, 1, agent="opsAgent")[1] is not None  # any turn: `here` reads v1
+        chat = asyncio.run(here.open_chat("payAgent", "pay 500 bob-corp", actor="alice",
+                                          tenant="acme"))
+        assert chat.state.finish_reason == "interrupted"
+        [call] = chat.pending_interrupts()
+        assert call.approval is not None and call.approval.terms.policy is not None
+        assert call.approval.terms.policy.version == 2
+        assert paid(chat.id) == [] and NOTED.count(str(chat.id)) == 1  # what acted ran once
+        events = list(here.events.get(chat.id))
+        assert sum(isinstance(e, ToolCompleted) for e in events) == 1
+        assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
+    finally:
+        ELSEWHERE.clear()
+        here.close()
+        there.close()
+
+
+def test_a_chat_opened_whose_hold_is_refused_at_every_commit_leaves_nothing(
+    pg_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here, there = build_service(pg_store, AGENTS), build_service(pg_store, AGENTS)
+    try:
+        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
+        _pay(here, 500)
+        stale = here.turns._books.kept("acme")  # v1, kept
+        assert stale is not None
+        _in_force(there, {"roles": ["lead"]})
+        monkeypatch.setattr(PolicyBooks, "kept", lambda self, tenant: stale)
+        before = here.position()
+        with pytest.raises(PolicyMovedError):
+            asyncio.run(here.open_chat("payAgent", "pay 500 bob-corp", actor="alice",
+                                       tenant="acme"))
+        assert _notified_since(here, before) == []
+    finally:
+        here.close()
+        there.close()
+
+
 MOVED_BY_ANOTHER: list[UUID] = []  # the chat another process writes while the model answers
 
 

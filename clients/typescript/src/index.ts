@@ -98,6 +98,18 @@ export class Client {
     return new Chat(this, created.id, agent);
   }
 
+  /** A chat started with its first message, in one request: the chat, and its state as
+   * that message's turn left it (`interrupts` pending, `finish_reason`). */
+  async start(agent: string, text: string,
+              options: { metadata?: Record<string, unknown>; maxTurns?: number } = {},
+  ): Promise<{ chat: Chat; state: ChatState }> {
+    const body: Schemas["ChatCreate"] = { agent, text };
+    if (options.metadata !== undefined) body.metadata = options.metadata;
+    if (options.maxTurns !== undefined) body.max_turns = options.maxTurns;
+    const state = await this.unwrap(this.http.POST("/v1/chats", { body }));
+    return { chat: new Chat(this, state.id, agent), state };
+  }
+
   openChat(chatId: string, agent = ""): Chat {
     return new Chat(this, chatId, agent);
   }

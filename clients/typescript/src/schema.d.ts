@@ -58,7 +58,13 @@ export interface paths {
          */
         get: operations["listChats"];
         put?: never;
-        /** Create Chat */
+        /**
+         * Create Chat
+         * @description A new chat with `agent`. With `text`, its first message too: the turn runs, and the
+         *     chat is answered as the turn left it (`interrupts` pending, `finish_reason`), one
+         *     request instead of two. The first turn is answered as JSON: to stream it, create the
+         *     chat, then send its message with `Accept: text/event-stream`.
+         */
         post: operations["createChat"];
         delete?: never;
         options?: never;
@@ -1381,6 +1387,10 @@ export interface components {
          *         "customer": "c-42"
          *       }
          *     }
+         * @example {
+         *       "agent": "bankingAgent",
+         *       "text": "Transfer $500 to savings."
+         *     }
          */
         ChatCreate: {
             /** Agent */
@@ -1389,6 +1399,16 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             } | null;
+            /**
+             * Text
+             * @description the chat's first message: the chat is answered as the turn it starts left it (a failed turn is a 502, as a message's)
+             */
+            text?: string | null;
+            /**
+             * Max Turns
+             * @description this call's tool-round budget
+             */
+            max_turns?: number | null;
         };
         /** ChatEvents */
         ChatEvents: {
@@ -3297,6 +3317,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The request body exceeds the limit (`payload_too_large`). */
             413: {
                 headers: {
@@ -3317,6 +3346,15 @@ export interface operations {
             };
             /** @description A bug (`internal_error`); logged with its traceback. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Bad Gateway */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -25,6 +25,19 @@ test("a whole approval cycle: asked, approved by two treasurers, paid", async ()
   assert.deepEqual(log.map((d) => [d.kind, d.actor]), [["approve", "tom"], ["approve", "tina"]]);
 });
 
+test("a chat started with its message pauses in one request, and goes on", async () => {
+  const { chat, state } = await as("dana").start("bankingAgent", "Transfer $500 to savings.");
+  assert.equal(state.id, chat.id);
+  assert.equal(state.finish_reason, "interrupted");
+  assert.deepEqual(state.messages.map((m) => m.role), ["user", "model"]);
+  const [asked] = interruptsOf(state);
+  assert.equal(asked.name, "userApproval");
+  const done = await chat.decide(asked.respond({ approved: true }));
+  assert.equal(done.finish_reason, "stop");
+  await assert.rejects(as("dana").start("bankingAgent", ""),
+    (err) => err.status === 422 && err.code === "invalid_request");
+});
+
 test("errors are typed by their code", async () => {
   const chat = await as("dana").chat("bankingAgent");
   const [asked] = interruptsOf(await chat.send("Transfer $500 to savings."));
