@@ -54,6 +54,11 @@ def test_a_chat_started_with_its_message_pauses_in_one_commit_and_goes_on(
     state = chat.state()
     assert (state["status"], state["metadata"], state["version"]) == (
         "interrupted", {"customer": "c-42"}, first.version)
+    # the views fold the start and the turn, committed together, as they fold them apart
+    [row] = bob.interrupts(chat_id=chat.id)["items"]
+    assert (row["tool"], row["ref"], row["input"]) == ("userApproval", asked.ref, asked.input)
+    [listed] = [c for c in alice.chats()["items"] if c["chat_id"] == chat.id]
+    assert (listed["status"], listed["pending_count"]) == ("interrupted", 1)
 
     done = bob.open_chat(chat.id).resume(respond=[asked.respond({"approved": True})])
     assert done.finish_reason == "stop"
