@@ -95,6 +95,7 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         self._names["tracking"] = sql.Identifier(schema, self.tracking_table_name)
         self._composed: dict[str, bytes] = {}
         self._bounds: dict[str, tuple[bytes, tuple[str, ...]]] = {}
+        self._parts: dict[tuple[int, bool], bytes] = {}  # `advance_part`'s texts
         self._local = _InBatch()
         self.replica: Replica | None = None  # set on a twin that reads on a replica (`on`)
         self.sql_create_statements.extend(
@@ -228,9 +229,13 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         batch's one statement (see `_Joint.advance`); its parameters go into `params`."""
         params.update({f"app{i}": self.application_name, f"start{i}": start,
                        f"upto{i}": upto})
-        template = (_ADVANCE_FROM if start else _ADVANCE).replace("%(app)s", f"%(app{i})s") \
-            .replace("%(start)s", f"%(start{i})s").replace("%(upto)s", f"%(upto{i})s")
-        return b"a%d AS (%s)" % (i, self._q(template))
+        part = self._parts.get((i, bool(start)))
+        if part is None:  # the same text every pass: rendered once
+            template = (_ADVANCE_FROM if start else _ADVANCE).replace(
+                "%(app)s", f"%(app{i})s").replace("%(start)s", f"%(start{i})s").replace(
+                "%(upto)s", f"%(upto{i})s")
+            part = self._parts[(i, bool(start))] = b"a%d AS (%s)" % (i, self._q(template))
+        return part
 
     def drop(self) -> None:
         with self.datastore.transaction(commit=True) as curs:

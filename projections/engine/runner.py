@@ -80,11 +80,9 @@ class BatchRunner:
         self.view: SqlView = projection.view
         self.batch_size = batch_size
         self.topics = reading(projection.topics)  # what it reads of the log
+        self._takes = frozenset(projection.topics)  # what it applies (empty: every event)
         self._process = _dispatcher(projection)
-
-    @property
-    def name(self) -> str:
-        return self.view.view_name
+        self.name: str = self.view.view_name
 
     def apply(self, events: Sequence[Noted], start: int, upto: int) -> int:
         """Apply already-decoded events in (start, upto] as one batch; the new position.
@@ -105,7 +103,7 @@ class BatchRunner:
 
     def wanted(self, events: Sequence[Noted], start: int, upto: int) -> list[Noted]:
         """The events in (start, upto] that this view's projection takes."""
-        topics = set(self.projection.topics)  # empty: every event
+        topics = self._takes
         return [e for e in events if start < e[0] <= upto and (not topics or e[1] in topics)]
 
     def write(self, events: Sequence[Noted], start: int, upto: int) -> None:

@@ -71,6 +71,8 @@ class StuckViews:
 
     def passed(self, view: str) -> None:
         """The view applied events again: no longer stuck."""
+        if view not in self._entries:  # the common case; only the runner writes entries
+            return
         with self._lock:
             entry = self._entries.pop(view, None)
         if entry is not None:
