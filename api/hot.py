@@ -46,8 +46,10 @@ Handler = Callable[[Request, Principal, Any, UUID | None, dict[bytes, bytes]],
 
 
 async def _create(request: Request, who: Principal, body: Any, _: UUID | None,
-                  __: dict[bytes, bytes]) -> BaseModel:
-    return await chats.start_chat(request.app.state.service, body, who)
+                  headers: dict[bytes, bytes]) -> BaseModel:
+    key = headers.get(b"idempotency-key")
+    return await chats.start_chat(request.app.state.service, body, who,
+                                  None if key is None else key.decode("latin-1"))
 
 
 async def _send(request: Request, who: Principal, body: Any, chat_id: UUID | None,

@@ -121,12 +121,13 @@ class Interlock(Application[UUID]):
 
     async def open_chat(self, agent: str, text: str, *, actor: str, tenant: str = "default",
                         metadata: dict[str, Any] | None = None, max_turns: int | None = None,
-                        emit: Emit | None = None) -> Chat:
+                        emit: Emit | None = None, idempotency_key: str | None = None) -> Chat:
         """A new chat with its first message, and the turn it starts, recorded together; the
-        chat as the turn left it (`start_chat` then `send`, in one step)."""
+        chat as the turn left it (`start_chat` then `send`, in one step). Sent again under
+        `idempotency_key`: the chat it opened, as its first turn left it."""
         return await self.turns.open(StartChat(
             agent=agent, actor=actor, tenant=tenant, metadata=metadata, text=text,
-            max_turns=max_turns), emit)
+            max_turns=max_turns, idempotency_key=idempotency_key), emit)
 
     async def send(self, chat_id: UUID, text: str, *, actor: str, tenant: str | None = None,
                    emit: Emit | None = None, max_turns: int | None = None) -> TurnResult:

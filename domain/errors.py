@@ -328,8 +328,13 @@ class PendingInterruptsError(ChatStateError):
 class TurnInProgressError(ChatStateError):
     code = "turn_in_progress"
 
-    def __init__(self) -> None:
-        super().__init__("a turn is in progress in this chat")
+    def __init__(self, chat_id: object | None = None) -> None:
+        """`chat_id`: named when the client may not know it (a start sent again)."""
+        if chat_id is None:
+            super().__init__("a turn is in progress in this chat")
+        else:
+            super().__init__(f"the first turn of chat {chat_id} is in progress",
+                             chat_id=str(chat_id))
 
 
 class NothingToRetryError(ChatStateError):
@@ -370,9 +375,14 @@ class PolicyMovedError(ConcurrencyError):
     another request changed what the step depended on) and the client sends again."""
 
     def __init__(self, chat_id: object, stored: int) -> None:
-        InterlockError.__init__(
-            self, f"the tenant's data policies changed while a call of chat {chat_id} was "
-            "asked; nothing of this step was recorded: send it again", chat_id=str(chat_id))
+        if stored:
+            InterlockError.__init__(
+                self, f"the tenant's data policies changed while a call of chat {chat_id} was "
+                "asked; nothing of this step was recorded: send it again", chat_id=str(chat_id))
+        else:  # a chat started with its first message: nothing of it was recorded
+            InterlockError.__init__(
+                self, "the tenant's data policies changed while a call of the chat being "
+                "started was asked; no chat was recorded: send the request again")
         self.stored = stored  # the chat's stored version the refused commit built on
         self.since: int | None = None  # set by a resume: where its answer starts,
         self.version = 0  # and the chat's version before it

@@ -37,7 +37,7 @@ from interlock.api.streaming import Turn
 from interlock.domain import Interlock
 from interlock.domain.chat.ids import id_text
 from interlock.domain.delegations import DelegationDesk
-from interlock.domain.errors import ModelError
+from interlock.domain.errors import InvalidRequestError, ModelError
 from interlock.domain.results import TurnResult
 from interlock.domain.runtime.turns import Emit
 from interlock.projections.interface import ChatFilter, ChatSummary, Page
@@ -50,24 +50,34 @@ IdempotencyKey = Annotated[
 
 
 @router.post("", status_code=201, response_model=ChatPublic, responses=errors(409, 502))
-async def create_chat(body: ChatCreate, request: Request, who: Requester) -> ChatPublic:
+async def create_chat(body: ChatCreate, request: Request, who: Requester,
+                      idempotency_key: IdempotencyKey = None) -> ChatPublic:
     """A new chat with `agent`. With `text`, its first message too: the turn runs, and the
     chat is answered as the turn left it (`interrupts` pending, `finish_reason`), one
-    request instead of two. The first turn is answered as JSON: to stream it, create the
-    chat, then send its message with `Accept: text/event-stream`."""
-    return await start_chat(service_of(request), body, who)
+    request instead of two; sent again under the same `Idempotency-Key`, it answers that
+    chat as its first turn left it (a turn a store failure cut is continued). The first turn
+    is answered as JSON: to stream it, create the chat, then send its message with
+    `Accept: text/event-stream`."""
+    return await start_chat(service_of(request), body, who, idempotency_key)
 
 
-async def start_chat(service: Interlock, body: ChatCreate, who: Principal) -> ChatPublic:
+async def start_chat(service: Interlock, body: ChatCreate, who: Principal,
+                     idempotency_key: str | None = None) -> ChatPublic:
     """What `POST /v1/chats` does (`interlock.api.hot` serves it too); with `text`, the
     chat's first message and its turn too (a failed turn is a 502, as `send_message`'s)."""
     if body.text is None:
+        if idempotency_key is not None:
+            raise InvalidRequestError(
+                "Idempotency-Key on POST /v1/chats needs text: a chat created alone has no"
+                " turn to answer again (send the key with the chat's first message)",
+                parameter="Idempotency-Key")
         chat = await service.off_loop(
             service.start_chat, body.agent, actor=who.id, tenant=who.tenant,
             metadata=body.metadata)
         return ChatPublic.of(chat)
     chat = await service.open_chat(body.agent, body.text, actor=who.id, tenant=who.tenant,
-                                   metadata=body.metadata, max_turns=body.max_turns)
+                                   metadata=body.metadata, max_turns=body.max_turns,
+                                   idempotency_key=idempotency_key)
     if chat.state.finish_reason == "failed":
         raise ModelError(chat.state.error or "the model failed", chat_id=id_text(chat.id),
                          version=chat.version, finish_reason="failed")

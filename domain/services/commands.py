@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid5
 
 from interlock.domain.chat.canonical import sha256_hex
 from interlock.domain.chat.jsonsafe import check_json
@@ -15,6 +15,7 @@ from interlock.domain.chat.policies import Decider
 from interlock.domain.chat.rules import RespondEntry, RestartEntry, VoteEntry, check_entries
 
 ABANDONED_AFTER = timedelta(minutes=2)
+_OPENED = UUID("5b0f8a52-3c1e-4e0b-9d36-2f6f1c9a7e41")  # the namespace of `opened_id`
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +31,9 @@ class StartChat:
     chat_id: UUID | None = None
     text: str | None = None
     max_turns: int | None = None
+    # With `text`: the chat's id is made of it (`opened_id`), so a request sent again
+    # under it answers the chat it opened instead of opening another.
+    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,3 +105,9 @@ class Withdraw:
     reason: str
     decider: Decider
     tenant: str | None = None
+
+
+def opened_id(tenant: str, actor: str, key: str) -> UUID:
+    """The id of the chat a principal opens with its first message under `key`: the same
+    id for the same principal and key, another for anyone else's."""
+    return uuid5(_OPENED, "\x00".join((tenant, actor, key)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, TypeVar
 from uuid import UUID
@@ -16,6 +17,7 @@ from interlock.domain.chat.policies import Approval, Decider
 from interlock.domain.chat.rules import AWAITS_AGENT, SWEEPER, VoteEntry, held_call
 from interlock.domain.delegations import delegations_id, replay
 from interlock.domain.errors import (
+    ChatNotFoundError,
     ConcurrencyError,
     IdempotencyKeyReusedError,
     InvalidRequestError,
@@ -39,6 +41,7 @@ from interlock.domain.services.commands import (
     Send,
     StartChat,
     Withdraw,
+    opened_id,
 )
 from interlock.domain.services.io import IoThreads, counted
 from interlock.domain.services.policy_books import Guard, PolicyBooks
@@ -75,6 +78,7 @@ class Turns:
         """`clock`: when a decision, a retry or an expiry is judged (the application's)."""
         self._host, self._store, self.io, self._clock = host, store, io, clock
         self._books = PolicyBooks(store.events, store.guards_supported)
+        self._opening: set[UUID] = set()  # chats started under a key, their turn running here
         store.listeners.append(self._books.heard)
 
     def start(self, command: StartChat) -> Chat:
@@ -92,15 +96,41 @@ class Turns:
         """A new chat and its first message (`command.text`), and the turn it starts; the
         chat as that turn left it. The chat is recorded by the turn's first commit, with
         what the turn did up to then: one commit and one request fewer than `start` and
-        `send`, and a turn that records nothing leaves no chat behind."""
-        if command.text is None:
+        `send`, and a turn that records nothing leaves no chat behind.
+
+        Under an `idempotency_key` the chat's id is the key's (`opened_id`): sent again, the
+        start answers that chat as its first turn left it (`_open_again`), and while this
+        process runs it, 409. Two processes sent it before either recorded anything both
+        run, and the second one's first commit is refused (409): one chat, one effect."""
+        text = command.text
+        if text is None:
             raise InvalidRequestError("a chat opened with a message needs its text")
         self._host.agent(command.agent)
         self._host.limits.metadata(command.metadata)
+        key = command.idempotency_key
+        if key is None:
+            return await self._open(command, text, emit)
+        chat_id = opened_id(command.tenant, command.actor, key)
+        command = replace(command, chat_id=chat_id)
+        if chat_id in self._opening:
+            raise TurnInProgressError(chat_id)
+        self._opening.add(chat_id)
+        try:
+            before = await self.io.off_loop(self._opened_before, command)
+            if before is not None:
+                return await self._open_again(before, command)
+            return await self._open(command, text, emit)
+        except UnavailableError:  # it may have committed: the key's retry continues it
+            self._host.cut_turns.cut(chat_id, key)
+            raise
+        finally:
+            self._opening.discard(chat_id)
+
+    async def _open(self, command: StartChat, text: str, emit: Emit | None) -> Chat:
         chat = Chat.start(command.agent, actor=command.actor, tenant=command.tenant,
                           metadata=command.metadata, chat_id=command.chat_id)
         loop = self._loop(chat, command.max_turns)
-        chat.send_message(command.text, actor=command.actor, fingerprint=loop.agent.fingerprint)
+        chat.send_message(text, actor=command.actor, fingerprint=loop.agent.fingerprint)
         try:
             await self._run(chat, loop, 0, emit)
         except PolicyMovedError as moved:
@@ -109,13 +139,49 @@ class Turns:
             opened: list[Chat] = []
 
             async def again() -> TurnResult:  # nothing of it was recorded: open it anew
-                opened.append(await self.open(command))
+                opened.append(await self._open(command, text, None))
                 return TurnResult.of(opened[-1], 0, None)
 
             await self._policy_moved(chat.id, command.tenant, 0, moved.stored, 0,
                                      command.actor, again)
             return opened[-1] if opened else await self.io.off_loop(self._store.get, chat.id)
         return chat
+
+    def _opened_before(self, command: StartChat) -> Chat | None:
+        """The chat a start under this key opened before (None: none); an open with another
+        agent, metadata or first message under the key is refused."""
+        assert command.chat_id is not None and command.idempotency_key is not None
+        try:
+            chat = self._store.get(command.chat_id, tenant=command.tenant)
+        except ChatNotFoundError:
+            return None
+        chat.check_not_erasing()  # its first answer is the erased data
+        first = next((m for m in chat.state.messages if m.role == "user"), None)
+        if (chat.state.agent, chat.state.metadata, first and first.text) != (
+                command.agent, command.metadata or {}, command.text):
+            raise IdempotencyKeyReusedError(command.idempotency_key)
+        return chat
+
+    async def _open_again(self, chat: Chat, command: StartChat) -> Chat:
+        """The first answer of the chat a start under this key opened: the chat as its first
+        turn left it; that turn continued if a store failure cut it (as a resume's key does),
+        409 while it may still run elsewhere."""
+        assert command.idempotency_key is not None
+        ended = await self.io.off_loop(self._first_turn_end, chat.id)
+        if ended is not None:
+            return chat if ended == chat.version else await self.io.off_loop(
+                self._store.get, chat.id, version=ended)
+        if not self._host.cut_turns.may_continue(chat, command.idempotency_key, self._clock(),
+                                                 ABANDONED_AFTER):
+            raise TurnInProgressError(chat.id)
+        chat.retry(actor=command.actor, now=self._clock(), stale_after=timedelta(0))
+        await self._run(chat, self._loop(chat, command.max_turns), 0, None)
+        return chat
+
+    def _first_turn_end(self, chat_id: UUID) -> int | None:
+        """The version at which the chat's first turn ended (None: it has not)."""
+        return next((e.originator_version for e in self._store.events.get(chat_id)
+                     if isinstance(e, TurnFinished)), None)
 
     @counted
     async def send(self, command: Send, emit: Emit | None = None) -> TurnResult:

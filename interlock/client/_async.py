@@ -76,11 +76,14 @@ class AsyncClient:
         return AsyncChat(self, data["id"], agent)
 
     async def start(self, agent: str, text: str, *, metadata: dict[str, Any] | None = None,
-                    max_turns: int | None = None) -> tuple[AsyncChat, TurnResult]:
+                    max_turns: int | None = None,
+                    idempotency_key: str | None = None) -> tuple[AsyncChat, TurnResult]:
         """Start a chat with its first message, in one request: the chat, and the turn that
-        message ran (its `messages` are the chat's, all of them)."""
+        message ran (its `messages` are the chat's, all of them). Sent again under the same
+        `idempotency_key`, it answers that chat as its first turn left it."""
         state = await self.request("POST", "/v1/chats",
-                                   json=start_body(agent, text, metadata, max_turns))
+                                   json=start_body(agent, text, metadata, max_turns),
+                                   headers=key_header(idempotency_key))
         return AsyncChat(self, state["id"], agent), TurnResult.opened(state)
 
     async def open_chat(self, chat_id: str) -> AsyncChat:

@@ -74,11 +74,14 @@ class Client:
         return Chat(self, data["id"], agent)
 
     def start(self, agent: str, text: str, *, metadata: dict[str, Any] | None = None,
-              max_turns: int | None = None) -> tuple[Chat, TurnResult]:
+              max_turns: int | None = None,
+              idempotency_key: str | None = None) -> tuple[Chat, TurnResult]:
         """Start a chat with its first message, in one request: the chat, and the turn that
-        message ran (its `messages` are the chat's, all of them)."""
+        message ran (its `messages` are the chat's, all of them). Sent again under the same
+        `idempotency_key`, it answers that chat as its first turn left it."""
         state = self.request("POST", "/v1/chats",
-                             json=start_body(agent, text, metadata, max_turns))
+                             json=start_body(agent, text, metadata, max_turns),
+                             headers=key_header(idempotency_key))
         return Chat(self, state["id"], agent), TurnResult.opened(state)
 
     def open_chat(self, chat_id: str) -> Chat:

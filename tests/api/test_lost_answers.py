@@ -68,3 +68,23 @@ def test_another_process_waits_for_the_turns_lease(
     live.service.cut_turns = CutTurns()  # the retry reaches a process that never saw it
     with pytest.raises(TurnInProgressError):
         chat.resume(respond=[ok], idempotency_key="k-elsewhere")
+
+
+def test_a_start_whose_answer_was_lost_is_continued_under_its_key(
+    live: Live, dana: Client, lose_next_answer: list[int]
+) -> None:
+    """A chat started with its message records itself at its first commit: a 503 after it
+    leaves a chat the client was never told of. Sent again under its key, the start finds
+    that chat and continues its turn; the payment runs once."""
+    before = live.service.position()
+    lose_next_answer.append(1)  # the turn's first commit lands, its answer is lost
+    with pytest.raises(StoreUnavailableError):
+        dana.start("payAgent", "pay 50 bob-corp", idempotency_key="k-start")
+    chat, again = dana.start("payAgent", "pay 50 bob-corp", idempotency_key="k-start")
+    assert again.finish_reason == "stop" and again.text == "outcome: {'paid': 50, 'to': 'bob-corp'}"
+    paid = [e for e in chat.events() if e["type"] == "ToolCompleted"]
+    assert len(paid) == 1  # the payment ran once
+    assert dana.start("payAgent", "pay 50 bob-corp", idempotency_key="k-start")[1] == again
+    chats = {n.originator_id for n in live.service.recorder.select_notifications(
+        before, 100, inclusive_of_start=False)}
+    assert [str(c) for c in chats] == [chat.id]  # one chat, not one a try

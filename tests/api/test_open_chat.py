@@ -3,6 +3,7 @@ one commit, recording what a start and a send would; refused as each of them wou
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,11 +14,13 @@ from eventsourcing.persistence import Recording
 from interlock.client import (
     Client,
     ForbiddenError,
+    IdempotencyKeyReusedError,
     InvalidRequestError,
     ModelError,
+    TurnInProgressError,
     UnknownAgentError,
 )
-from tests.api.agents import FLAKY_DOWN
+from tests.api.agents import FLAKY_DOWN, GATES, Gate
 from tests.api.conftest import ClientFor, Live
 
 TRANSFER = "Transfer $500 to savings."
@@ -120,3 +123,67 @@ def test_another_tenant_does_not_see_a_chat_started_with_its_message(
     eve = client_for("eve")
     answer = eve.http.get(f"/v1/chats/{chat.id}")
     assert answer.status_code == 404
+
+
+def test_a_start_sent_again_under_its_key_answers_the_chat_it_opened(
+    live: Live, client_for: ClientFor
+) -> None:
+    alice, bob = client_for("alice"), client_for("bob")
+    chat, first = alice.start("bankingAgent", TRANSFER, idempotency_key="k-1")
+    before = live.service.position()
+    again_chat, again = alice.start("bankingAgent", TRANSFER, idempotency_key="k-1")
+    assert again_chat.id == chat.id and again == first
+    assert live.service.position() == before  # nothing written, the model not asked
+    [asked] = first.interrupts
+    bob.open_chat(chat.id).resume(respond=[asked.respond({"approved": True})])
+    # later turns do not change the first answer
+    assert alice.start("bankingAgent", TRANSFER, idempotency_key="k-1")[1] == first
+    with pytest.raises(IdempotencyKeyReusedError):
+        alice.start("bankingAgent", "Transfer $900 to savings.", idempotency_key="k-1")
+    with pytest.raises(IdempotencyKeyReusedError):
+        alice.start("bankingAgent", TRANSFER, metadata={"k": 1}, idempotency_key="k-1")
+    # another principal's key is its own
+    other, _ = client_for("dana").start("bankingAgent", TRANSFER, idempotency_key="k-1")
+    assert other.id != chat.id
+    after = live.service.position()
+    refused = httpx.post(f"{live.url}/v1/chats", json={"agent": "bankingAgent"},
+                         headers={"Authorization": "Bearer key-alice", "Idempotency-Key": "k-2"})
+    assert refused.status_code == 422 and "Idempotency-Key" in refused.json()["error"]["message"]
+    assert live.service.position() == after
+
+
+def test_a_start_sent_again_while_its_first_turn_runs_is_409_naming_the_chat(
+    client_for: ClientFor
+) -> None:
+    """Before its first commit too: the model is held before anything is recorded."""
+    alice = client_for("alice")
+    GATES["open-1"] = gate = Gate()
+    first: list[Any] = []
+    running = threading.Thread(target=lambda: first.append(
+        alice.start("gateAgent", "hold-model open-1", idempotency_key="k-held")))
+    running.start()
+    try:
+        assert gate.entered.wait(10)
+        with pytest.raises(TurnInProgressError) as busy:
+            alice.start("gateAgent", "hold-model open-1", idempotency_key="k-held")
+    finally:
+        gate.release.set()
+        running.join(10)
+    [(chat, answer)] = first
+    assert busy.value.status == 409 and busy.value.details["chat_id"] == chat.id
+    assert alice.start("gateAgent", "hold-model open-1", idempotency_key="k-held")[1] == answer
+
+
+def test_a_start_whose_first_turn_failed_answers_the_failure_again(
+    client_for: ClientFor
+) -> None:
+    dana = client_for("dana")
+    FLAKY_DOWN.set()
+    try:
+        with pytest.raises(ModelError) as failed:
+            dana.start("flakyAgent", "are you there?", idempotency_key="k-flaky")
+    finally:
+        FLAKY_DOWN.clear()
+    with pytest.raises(ModelError) as again:  # the first answer, not a new turn
+        dana.start("flakyAgent", "are you there?", idempotency_key="k-flaky")
+    assert again.value.details["chat_id"] == failed.value.details["chat_id"]

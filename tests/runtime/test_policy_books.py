@@ -230,10 +230,13 @@ def test_a_chat_opened_whose_hold_is_refused_at_every_commit_leaves_nothing(
         _in_force(there, {"roles": ["lead"]})
         monkeypatch.setattr(PolicyBooks, "kept", lambda self, tenant: stale)
         before = here.position()
-        with pytest.raises(PolicyMovedError):
+        with pytest.raises(PolicyMovedError) as refused:
             asyncio.run(here.open_chat("payAgent", "pay 500 bob-corp", actor="alice",
                                        tenant="acme"))
         assert _notified_since(here, before) == []
+        # no chat to name: the client sends the start again, not a message to a chat
+        assert "chat_id" not in refused.value.details
+        assert "no chat was recorded" in refused.value.message
     finally:
         here.close()
         there.close()

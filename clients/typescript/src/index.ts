@@ -99,14 +99,18 @@ export class Client {
   }
 
   /** A chat started with its first message, in one request: the chat, and its state as
-   * that message's turn left it (`interrupts` pending, `finish_reason`). */
+   * that message's turn left it (`interrupts` pending, `finish_reason`). Sent again under
+   * the same `idempotencyKey`, it answers that chat as its first turn left it. */
   async start(agent: string, text: string,
-              options: { metadata?: Record<string, unknown>; maxTurns?: number } = {},
+              options: { metadata?: Record<string, unknown>; maxTurns?: number;
+                         idempotencyKey?: string } = {},
   ): Promise<{ chat: Chat; state: ChatState }> {
     const body: Schemas["ChatCreate"] = { agent, text };
     if (options.metadata !== undefined) body.metadata = options.metadata;
     if (options.maxTurns !== undefined) body.max_turns = options.maxTurns;
-    const state = await this.unwrap(this.http.POST("/v1/chats", { body }));
+    const params = options.idempotencyKey === undefined ? {}
+      : { header: { "Idempotency-Key": options.idempotencyKey } };
+    const state = await this.unwrap(this.http.POST("/v1/chats", { body, params }));
     return { chat: new Chat(this, state.id, agent), state };
   }
 

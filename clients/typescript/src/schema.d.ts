@@ -62,8 +62,10 @@ export interface paths {
          * Create Chat
          * @description A new chat with `agent`. With `text`, its first message too: the turn runs, and the
          *     chat is answered as the turn left it (`interrupts` pending, `finish_reason`), one
-         *     request instead of two. The first turn is answered as JSON: to stream it, create the
-         *     chat, then send its message with `Accept: text/event-stream`.
+         *     request instead of two; sent again under the same `Idempotency-Key`, it answers that
+         *     chat as its first turn left it (a turn a store failure cut is continued). The first turn
+         *     is answered as JSON: to stream it, create the chat, then send its message with
+         *     `Accept: text/event-stream`.
          */
         post: operations["createChat"];
         delete?: never;
@@ -3280,7 +3282,9 @@ export interface operations {
     createChat: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                "Idempotency-Key"?: string | null;
+            };
             path?: never;
             cookie?: never;
         };

@@ -36,6 +36,13 @@ test("a chat started with its message pauses in one request, and goes on", async
   assert.equal(done.finish_reason, "stop");
   await assert.rejects(as("dana").start("bankingAgent", ""),
     (err) => err.status === 422 && err.code === "invalid_request");
+  const key = `k-${Date.now()}`;
+  const once = await as("dana").start("bankingAgent", "Transfer $5 to savings.",
+    { idempotencyKey: key });
+  const twice = await as("dana").start("bankingAgent", "Transfer $5 to savings.",
+    { idempotencyKey: key });
+  assert.equal(twice.chat.id, once.chat.id, "sent again under its key: the same chat");
+  assert.deepEqual(twice.state, once.state);
 });
 
 test("errors are typed by their code", async () => {
