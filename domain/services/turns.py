@@ -12,6 +12,7 @@ from uuid import UUID
 
 from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.approval_events import ApprovalVoted
+from interlock.domain.chat.canonical import jcs
 from interlock.domain.chat.events import TurnFinished, now
 from interlock.domain.chat.policies import Approval, Decider
 from interlock.domain.chat.rules import AWAITS_AGENT, SWEEPER, VoteEntry, held_call
@@ -120,9 +121,6 @@ class Turns:
             if before is not None:
                 return await self._open_again(before, command)
             return await self._open(command, text, emit)
-        except UnavailableError:  # it may have committed: the key's retry continues it
-            self._host.cut_turns.cut(chat_id, key)
-            raise
         finally:
             self._opening.discard(chat_id)
 
@@ -132,7 +130,8 @@ class Turns:
         loop = self._loop(chat, command.max_turns)
         chat.send_message(text, actor=command.actor, fingerprint=loop.agent.fingerprint)
         try:
-            await self._run(chat, loop, 0, emit)
+            await self._cut_on_outage(chat, command.idempotency_key, 0,
+                                      self._run(chat, loop, 0, emit))
         except PolicyMovedError as moved:
             if emit is not None:
                 raise
@@ -157,8 +156,8 @@ class Turns:
             return None
         chat.check_not_erasing()  # its first answer is the erased data
         first = next((m for m in chat.state.messages if m.role == "user"), None)
-        if (chat.state.agent, chat.state.metadata, first and first.text) != (
-                command.agent, command.metadata or {}, command.text):
+        if (chat.state.agent, jcs(chat.state.metadata), first and first.text) != (
+                command.agent, jcs(command.metadata or {}), command.text):  # JSON's equality
             raise IdempotencyKeyReusedError(command.idempotency_key)
         return chat
 
@@ -174,9 +173,23 @@ class Turns:
         if not self._host.cut_turns.may_continue(chat, command.idempotency_key, self._clock(),
                                                  ABANDONED_AFTER):
             raise TurnInProgressError(chat.id)
+        since = chat.version
         chat.retry(actor=command.actor, now=self._clock(), stale_after=timedelta(0))
-        await self._run(chat, self._loop(chat, command.max_turns), 0, None)
+        await self._cut_on_outage(chat, command.idempotency_key, since,
+                                  self._run(chat, self._loop(chat, command.max_turns), 0, None))
         return chat
+
+    async def _cut_on_outage(self, chat: Chat, key: str | None, since: int,
+                             turn: Awaitable[T]) -> T:
+        """`turn` of a command under `key`, its chat begun at version `since`; a store
+        failure may follow a commit that landed: the chat's writes are kept for the key's
+        retry, which continues the turn if they are still the chat's last (`CutTurns`)."""
+        try:
+            return await turn
+        except UnavailableError:
+            if key is not None:
+                self._host.cut_turns.cut(chat, key, since)
+            raise
 
     def _first_turn_end(self, chat_id: UUID) -> int | None:
         """The version at which the chat's first turn ended (None: it has not)."""
@@ -219,10 +232,6 @@ class Turns:
                 return await self.resume(command, emit)
             finally:
                 _asked_again.reset(token)
-        except UnavailableError:  # it may have committed: the key's retry continues it
-            if command.idempotency_key is not None:
-                self._host.cut_turns.cut(command.chat_id, command.idempotency_key)
-            raise
 
     async def _resume(self, command: Resume, emit: Emit | None) -> TurnResult:
         chat = await self.io.off_loop(self._store.checkout, command.chat_id, command.tenant)
@@ -257,9 +266,11 @@ class Turns:
         chat.record_fingerprint(loop.agent.fingerprint)
         try:
             if chat.status == "interrupted":  # votes only, none resolved: record them alone
-                position = await self.io.off_loop(self._host.commit, chat)
+                position = await self._cut_on_outage(
+                    chat, key, version, self.io.off_loop(self._host.commit, chat))
                 return self._checkin(chat, await self._answer(chat, since, position, emit))
-            return self._checkin(chat, await loop.run(chat, since, emit))
+            return self._checkin(chat, await self._cut_on_outage(
+                chat, key, version, loop.run(chat, since, emit)))
         except PolicyMovedError as moved:
             moved.since, moved.version = since, version
             raise
@@ -494,9 +505,10 @@ class Turns:
         except TurnInProgressError:
             if not self._host.cut_turns.may_continue(chat, key, self._clock(), ABANDONED_AFTER):
                 raise
-        since = chat.state.resume_keys[key].since
+        since, version = chat.state.resume_keys[key].since, chat.version
         chat.retry(actor=actor, now=self._clock(), stale_after=timedelta(0))
-        return self._checkin(chat, await loop.run(chat, since, emit))
+        return self._checkin(chat, await self._cut_on_outage(chat, key, version,
+                                                             loop.run(chat, since, emit)))
 
     def _first_answer(self, chat: Chat, key: str, body_sha: str) -> TurnResult:
         use = chat.state.resume_keys[key]

@@ -3,15 +3,21 @@ A retry with the same `Idempotency-Key` answers the first request's result, neve
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from interlock.bootstrap import build_service
 from interlock.client import Client, TurnInProgressError
 from interlock.client._errors import StoreUnavailableError
+from interlock.domain import Interlock
 from interlock.domain.errors import StoreUnavailableError as StoreDown
+from interlock.domain.errors import TurnInProgressError as DomainTurnInProgressError
 from interlock.domain.lost_answers import CutTurns
+from tests.api.agents import AGENTS, GATES, Gate
 from tests.api.conftest import ClientFor, Live
 
 
@@ -88,3 +94,44 @@ def test_a_start_whose_answer_was_lost_is_continued_under_its_key(
     chats = {n.originator_id for n in live.service.recorder.select_notifications(
         before, 100, inclusive_of_start=False)}
     assert [str(c) for c in chats] == [chat.id]  # one chat, not one a try
+
+
+def test_a_cut_that_wrote_nothing_does_not_let_a_retry_run_another_process_s_turn(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start fails on the store in process A before anything is recorded; process B, sent
+    the same start, records the chat and runs its tool. A's retry must not take B's turn
+    up (its tool would run twice): the chat's last event is B's, and B's lease is fresh."""
+    here, there = build_service(store, AGENTS), build_service(store, AGENTS)
+    GATES["cut-1"] = gate = Gate()
+    ran: list[object] = []
+    try:
+        real = here.commit
+
+        def down(chat: Any) -> int | None:
+            monkeypatch.setattr(here, "commit", real)
+            raise StoreDown("the store is down")  # refused before anything was written
+
+        monkeypatch.setattr(here, "commit", down)
+
+        def start(app: Interlock) -> Any:
+            return asyncio.run(app.open_chat("gateAgent", "hold-tool cut-1", actor="alice",
+                                             tenant="acme", idempotency_key="k-cut"))
+
+        with pytest.raises(StoreDown):
+            start(here)
+        elsewhere = threading.Thread(target=lambda: ran.append(start(there)))
+        elsewhere.start()
+        assert gate.entered.wait(10)  # B's turn is in the tool
+        with pytest.raises(DomainTurnInProgressError):
+            start(here)
+        gate.release.set()
+        elsewhere.join(10)
+        [chat] = ran
+        assert [e.name for e in chat.state.calls.values()] == ["hold"]
+        tools = [e for e in here.events.get(chat.id) if type(e).__name__ == "ToolCompleted"]
+        assert len(tools) == 1  # the tool ran once, in B
+    finally:
+        gate.release.set()
+        here.close()
+        there.close()

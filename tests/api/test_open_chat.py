@@ -142,6 +142,11 @@ def test_a_start_sent_again_under_its_key_answers_the_chat_it_opened(
         alice.start("bankingAgent", "Transfer $900 to savings.", idempotency_key="k-1")
     with pytest.raises(IdempotencyKeyReusedError):
         alice.start("bankingAgent", TRANSFER, metadata={"k": 1}, idempotency_key="k-1")
+    meta, _ = alice.start("bankingAgent", TRANSFER, metadata={"k": 1}, idempotency_key="k-m")
+    with pytest.raises(IdempotencyKeyReusedError):  # JSON's true is not 1
+        alice.start("bankingAgent", TRANSFER, metadata={"k": True}, idempotency_key="k-m")
+    assert alice.start("bankingAgent", TRANSFER, metadata={"k": 1.0},
+                       idempotency_key="k-m")[0].id == meta.id  # JSON's 1.0 is 1
     # another principal's key is its own
     other, _ = client_for("dana").start("bankingAgent", TRANSFER, idempotency_key="k-1")
     assert other.id != chat.id
