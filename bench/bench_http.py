@@ -244,30 +244,29 @@ async def wire_cycle(wire: Wire, figures: Figures) -> None:
         return
     wire.opens = True
     assert status == 201, opened
-    [interrupt] = opened["interrupts"]
-    body = {"respond": [{"ref": interrupt["ref"], "name": interrupt["name"], "output": APPROVE}]}
-    status, done = await wire.post(f"/v1/chats/{opened['id']}/resume", body)
-    t2 = time.perf_counter()
-    assert status == 200 and done["finish_reason"] == "stop", done
-    figures.add(t1 - t0, t2 - t1)
+    await _approve(wire, figures, opened["id"], opened, t1 - t0)
 
 
 async def three_requests(wire: Wire, figures: Figures) -> None:
     """The cycle as three requests: the chat created, its message sent, the payment approved
-    (`--cycle three`: the figure the issue's starting commit was measured by)."""
+    (`bench_instructions --three-requests`: as the issue's starting commit was measured)."""
     status, created = await wire.post("/v1/chats", {"agent": "bankingAgent"})
     assert status in (200, 201), created
-    chat = created["id"]
     t0 = time.perf_counter()
-    status, sent = await wire.post(f"/v1/chats/{chat}/messages", {"text": TEXT})
-    t1 = time.perf_counter()
+    status, sent = await wire.post(f"/v1/chats/{created['id']}/messages", {"text": TEXT})
     assert status == 200, sent
-    [interrupt] = sent["interrupts"]
+    await _approve(wire, figures, created["id"], sent, time.perf_counter() - t0)
+
+
+async def _approve(wire: Wire, figures: Figures, chat: str, asked: Any, send: float) -> None:
+    """The cycle's last request: the payment `asked` for approved; its figures added."""
+    [interrupt] = asked["interrupts"]
     body = {"respond": [{"ref": interrupt["ref"], "name": interrupt["name"], "output": APPROVE}]}
+    t0 = time.perf_counter()
     status, done = await wire.post(f"/v1/chats/{chat}/resume", body)
-    t2 = time.perf_counter()
+    resumed = time.perf_counter() - t0
     assert status == 200 and done["finish_reason"] == "stop", done
-    figures.add(t1 - t0, t2 - t1)
+    figures.add(send, resumed)
 
 
 async def floor_cycle(wire: Wire, figures: Figures) -> None:

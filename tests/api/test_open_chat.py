@@ -107,10 +107,13 @@ def test_a_first_turn_that_fails_is_a_502_naming_the_chat_left_failed(
     FLAKY_DOWN.set()
     try:
         with pytest.raises(ModelError) as failed:
-            dana.start("flakyAgent", "are you there?")
+            dana.start("flakyAgent", "are you there?", idempotency_key="k-flaky")
     finally:
         FLAKY_DOWN.clear()
     assert failed.value.status == 502
+    with pytest.raises(ModelError) as again:  # sent again: the first answer, not a new turn
+        dana.start("flakyAgent", "are you there?", idempotency_key="k-flaky")
+    assert again.value.details["chat_id"] == failed.value.details["chat_id"]
     chat = dana.open_chat(failed.value.details["chat_id"])
     assert chat.state()["status"] == "failed"
     assert chat.retry().text == "back online"
@@ -177,18 +180,3 @@ def test_a_start_sent_again_while_its_first_turn_runs_is_409_naming_the_chat(
     [(chat, answer)] = first
     assert busy.value.status == 409 and busy.value.details["chat_id"] == chat.id
     assert alice.start("gateAgent", "hold-model open-1", idempotency_key="k-held")[1] == answer
-
-
-def test_a_start_whose_first_turn_failed_answers_the_failure_again(
-    client_for: ClientFor
-) -> None:
-    dana = client_for("dana")
-    FLAKY_DOWN.set()
-    try:
-        with pytest.raises(ModelError) as failed:
-            dana.start("flakyAgent", "are you there?", idempotency_key="k-flaky")
-    finally:
-        FLAKY_DOWN.clear()
-    with pytest.raises(ModelError) as again:  # the first answer, not a new turn
-        dana.start("flakyAgent", "are you there?", idempotency_key="k-flaky")
-    assert again.value.details["chat_id"] == failed.value.details["chat_id"]
