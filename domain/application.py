@@ -1,8 +1,8 @@
 """The application: the eventsourcing Application the use cases share (one store, one
 repository, one append), and the wiring of the services of `domain/services/`.
 
-The documented entry points (`start_chat`, `send`, `resume`, `retry`, `withdraw`, `fork`,
-`get_chat`, `agent`) stay here as thin doors that build a command and call its service.
+The documented entry points (`start_chat`, `open_chat`, `send`, `resume`, `retry`, `withdraw`,
+`fork`, `get_chat`, `agent`) stay here as thin doors that build a command and call its service.
 """
 
 from __future__ import annotations
@@ -78,11 +78,8 @@ class Interlock(Application[UUID]):
         io_threads: int = 64,
         cache: ChatCache | None = None,
     ) -> None:
-        """`env` is eventsourcing's (the edge builds it from a store URL; memory if none).
-
-        `secret` keys the event chain (a Keyring names the active key and older ones that
-        still verify); without it the chain is keyed with the public DEV_SECRET.
-        """
+        """`env` is eventsourcing's (memory if none); `secret` keys the event chain (a Keyring
+        names the active key and older ones that still verify), else the public DEV_SECRET."""
         super().__init__(dict(env or IN_MEMORY))
         self.agents = {a.name: a for a in agents}
         self.sealer = Sealer(secret or DEV_SECRET)
@@ -122,9 +119,7 @@ class Interlock(Application[UUID]):
     async def open_chat(self, agent: str, text: str, *, actor: str, tenant: str = "default",
                         metadata: dict[str, Any] | None = None, max_turns: int | None = None,
                         emit: Emit | None = None, idempotency_key: str | None = None) -> Chat:
-        """A new chat with its first message, and the turn it starts, recorded together; the
-        chat as the turn left it (`start_chat` then `send`, in one step). Sent again under
-        `idempotency_key`: the chat it opened, as its first turn left it."""
+        """`start_chat` then `send` in one step, recorded together (`Turns.open`)."""
         return await self.turns.open(StartChat(
             agent=agent, actor=actor, tenant=tenant, metadata=metadata, text=text,
             max_turns=max_turns, idempotency_key=idempotency_key), emit)
@@ -187,9 +182,8 @@ class Interlock(Application[UUID]):
         except KeyError:
             raise UnknownAgentError(name) from None
 
-    def get_chat(
-        self, chat_id: UUID, *, version: int | None = None, tenant: str | None = None
-    ) -> Chat:
+    def get_chat(self, chat_id: UUID, *, version: int | None = None,
+                 tenant: str | None = None) -> Chat:
         """The chat now, or as of event `version`; another tenant's chat does not exist."""
         return self.store.get(chat_id, version=version, tenant=tenant)
 
@@ -197,10 +191,8 @@ class Interlock(Application[UUID]):
         """These chats as they are now, read together (an id that does not load is left out)."""
         return self.store.get_many(chat_ids)
 
-    def chat_events(
-        self, chat_id: UUID, *, tenant: str | None = None, after: int = 0,
-        limit: int | None = None,
-    ) -> list[ChatEvent]:
+    def chat_events(self, chat_id: UUID, *, tenant: str | None = None, after: int = 0,
+                    limit: int | None = None) -> list[ChatEvent]:
         """The chat's events after version `after` (at most `limit`), oldest first."""
         return self.store.events_of(chat_id, tenant=tenant, after=after, limit=limit)
 
@@ -209,17 +201,15 @@ class Interlock(Application[UUID]):
         return self.store.commit(chat)
 
     def save_stream(self, stream_id: UUID, events: Sequence[Any]) -> int:
-        """Append sealed events of a stream that is no chat (a subscription, a tenant's
-        channels, a call's receipts): the position of the last; ConcurrencyError if another
-        write took its version first."""
+        """Append sealed events of a stream that is no chat (a subscription, channels,
+        receipts): the position of the last; ConcurrencyError if its version was taken."""
         position = self.store.append(stream_id, events)
         if position is None:
             raise InvalidRequestError(f"nothing to append to {stream_id}")
         return position
 
     def position(self) -> int:
-        """The notification id of the last event recorded (0: none yet): what a reader
-        waits for to see every write made before it asked."""
+        """The last event's notification id (0: none): what a reader waits for."""
         return self.recorder.max_notification_id() or 0
 
     async def off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
