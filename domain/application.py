@@ -30,6 +30,7 @@ from interlock.domain.runtime.turns import Emit
 from interlock.domain.services.channels import TenantChannels
 from interlock.domain.services.commands import (
     ABANDONED_AFTER,
+    OpenChat,
     Resume,
     Retry,
     Send,
@@ -120,7 +121,7 @@ class Interlock(Application[UUID]):
                         metadata: dict[str, Any] | None = None, max_turns: int | None = None,
                         emit: Emit | None = None, idempotency_key: str | None = None) -> Chat:
         """`start_chat` then `send` in one step, recorded together (`Turns.open`)."""
-        return await self.turns.open(StartChat(
+        return await self.turns.open(OpenChat(
             agent=agent, actor=actor, tenant=tenant, metadata=metadata, text=text,
             max_turns=max_turns, idempotency_key=idempotency_key), emit)
 
@@ -201,8 +202,7 @@ class Interlock(Application[UUID]):
         return self.store.commit(chat)
 
     def save_stream(self, stream_id: UUID, events: Sequence[Any]) -> int:
-        """Append sealed events of a stream that is no chat (a subscription, channels,
-        receipts): the position of the last; ConcurrencyError if its version was taken."""
+        """Append sealed events of a non-chat stream: the last's position; ConcurrencyError."""
         position = self.store.append(stream_id, events)
         if position is None:
             raise InvalidRequestError(f"nothing to append to {stream_id}")

@@ -20,20 +20,30 @@ _OPENED = UUID("5b0f8a52-3c1e-4e0b-9d36-2f6f1c9a7e41")  # the namespace of `open
 
 @dataclass(frozen=True, kw_only=True)
 class StartChat:
-    """A new chat with `agent`; `chat_id` a server-made id (ConcurrencyError if taken).
-    With `text` (`Turns.open`), its first message too, and the turn that message starts
-    (`max_turns` overrides the agent's budget)."""
+    """A new chat with `agent`; `chat_id` a server-made id (ConcurrencyError if taken)."""
 
     agent: str
     actor: str
     tenant: str = "default"
     metadata: dict[str, Any] | None = None
     chat_id: UUID | None = None
-    text: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenChat:
+    """A new chat with `agent`, its first message `text`, and the turn that message starts
+    (`max_turns` overrides the agent's budget). Under `idempotency_key` the chat's id is
+    made of the key (`opened_id`), so a request sent again answers the chat it opened
+    instead of opening another."""
+
+    agent: str
+    text: str
+    actor: str
+    tenant: str = "default"
+    metadata: dict[str, Any] | None = None
     max_turns: int | None = None
-    # With `text`: the chat's id is made of it (`opened_id`), so a request sent again
-    # under it answers the chat it opened instead of opening another.
     idempotency_key: str | None = None
+    chat_id: UUID | None = None  # set from the key by `Turns.open`
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -37,6 +37,7 @@ from interlock.domain.runtime.tracing import Tracer
 from interlock.domain.runtime.turns import Emit, TurnLoop
 from interlock.domain.services.commands import (
     ABANDONED_AFTER,
+    OpenChat,
     Resume,
     Retry,
     Send,
@@ -93,7 +94,7 @@ class Turns:
         return chat
 
     @counted
-    async def open(self, command: StartChat, emit: Emit | None = None) -> Chat:
+    async def open(self, command: OpenChat, emit: Emit | None = None) -> Chat:
         """A new chat and its first message (`command.text`), and the turn it starts; the
         chat as that turn left it. The chat is recorded by the turn's first commit, with
         what the turn did up to then: one commit and one request fewer than `start` and
@@ -103,14 +104,11 @@ class Turns:
         start answers that chat as its first turn left it (`_open_again`), and while this
         process runs it, 409. Two processes sent it before either recorded anything both
         run, and the second one's first commit is refused (409): one chat, one effect."""
-        text = command.text
-        if text is None:
-            raise InvalidRequestError("a chat opened with a message needs its text")
         self._host.agent(command.agent)
         self._host.limits.metadata(command.metadata)
         key = command.idempotency_key
         if key is None:
-            return await self._open(command, text, emit)
+            return await self._open(command, emit)
         chat_id = opened_id(command.tenant, command.actor, key)
         command = replace(command, chat_id=chat_id)
         if chat_id in self._opening:
@@ -120,15 +118,15 @@ class Turns:
             before = await self.io.off_loop(self._opened_before, command)
             if before is not None:
                 return await self._open_again(before, command)
-            return await self._open(command, text, emit)
+            return await self._open(command, emit)
         finally:
             self._opening.discard(chat_id)
 
-    async def _open(self, command: StartChat, text: str, emit: Emit | None) -> Chat:
+    async def _open(self, command: OpenChat, emit: Emit | None) -> Chat:
         chat = Chat.start(command.agent, actor=command.actor, tenant=command.tenant,
                           metadata=command.metadata, chat_id=command.chat_id)
         loop = self._loop(chat, command.max_turns)
-        chat.send_message(text, actor=command.actor, fingerprint=loop.agent.fingerprint)
+        chat.send_message(command.text, actor=command.actor, fingerprint=loop.agent.fingerprint)
         try:
             await self._cut_on_outage(chat, command.idempotency_key, 0,
                                       self._run(chat, loop, 0, emit))
@@ -138,7 +136,7 @@ class Turns:
             opened: list[Chat] = []
 
             async def again() -> TurnResult:  # nothing of it was recorded: open it anew
-                opened.append(await self._open(command, text, None))
+                opened.append(await self._open(command, None))
                 return TurnResult.of(opened[-1], 0, None)
 
             await self._policy_moved(chat.id, command.tenant, 0, moved.stored, 0,
@@ -146,7 +144,7 @@ class Turns:
             return opened[-1] if opened else await self.io.off_loop(self._store.get, chat.id)
         return chat
 
-    def _opened_before(self, command: StartChat) -> Chat | None:
+    def _opened_before(self, command: OpenChat) -> Chat | None:
         """The chat a start under this key opened before (None: none); an open with another
         agent, metadata or first message under the key is refused."""
         assert command.chat_id is not None and command.idempotency_key is not None
@@ -161,7 +159,7 @@ class Turns:
             raise IdempotencyKeyReusedError(command.idempotency_key)
         return chat
 
-    async def _open_again(self, chat: Chat, command: StartChat) -> Chat:
+    async def _open_again(self, chat: Chat, command: OpenChat) -> Chat:
         """The first answer of the chat a start under this key opened: the chat as its first
         turn left it; that turn continued if a store failure cut it (as a resume's key does),
         409 while it may still run elsewhere."""
