@@ -110,6 +110,27 @@ async def test_a_resume_under_its_key_is_not_answered_again_once_erased(
     assert asked == []
 
 
+@pytest.mark.parametrize("erased", ["begun", "done"])
+async def test_a_start_under_its_key_is_not_answered_again_once_erasure_begins(
+    protected: Interlock, store: str, asked: list[str], erased: str,  # noqa: F811
+) -> None:
+    text, metadata = f"transfer $5000 to {SECRET}", {"customer": SECRET}
+    chat = await protected.open_chat("bankingAgent", text, actor="alice", tenant="bank",
+                                     metadata=metadata, idempotency_key="k1")
+    again = await protected.open_chat("bankingAgent", text, actor="alice", tenant="bank",
+                                      metadata=metadata, idempotency_key="k1")
+    assert again.id == chat.id and SECRET in again.state.model_dump_json()
+    if erased == "begun":
+        protected.begin_erasure(chat.id, actor="operator")  # its key is still there
+    else:
+        _erase(store, chat.id)
+    events, asked[:] = protected.chat_events(chat.id), []
+    with pytest.raises(ChatErasedError):  # its first answer is the erased data
+        await protected.open_chat("bankingAgent", text, actor="alice", tenant="bank",
+                                  metadata=metadata, idempotency_key="k1")
+    assert asked == [] and protected.chat_events(chat.id) == events
+
+
 async def test_a_chat_whose_erasure_began_takes_no_message_decision_retry_or_withdrawal(
     protected: Interlock, asked: list[str],  # noqa: F811
 ) -> None:
