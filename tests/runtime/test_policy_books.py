@@ -6,6 +6,8 @@ it is written, and the call is judged again by the version now in force."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -80,12 +82,26 @@ STEPS = Agent(name="payAgent", system="Notes, then pays.", tools=[note, pay],
               model=FunctionModel(_note_then_pay, name="note-then-pay"))
 
 
-def test_a_hold_judged_by_a_book_another_process_moved_is_judged_again(store: str) -> None:
-    here, there = build_service(store, AGENTS), build_service(store, AGENTS)
+@contextmanager
+def _v1_kept_here(store: str, agents: list[Agent] = AGENTS, warm: str = "payAgent",
+                  ) -> Iterator[tuple[Interlock, Interlock]]:
+    """Two processes on one store: `there` puts v1 in force (payments under a million run),
+    and `here` runs a turn of `warm` under it (a payment keeps the book); `there` is the
+    note tool's other process."""
+    here, there = build_service(store, agents), build_service(store, agents)
+    ELSEWHERE[:] = [there]
     try:
         _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
-        _, small = _pay(here, 500)  # v1: 500 runs; `here` may keep this book
-        assert small.finish_reason == "stop"
+        assert _pay(here, 500, agent=warm)[1].finish_reason == "stop"
+        yield here, there
+    finally:
+        ELSEWHERE.clear()
+        here.close()
+        there.close()
+
+
+def test_a_hold_judged_by_a_book_another_process_moved_is_judged_again(store: str) -> None:
+    with _v1_kept_here(store) as (here, there):  # v1: 500 runs; `here` may keep this book
         # another process puts v2 in force: a lead decides every payment
         assert _in_force(there, {"roles": ["lead"]}) == 2
         chat_id, held = _pay(here, 500)
@@ -99,9 +115,6 @@ def test_a_hold_judged_by_a_book_another_process_moved_is_judged_again(store: st
         events = list(here.events.get(chat_id))
         assert sum(isinstance(e, ToolRequested) for e in events) == 1  # asked once, recorded once
         assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
-    finally:
-        here.close()
-        there.close()
 
 
 def test_this_process_s_own_approval_is_heard_at_once(store: str) -> None:
@@ -121,12 +134,8 @@ def test_a_later_round_judged_by_a_moved_book_goes_on_from_its_last_commit(store
     """Round 1's tool acted and committed; the policies change during it; round 2's payment,
     judged by the kept book, is refused at commit and judged again, and round 1's tool does
     not run again."""
-    agents = [a for a in AGENTS if a.name != "payAgent"] + [STEPS]
-    here, there = build_service(store, agents), build_service(store, agents)
-    ELSEWHERE[:] = [there]
-    try:
-        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
-        assert _pay(here, 1, agent="opsAgent")[1] is not None  # any turn: `here` reads v1
+    with _v1_kept_here(store, [a for a in AGENTS if a.name != "payAgent"] + [STEPS],
+                       warm="opsAgent") as (here, _):
         chat_id, turn = _pay(here, 500)
         assert turn.finish_reason == "interrupted"
         assert turn.interrupts[0].approval["terms"]["policy"]["version"] == 2
@@ -135,10 +144,6 @@ def test_a_later_round_judged_by_a_moved_book_goes_on_from_its_last_commit(store
         events = list(here.events.get(chat_id))
         assert sum(isinstance(e, ToolCompleted) for e in events) == 1
         assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
-    finally:
-        ELSEWHERE.clear()
-        here.close()
-        there.close()
 
 
 def test_a_hold_refused_at_every_commit_is_the_client_s_409_and_writes_nothing(
@@ -146,22 +151,22 @@ def test_a_hold_refused_at_every_commit_is_the_client_s_409_and_writes_nothing(
 ) -> None:
     """As if another process changed the policies between every hold and its commit (on
     PostgreSQL, the store whose appends take guards: the others read them at every hold)."""
-    here, there = build_service(pg_store, AGENTS), build_service(pg_store, AGENTS)
-    try:
-        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
-        _pay(here, 500)
-        stale = here.turns._books.kept("acme")  # v1, kept
-        assert stale is not None
-        _in_force(there, {"roles": ["lead"]})
-        monkeypatch.setattr(PolicyBooks, "kept", lambda self, tenant: stale)
+    with _v1_kept_here(pg_store) as (here, there):
+        _always_the_stale_book(here, there, monkeypatch)
         chat = here.start_chat("payAgent", actor="alice", tenant="acme")
         with pytest.raises(PolicyMovedError):
             asyncio.run(here.send(chat.id, "pay 500 bob-corp", actor="alice", tenant="acme"))
         assert [e.originator_version for e in here.events.get(chat.id)] == [1]  # started only
         assert paid(chat.id) == []
-    finally:
-        here.close()
-        there.close()
+
+
+def _always_the_stale_book(here: Interlock, there: Interlock,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """`there` puts v2 in force, and `here` holds by its kept v1 at every try."""
+    stale = here.turns._books.kept("acme")
+    assert stale is not None
+    _in_force(there, {"roles": ["lead"]})
+    monkeypatch.setattr(PolicyBooks, "kept", lambda self, tenant: stale)
 
 
 def _notified_since(app: Interlock, position: int) -> list[tuple[UUID, str]]:
@@ -173,10 +178,7 @@ def _notified_since(app: Interlock, position: int) -> list[tuple[UUID, str]]:
 def test_a_chat_opened_whose_hold_a_moved_book_judged_is_opened_anew(store: str) -> None:
     """The first commit of a chat opened with its message records the chat: refused by the
     hold's guard, nothing of it is written, and it is opened again under the book in force."""
-    here, there = build_service(store, AGENTS), build_service(store, AGENTS)
-    try:
-        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
-        assert _pay(here, 500)[1].finish_reason == "stop"  # v1 kept by `here`
+    with _v1_kept_here(store) as (here, there):
         _in_force(there, {"roles": ["lead"]})
         before = here.position()
         chat = asyncio.run(here.open_chat("payAgent", "pay 500 bob-corp", actor="alice",
@@ -190,18 +192,11 @@ def test_a_chat_opened_whose_hold_a_moved_book_judged_is_opened_anew(store: str)
         assert {chat_id for chat_id, _ in _notified_since(here, before)} == {chat.id}
         events = list(here.events.get(chat.id))
         assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
-    finally:
-        here.close()
-        there.close()
 
 
 def test_a_chat_opened_whose_later_round_a_moved_book_judged_goes_on(store: str) -> None:
-    agents = [a for a in AGENTS if a.name != "payAgent"] + [STEPS]
-    here, there = build_service(store, agents), build_service(store, agents)
-    ELSEWHERE[:] = [there]
-    try:
-        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
-        assert _pay(here, 1, agent="opsAgent")[1] is not None  # any turn: `here` reads v1
+    with _v1_kept_here(store, [a for a in AGENTS if a.name != "payAgent"] + [STEPS],
+                       warm="opsAgent") as (here, _):
         chat = asyncio.run(here.open_chat("payAgent", "pay 500 bob-corp", actor="alice",
                                           tenant="acme"))
         assert chat.state.finish_reason == "interrupted"
@@ -212,23 +207,13 @@ def test_a_chat_opened_whose_later_round_a_moved_book_judged_goes_on(store: str)
         events = list(here.events.get(chat.id))
         assert sum(isinstance(e, ToolCompleted) for e in events) == 1
         assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
-    finally:
-        ELSEWHERE.clear()
-        here.close()
-        there.close()
 
 
 def test_a_chat_opened_whose_hold_is_refused_at_every_commit_leaves_nothing(
     pg_store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    here, there = build_service(pg_store, AGENTS), build_service(pg_store, AGENTS)
-    try:
-        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
-        _pay(here, 500)
-        stale = here.turns._books.kept("acme")  # v1, kept
-        assert stale is not None
-        _in_force(there, {"roles": ["lead"]})
-        monkeypatch.setattr(PolicyBooks, "kept", lambda self, tenant: stale)
+    with _v1_kept_here(pg_store) as (here, there):
+        _always_the_stale_book(here, there, monkeypatch)
         before = here.position()
         with pytest.raises(PolicyMovedError) as refused:
             asyncio.run(here.open_chat("payAgent", "pay 500 bob-corp", actor="alice",
@@ -237,9 +222,6 @@ def test_a_chat_opened_whose_hold_is_refused_at_every_commit_leaves_nothing(
         # no chat to name: the client sends the start again, not a message to a chat
         assert "chat_id" not in refused.value.details
         assert "no chat was recorded" in refused.value.message
-    finally:
-        here.close()
-        there.close()
 
 
 MOVED_BY_ANOTHER: list[UUID] = []  # the chat another process writes while the model answers
@@ -262,29 +244,24 @@ def test_a_policy_change_and_a_racing_write_at_once_is_the_race_s_409(
 ) -> None:
     """The commit is refused by both the guard and the chat's own version: another request
     drives the chat now, so this one is refused as a racing write, never continued."""
-    agents = [a for a in AGENTS if a.name != "payAgent"] + [RACED]
-    here, there = build_service(pg_store, agents), build_service(pg_store, agents)
-    ELSEWHERE[:] = [there]
-    try:
-        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
-        _pay(here, 500)
+    with _v1_kept_here(pg_store, [a for a in AGENTS if a.name != "payAgent"] + [RACED]) as (
+            here, there):
         stale = here.turns._books.kept("acme")
         assert stale is not None
         _in_force(there, {"roles": ["lead"]})
         monkeypatch.setattr(here.turns._books, "kept", lambda tenant: stale)
         chat = here.start_chat("payAgent", actor="alice", tenant="acme")
         MOVED_BY_ANOTHER.append(chat.id)
-        with pytest.raises(ConcurrencyError) as lost:
-            asyncio.run(here.send(chat.id, "pay 500 bob-corp", actor="alice", tenant="acme"))
+        try:
+            with pytest.raises(ConcurrencyError) as lost:
+                asyncio.run(here.send(chat.id, "pay 500 bob-corp", actor="alice",
+                                      tenant="acme"))
+        finally:
+            MOVED_BY_ANOTHER.clear()
         assert not isinstance(lost.value, PolicyMovedError)
         assert [type(e).__name__ for e in here.events.get(chat.id)] == [
             "ChatStarted", "AgentFingerprinted"]  # the other request's write alone
         assert paid(chat.id) == []
-    finally:
-        ELSEWHERE.clear()
-        MOVED_BY_ANOTHER.clear()
-        here.close()
-        there.close()
 
 
 @tool(name="look", description="Reads an account; takes a while, acts on nothing.",
@@ -314,11 +291,8 @@ def test_a_heartbeat_refused_by_the_guard_ends_the_attempt_and_leaves_no_gap(
     """A tool that acts on nothing runs without a commit before it, so the hold's guard rides
     the first heartbeat: refused there, the attempt ends (its events never written), and the
     send is asked again under the version now in force."""
-    agents = [a for a in AGENTS if a.name != "payAgent"] + [LOOKS]
-    here, there = build_service(store, agents), build_service(store, agents)
-    try:
-        _in_force(there, {"when": {"path": "amount", "op": ">", "value": 1_000_000}})
-        assert _pay(here, 500)[1].finish_reason == "stop"  # v1: `here` may keep this book
+    with _v1_kept_here(store, [a for a in AGENTS if a.name != "payAgent"] + [LOOKS]) as (
+            here, there):
         _in_force(there, {"roles": ["lead"]})
         monkeypatch.setattr(runtime_turns, "HEARTBEAT_SECONDS", 0.05)
         chat_id, turn = _pay(here, 500)
@@ -328,9 +302,6 @@ def test_a_heartbeat_refused_by_the_guard_ends_the_attempt_and_leaves_no_gap(
         events = list(here.events.get(chat_id))
         assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
         assert sum(isinstance(e, ToolCompleted) for e in events) == 1  # the look, recorded once
-    finally:
-        here.close()
-        there.close()
 
 
 FAILS_ONCE: list[bool] = []  # the model's next call fails (a provider's outage)
