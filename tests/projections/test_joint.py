@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+from typing import Any
 
+import psycopg
 import pytest
 
 from interlock.domain import Interlock
@@ -105,3 +108,40 @@ async def test_a_joint_batch_whose_position_moved_under_one_view_writes_nothing(
             with view.batch(start[view], start[view] + 5):
                 pass
     assert {v: v.position() for v in (hooks, inbox)} == {v: p + 5 for v, p in start.items()}
+
+
+@pytest.mark.parametrize("store", [ON_POSTGRES], indirect=True)  # SQLite has no joint batch
+@pytest.mark.parametrize("moved", [False, True])
+async def test_a_joint_pass_is_one_round_trip_and_a_refused_one_leaves_its_connection_idle(
+    app: Interlock, views: SqlReadModels, moved: bool, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """BEGIN, the compare-and-set, the rows and COMMIT go in one pipeline: one wait for
+    PostgreSQL's answer. Refused, the transaction is rolled back as the connection's context
+    ends, before it goes back to the pool (which would warn)."""
+    await banking_flows(app)
+    views.catch_up()
+    hooks, inbox = views.view(WebhooksView), views.view(InboxView)
+    start = {v: v.position() for v in (hooks, inbox)}
+    waits: list[object] = []
+    wait = psycopg.Connection.wait
+
+    def counted(conn: psycopg.Connection[Any], gen: Any, *args: Any, **kwargs: Any) -> Any:
+        waits.append(gen)
+        return wait(conn, gen, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "wait", counted)
+    joint = hooks.store.joint([inbox.store])
+    assert joint is not None
+    with caplog.at_level(logging.WARNING, logger="psycopg.pool"):
+        try:
+            with joint:
+                for view in (hooks, inbox):
+                    with view.batch(start[view] + moved, start[view] + 5):
+                        view.chat_started("chat-in-one-trip", "acme", "bankingAgent")
+        except JointBatchError:
+            assert moved
+    assert len(waits) == 1 + moved  # the pipeline; refused, the ROLLBACK
+    assert not [r for r in caplog.records if "rolling back" in r.getMessage()]
+    chats = {r["id"] for r in hooks.dump() if r["kind"] == "chat"}
+    assert ("chat-in-one-trip" in chats) is not moved
