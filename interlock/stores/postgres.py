@@ -48,7 +48,7 @@ from psycopg import Connection, pq
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.errors import ReadOnlySqlTransaction
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Identifier, Literal
 from psycopg.types.composite import register_composite
 from psycopg_pool import PoolTimeout
 
@@ -76,6 +76,8 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
     groups (one per caller) that would conflict with a stored event and inserts the others;
     it returns the refused groups, then the new notification ids in the order of the events
     given. Nothing of a refused group is written. One transaction, one fsync, many chats.
+    Its NOTIFY carries the newest id inserted: the log's head as of its commit, which the
+    views' leader then need not read (`ViewLeader.head`).
     """
 
     append_guards = True  # `insert_events(..., guards=...)` refuses the events by them
@@ -88,7 +90,7 @@ class InterlockPostgresRecorder(PostgresApplicationRecorder):
             "schema": Identifier(self.datastore.schema),
             "table": Identifier(self.events_table_name),
             "fn": Identifier(function),
-            "channel": Identifier(self.channel_name),
+            "channel_text": Literal(self.channel_name),
             "id_type": Identifier(self.datastore.originator_id_type),
         }
         self.sql_create_statements.append(SQL(APPEND_GROUPS).format(**names))
@@ -347,7 +349,6 @@ BEGIN
     SELECT coalesce(array_agg(DISTINCT u.g), ARRAY[]::int[]) INTO refused
       FROM unnest(ids, versions, groups) AS u(i, v, g)
       JOIN {schema}.{table} AS e ON e.originator_id = u.i AND e.originator_version = u.v;
-    NOTIFY {channel};
     RETURN QUERY SELECT r, NULL::bigint FROM unnest(refused) AS r;
     RETURN QUERY WITH ins AS (
         INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state)
@@ -357,6 +358,9 @@ BEGIN
          ORDER BY u.n
         RETURNING notification_id
     ) SELECT NULL::int, ins.notification_id FROM ins ORDER BY 2;
+    IF FOUND THEN  -- the newest id, the log's head once this commits (ids commit in order)
+        PERFORM pg_notify({channel_text}, lastval()::text);
+    END IF;
 END $$
 """
 

@@ -41,6 +41,10 @@ class Leader(Protocol):
 
     def wait(self, timeout: float) -> None: ...
 
+    def head(self) -> int | None:
+        """The log's head as the appends heard since the last call announced it (None:
+        unknown, read it)."""
+
     def interrupt(self) -> None: ...
 
     def close(self) -> None: ...
@@ -59,9 +63,13 @@ class Driven(Protocol):
 
     def committed(self, recordings: Sequence[Recording[Any]]) -> None: ...
 
+    def committed_head(self) -> int | None:
+        """The newest notification id of this process's commits no pass has applied yet
+        (None: none kept)."""
+
     def setup(self) -> None: ...
 
-    def catch_up(self) -> int: ...
+    def catch_up(self, *, head: int | None = None) -> int: ...
 
     def check_not_stuck(self, position: int, views: Collection[str] | None = None) -> None: ...
 
@@ -88,6 +96,12 @@ class LiveRunner:
         self._revive = threading.Event()  # the store answers again: retry now
         self._changed = threading.Condition()
         self._seen = 0
+        # The next pass reads the log's head (True), or goes up to the head it was told of:
+        # the leader's, by the appends' notifications; a lone process's, by its own commits
+        # (`committed_head`; another process's appends are then seen within a poll). Asking
+        # the store where the log ends is a round trip a pass (87 k instructions). A poll,
+        # a reader waiting, a failure and a follower's turn read it.
+        self._look = True
         self.passes = 0  # passes that applied the log up to its head (a metric)
         self._error: BaseException | None = None
         self._failing_since = 0.0
@@ -110,6 +124,7 @@ class LiveRunner:
             self._wake.clear()
             self._hurry.clear()
             if not self._lead():
+                self._look = True
                 self._stopping.wait(FOLLOW_RETRY)  # another process applies the views
                 continue
             if not self._pass():
@@ -127,6 +142,8 @@ class LiveRunner:
                 # Woken by a commit: let its writer answer first and gather the commits
                 # that follow, unless a reader is waiting for the views.
                 self._hurry.wait(COALESCE_SECONDS)
+            else:
+                self._look = True  # the poll: whatever other processes appended
 
     def _lead(self) -> bool:
         """True if this process applies the views (alone, or as the elected leader)."""
@@ -166,7 +183,9 @@ class LiveRunner:
         try:
             if self._error is not None:
                 self.models.setup()  # re-attach: recreate tables dropped under us
-            seen = self.models.catch_up()
+            look, self._look = self._look or self._error is not None, False
+            told = self.models.committed_head() if self.leader is None else self.leader.head()
+            seen = self.models.catch_up(head=None if look else told)
         except (PersistenceError, UnavailableError, sqlite3.Error) as exc:  # the store
             if self._error is None:  # one line per streak; the class only: no row's data
                 self._failing_since = time.monotonic()
@@ -203,6 +222,7 @@ class LiveRunner:
 
     def _fail(self, exc: BaseException) -> None:
         with self._changed:
+            self._look = True
             self._error = exc
             self._changed.notify_all()
 
@@ -218,6 +238,7 @@ class LiveRunner:
                     failing = (f" (failing: {type(self._error).__name__})"
                                if self._error is not None else "")
                     raise TimeoutError(f"views have not reached position {position}{failing}")
+                self._look = True  # it may wait for another process's append
                 self._hurry.set()
                 self._wake.set()
                 self._changed.wait(remaining)

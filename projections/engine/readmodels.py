@@ -127,8 +127,9 @@ class ReadEngine:
         first, *rest = (r.view.store for r in self.runners)
         return dict(zip([r.name for r in self.runners], first.positions(rest), strict=True))
 
-    def catch_up(self, progress: Progress | None = None) -> int:
-        """Bring every view up to the log's head now, in this thread; the lowest position.
+    def catch_up(self, progress: Progress | None = None, *, head: int | None = None) -> int:
+        """Bring every view up to the log's head now (or up to `head`), in this thread; the
+        lowest position.
 
         The views share each read of the log and each decoded event, and commit together
         when they can (one transaction); a view stuck on an event stays where it is
@@ -139,7 +140,8 @@ class ReadEngine:
         compare-and-set, and the one-by-one path that follows rereads it. With nothing new
         they are read, so a view reset under an idle log is caught up all the same.
         """
-        head = self.app.position()
+        if head is None:
+            head = self.app.position()
         known, self._known = self._known, None
         if not known or head <= min(known.values()):
             known = self.positions()
@@ -194,6 +196,13 @@ class ReadEngine:
                 self._fresh.clear()
             for recording in recordings:
                 self._fresh[recording.notification.id] = recording.domain_event
+
+    def committed_head(self) -> int | None:
+        """The newest notification id this process's commits handed over and no pass has
+        applied yet (None: none kept). Ids commit in order, so every lower one is in the log
+        (or never will be): a pass may go up to it without reading the log's head."""
+        with self._fresh_lock:
+            return max(self._fresh, default=None)
 
     def _committed_here(self, start: int, head: int) -> list[Noted] | None:
         """The events in (start, head] when this process's commits handed over every one of

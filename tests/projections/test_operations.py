@@ -18,6 +18,7 @@ from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 from fastapi.testclient import TestClient
+from psycopg import sql
 
 from interlock.api.app import make_app
 from interlock.domain import Interlock
@@ -286,6 +287,87 @@ def test_a_cursor_time_outside_utc_is_refused(models: SqlReadModels, at: str) ->
         models.inbox(InboxFilter(), cursor=cursors.encode((when, "c", "r")))
     with pytest.raises(InvalidRequestError, match="invalid cursor"):
         models.chats(ChatFilter(), cursor=cursors.encode((when, "c")))
+
+
+# -- a lone server's passes -------------------------------------------------------------------
+
+
+def _heads(app: Interlock, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The threads that read the log's head from now on (`Interlock.position`)."""
+    heads: list[str] = []
+    position_of = app.position
+
+    def head() -> int:
+        heads.append(threading.current_thread().name)
+        return position_of()
+
+    monkeypatch.setattr(app, "position", head)
+    return heads
+
+
+def _applied(watcher: SqlReadModels, position: int) -> None:
+    """Until every view has applied `position` (read from their tables: no reader waits)."""
+    _until(lambda: min(watcher.positions().values()) >= position, 10)
+
+
+async def test_a_pass_goes_up_to_the_head_it_was_told_of_and_sees_other_processes(
+    app: Interlock, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass woken by commits goes up to the head it was told of, without asking the store
+    where the log ends (a round trip a pass): a lone process's own last commit (SQLite), the
+    id the appends' notifications announced (PostgreSQL, where a leader applies the views).
+    Another process's append below it is read from the log as a gap, and one past it
+    reaches the views by its notification, or a reader who waits for it."""
+    _, position = await seed(app)
+    server = open_read_models(app, poll_interval=60)  # no poll during the test
+    other = app_for(store)
+    watcher = open_views(app)
+    try:
+        server.wait(position)
+        heads = _heads(app, monkeypatch)
+        mine = app.start_chat("bankingAgent", actor="alice", tenant="bank")
+        _applied(watcher, app.recorder.max_notification_id() or 0)
+        theirs = other.start_chat("bankingAgent", actor="bob", tenant="bank")  # a gap below
+        again = app.start_chat("bankingAgent", actor="alice", tenant="bank")  # the next commit
+        _applied(watcher, app.recorder.max_notification_id() or 0)
+        assert "interlock-views" not in heads  # the passes read no head
+        chats = {r["chat_id"] for r in watcher.view(ChatsView).dump()}
+        assert {str(mine.id), str(theirs.id), str(again.id)} <= chats
+        last = other.start_chat("bankingAgent", actor="bob", tenant="bank")  # past every commit
+        started = time.monotonic()
+        server.wait(other.recorder.max_notification_id() or 0, timeout=10)
+        assert time.monotonic() - started < 5
+        assert str(last.id) in {r["chat_id"] for r in watcher.view(ChatsView).dump()}
+    finally:
+        watcher.close()
+        server.close()
+        other.close()
+
+
+async def test_an_append_that_announces_no_head_makes_the_pass_read_it(
+    pg_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorder of before (a server not yet upgraded) NOTIFYs without the newest id: the
+    leader's next pass reads the log's head instead of trusting the last one it was told."""
+    app, other = app_for(pg_store), app_for(pg_store)
+    _, position = await seed(app)
+    server = open_read_models(app, poll_interval=60)
+    watcher = open_views(app)
+    try:
+        server.wait(position)
+        heads = _heads(app, monkeypatch)
+        theirs = other.start_chat("bankingAgent", actor="bob", tenant="bank")  # announced
+        _applied(watcher, other.recorder.max_notification_id() or 0)
+        assert "interlock-views" not in heads
+        assert str(theirs.id) in {r["chat_id"] for r in watcher.view(ChatsView).dump()}
+        with psycopg.connect(PG_URL, autocommit=True) as conn:  # an append's NOTIFY of before
+            conn.execute(sql.SQL("NOTIFY {}").format(sql.Identifier(app.recorder.channel_name)))
+        _until(lambda: "interlock-views" in heads, 10)
+    finally:
+        watcher.close()
+        server.close()
+        other.close()
+        app.close()
 
 
 # -- a runner in another process -------------------------------------------------------------
