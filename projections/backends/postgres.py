@@ -422,8 +422,8 @@ def _pipelined(conn: psycopg.Connection[Any], rows: list[_Row],
     With `begin`, the connection is idle (autocommit) and the statements are a transaction
     of their own: BEGIN before them and COMMIT after them go in the same pipeline, so a
     pass of up to SYNC_ROWS rows costs one round trip, not three. Nothing after a failed
-    statement runs, COMMIT included: the connection's context (psycopg's, as the pool hands
-    it out) rolls the transaction back as the failure leaves it.
+    statement runs, COMMIT included: the datastore's `get_connection` the caller holds rolls
+    the transaction back as the failure leaves it, before the pool takes the connection.
 
     Each statement is prepared once a connection (per text and parameter types), in the
     pipeline before its first use: PostgreSQL then binds and runs it instead of parsing and
@@ -672,10 +672,19 @@ class AppendWaker:
             self._heard(notify.payload)
 
     def _heard(self, payload: str) -> None:
-        if not payload.isdigit():
+        """Any session may NOTIFY on the channel (another store's schema shares it): only
+        an id's plain decimal digits count, and the pass trusts it only as far as this
+        process's own commits reach (`ReadEngine.catch_up`)."""
+        if not (0 < len(payload) <= 19 and payload.isascii() and payload.isdigit()):
             self._unknown = True
         elif self._head is None or int(payload) > self._head:
             self._head = int(payload)
+
+    def discard(self) -> None:
+        """Forget what was heard, the appends queued included (a follower's: they would
+        pile up on the connection unread)."""
+        self._drain()
+        self._head, self._unknown = None, False
 
     def close(self) -> None:
         """Stop listening and give the connection back, even a broken one (the pool drops it)."""
@@ -712,9 +721,11 @@ class ViewLeader:
             row = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s)) AS leading",
                                (self._key,)).fetchone()
             conn.commit()  # notifications arrive between transactions
+            self.leading = bool(row and row["leading"])
+            if not self.leading:
+                self._waker.discard()  # a follower applies nothing of what it hears
         except (psycopg.Error, PersistenceError, UnavailableError) as exc:
             raise LeaderLostError(exc) from exc
-        self.leading = bool(row and row["leading"])
         return self.leading
 
     def wait(self, timeout: float) -> None:

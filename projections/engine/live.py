@@ -63,10 +63,6 @@ class Driven(Protocol):
 
     def committed(self, recordings: Sequence[Recording[Any]]) -> None: ...
 
-    def committed_head(self) -> int | None:
-        """The newest notification id of this process's commits no pass has applied yet
-        (None: none kept)."""
-
     def setup(self) -> None: ...
 
     def catch_up(self, *, head: int | None = None) -> int: ...
@@ -96,11 +92,11 @@ class LiveRunner:
         self._revive = threading.Event()  # the store answers again: retry now
         self._changed = threading.Condition()
         self._seen = 0
-        # The next pass reads the log's head (True), or goes up to the head it was told of:
-        # the leader's, by the appends' notifications; a lone process's, by its own commits
-        # (`committed_head`; another process's appends are then seen within a poll). Asking
-        # the store where the log ends is a round trip a pass (87 k instructions). A poll,
-        # a reader waiting, a failure and a follower's turn read it.
+        # The next pass reads the log's head (True), or goes up to the head the appends'
+        # notifications told the leader of, where this process's own commits vouch for it
+        # (`ReadEngine.catch_up`): asking the store where the log ends is a round trip a
+        # pass (87 k instructions). A poll, a reader waiting, a failure and a follower's
+        # turn read it.
         self._look = True
         self.passes = 0  # passes that applied the log up to its head (a metric)
         self._error: BaseException | None = None
@@ -184,7 +180,7 @@ class LiveRunner:
             if self._error is not None:
                 self.models.setup()  # re-attach: recreate tables dropped under us
             look, self._look = self._look or self._error is not None, False
-            told = self.models.committed_head() if self.leader is None else self.leader.head()
+            told = self.leader.head() if self.leader is not None else None
             seen = self.models.catch_up(head=None if look else told)
         except (PersistenceError, UnavailableError, sqlite3.Error) as exc:  # the store
             if self._error is None:  # one line per streak; the class only: no row's data

@@ -128,8 +128,13 @@ class ReadEngine:
         return dict(zip([r.name for r in self.runners], first.positions(rest), strict=True))
 
     def catch_up(self, progress: Progress | None = None, *, head: int | None = None) -> int:
-        """Bring every view up to the log's head now (or up to `head`), in this thread; the
-        lowest position.
+        """Bring every view up to the log's head now, in this thread; the lowest position.
+
+        `head` is the head as the caller was told it (an append's notification): a hint,
+        trusted only where this process's own commits hold every id up to it past the
+        views' positions (they are in the log). Otherwise (an id another process wrote, a
+        notification of another store on the same channel, or nothing new) the log's head
+        is read, as without one.
 
         The views share each read of the log and each decoded event, and commit together
         when they can (one transaction); a view stuck on an event stays where it is
@@ -140,9 +145,9 @@ class ReadEngine:
         compare-and-set, and the one-by-one path that follows rereads it. With nothing new
         they are read, so a view reset under an idle log is caught up all the same.
         """
-        if head is None:
-            head = self.app.position()
         known, self._known = self._known, None
+        if head is None or not known or not self._covered(min(known.values()), head):
+            head = self.app.position()
         if not known or head <= min(known.values()):
             known = self.positions()
         positions = known
@@ -197,12 +202,13 @@ class ReadEngine:
             for recording in recordings:
                 self._fresh[recording.notification.id] = recording.domain_event
 
-    def committed_head(self) -> int | None:
-        """The newest notification id this process's commits handed over and no pass has
-        applied yet (None: none kept). Ids commit in order, so every lower one is in the log
-        (or never will be): a pass may go up to it without reading the log's head."""
+    def _covered(self, start: int, head: int) -> bool:
+        """Whether this process's commits handed over every id in (start, head]."""
+        if not 0 < head - start <= self.runners[0].batch_size:
+            return False
         with self._fresh_lock:
-            return max(self._fresh, default=None)
+            fresh = self._fresh
+            return all(nid in fresh for nid in range(start + 1, head + 1))
 
     def _committed_here(self, start: int, head: int) -> list[Noted] | None:
         """The events in (start, head] when this process's commits handed over every one of

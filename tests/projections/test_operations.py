@@ -7,7 +7,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -35,7 +36,7 @@ from interlock.projections.engine import cursors
 from interlock.projections.engine.sql import SqlView
 from interlock.projections.interface import ChatFilter, InboxFilter
 from interlock.projections.views.chats import ChatsView
-from tests.conftest import PG_URL
+from tests.conftest import PG_URL, pg_schema_url
 from tests.projections.conftest import dumps, rebuilt
 from tests.projections.flows import app_for, seed
 
@@ -311,26 +312,28 @@ def _applied(watcher: SqlReadModels, position: int) -> None:
 
 
 async def test_a_pass_goes_up_to_the_head_it_was_told_of_and_sees_other_processes(
-    app: Interlock, store: str, monkeypatch: pytest.MonkeyPatch
+    pg_store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A pass woken by commits goes up to the head it was told of, without asking the store
-    where the log ends (a round trip a pass): a lone process's own last commit (SQLite), the
-    id the appends' notifications announced (PostgreSQL, where a leader applies the views).
-    Another process's append below it is read from the log as a gap, and one past it
-    reaches the views by its notification, or a reader who waits for it."""
+    """A pass woken by this process's commits goes up to the id their notifications
+    announced, without asking the store where the log ends (a round trip a pass). Another
+    process's append is read as before: the head it announces is not this process's to
+    vouch for."""
+    app, store = app_for(pg_store), pg_store
     _, position = await seed(app)
     server = open_read_models(app, poll_interval=60)  # no poll during the test
     other = app_for(store)
     watcher = open_views(app)
     try:
         server.wait(position)
+        app.start_chat("bankingAgent", actor="alice", tenant="bank")
+        _applied(watcher, app.recorder.max_notification_id() or 0)  # no reader waits now
         heads = _heads(app, monkeypatch)
         mine = app.start_chat("bankingAgent", actor="alice", tenant="bank")
         _applied(watcher, app.recorder.max_notification_id() or 0)
-        theirs = other.start_chat("bankingAgent", actor="bob", tenant="bank")  # a gap below
-        again = app.start_chat("bankingAgent", actor="alice", tenant="bank")  # the next commit
+        assert "interlock-views" not in heads  # the pass read no head
+        theirs = other.start_chat("bankingAgent", actor="bob", tenant="bank")
+        again = app.start_chat("bankingAgent", actor="alice", tenant="bank")
         _applied(watcher, app.recorder.max_notification_id() or 0)
-        assert "interlock-views" not in heads  # the passes read no head
         chats = {r["chat_id"] for r in watcher.view(ChatsView).dump()}
         assert {str(mine.id), str(theirs.id), str(again.id)} <= chats
         last = other.start_chat("bankingAgent", actor="bob", tenant="bank")  # past every commit
@@ -342,6 +345,7 @@ async def test_a_pass_goes_up_to_the_head_it_was_told_of_and_sees_other_processe
         watcher.close()
         server.close()
         other.close()
+        app.close()
 
 
 async def test_an_append_that_announces_no_head_makes_the_pass_read_it(
@@ -349,25 +353,120 @@ async def test_an_append_that_announces_no_head_makes_the_pass_read_it(
 ) -> None:
     """A recorder of before (a server not yet upgraded) NOTIFYs without the newest id: the
     leader's next pass reads the log's head instead of trusting the last one it was told."""
-    app, other = app_for(pg_store), app_for(pg_store)
+    app = app_for(pg_store)
     _, position = await seed(app)
     server = open_read_models(app, poll_interval=60)
     watcher = open_views(app)
     try:
         server.wait(position)
+        app.start_chat("bankingAgent", actor="alice", tenant="bank")
+        _applied(watcher, app.recorder.max_notification_id() or 0)  # no reader waits now
         heads = _heads(app, monkeypatch)
-        theirs = other.start_chat("bankingAgent", actor="bob", tenant="bank")  # announced
-        _applied(watcher, other.recorder.max_notification_id() or 0)
+        app.start_chat("bankingAgent", actor="alice", tenant="bank")  # announced
+        _applied(watcher, app.recorder.max_notification_id() or 0)
         assert "interlock-views" not in heads
-        assert str(theirs.id) in {r["chat_id"] for r in watcher.view(ChatsView).dump()}
         with psycopg.connect(PG_URL, autocommit=True) as conn:  # an append's NOTIFY of before
             conn.execute(sql.SQL("NOTIFY {}").format(sql.Identifier(app.recorder.channel_name)))
         _until(lambda: "interlock-views" in heads, 10)
     finally:
         watcher.close()
         server.close()
+        app.close()
+
+
+@pytest.fixture
+def other_schema() -> Iterator[str]:
+    """Another store in another schema of the same database: its events table has the same
+    name, so its appends NOTIFY on the same channel."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    try:
+        yield pg_schema_url(schema)
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+async def test_another_store_s_appends_on_the_same_channel_move_no_view_past_its_log(
+    pg_store: str, other_schema: str
+) -> None:
+    """The channel is named after the events table, not the schema: another store's ids,
+    higher than this log's, are heard as heads. The views still stop at their own log's
+    head, and this store's next append reaches them."""
+    app, other = app_for(pg_store), app_for(other_schema)
+    assert app.recorder.channel_name == other.recorder.channel_name
+    _, position = await seed(app)
+    server = open_read_models(app, poll_interval=60)
+    watcher = open_views(app)
+    try:
+        server.wait(position)
+        for _ in range(3):
+            await seed(other)  # the other log grows well past this one
+        assert (other.recorder.max_notification_id() or 0) > position + 5
+        time.sleep(0.5)  # heard, and a pass run
+        chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
+        head = app.recorder.max_notification_id() or 0
+        _applied(watcher, head)
+        assert max(watcher.positions().values()) == head
+        assert str(chat.id) in {r["chat_id"] for r in watcher.view(ChatsView).dump()}
+    finally:
+        watcher.close()
+        server.close()
         other.close()
         app.close()
+
+
+@pytest.mark.parametrize("payload", ["999999", "\u00b2", "9" * 5000, "-1", ""])
+async def test_a_stray_notify_on_the_channel_neither_moves_nor_stops_the_views(
+    pg_store: str, payload: str
+) -> None:
+    """Any session may NOTIFY the channel, with any payload: a number past the log, a digit
+    `int` refuses (a superscript, more digits than it converts), a sign, nothing."""
+    app = app_for(pg_store)
+    _, position = await seed(app)
+    server = open_read_models(app, poll_interval=60)
+    watcher = open_views(app)
+    try:
+        server.wait(position)
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute("SELECT pg_notify(%s, %s)", (app.recorder.channel_name, payload))
+        time.sleep(0.5)
+        chat = app.start_chat("bankingAgent", actor="alice", tenant="bank")
+        head = app.recorder.max_notification_id() or 0
+        _applied(watcher, head)
+        assert max(watcher.positions().values()) == head
+        assert str(chat.id) in {r["chat_id"] for r in watcher.view(ChatsView).dump()}
+        assert not server.stopped()
+    finally:
+        watcher.close()
+        server.close()
+        app.close()
+
+
+async def test_a_follower_keeps_none_of_the_appends_it_hears(pg_store: str) -> None:
+    """A follower asks for the lead on its LISTEN connection every second; the appends
+    heard meanwhile are dropped, not kept on the connection for as long as it follows."""
+    first, second = app_for(pg_store), app_for(pg_store)
+    leader = open_read_models(first)
+    follower = None
+    try:
+        _until(lambda: not leader.stopped() and leader.passes() > 0, 10)
+        follower = open_read_models(second)
+        live = follower._live
+        assert live is not None and live.leader is not None
+        _until(lambda: live.following, 10)
+        for _ in range(20):
+            first.start_chat("bankingAgent", actor="alice", tenant="bank")
+        time.sleep(2.5)  # two asks for the lead on the follower's connection
+        waker = live.leader._waker  # type: ignore[attr-defined]
+        assert len(waker.connection._notifies_backlog) < 20  # psycopg's queue of unread ones
+    finally:
+        if follower is not None:
+            follower.close()
+        leader.close()
+        second.close()
+        first.close()
 
 
 # -- a runner in another process -------------------------------------------------------------
