@@ -656,8 +656,11 @@ class AppendWaker:
 
     def wait(self, timeout: float) -> None:
         """Return on the next append (those already queued included) or after `timeout`."""
-        for notify in self._conn.notifies(timeout=timeout, stop_after=1):
-            self._heard(notify.payload)
+        try:
+            for notify in self._conn.notifies(timeout=timeout, stop_after=1):
+                self._heard(notify.payload)
+        except UnicodeDecodeError:  # a payload the connection's encoding cannot read
+            self._unknown = True
         self._drain()
 
     def head(self) -> int | None:
@@ -668,8 +671,13 @@ class AppendWaker:
         return None if unknown else head
 
     def _drain(self) -> None:
-        for notify in self._conn.notifies(timeout=0):  # appends since then: one pass for all
-            self._heard(notify.payload)
+        while True:  # appends since then: one pass for all
+            try:
+                for notify in self._conn.notifies(timeout=0):
+                    self._heard(notify.payload)
+                return
+            except UnicodeDecodeError:  # psycopg decodes as it reads (a SQL_ASCII database
+                self._unknown = True    # takes any byte): that one is gone, read the rest
 
     def _heard(self, payload: str) -> None:
         """Any session may NOTIFY on the channel (another store's schema shares it): only
@@ -724,8 +732,9 @@ class ViewLeader:
             self.leading = bool(row and row["leading"])
             if not self.leading:
                 self._waker.discard()  # a follower applies nothing of what it hears
-        except (psycopg.Error, PersistenceError, UnavailableError) as exc:
-            raise LeaderLostError(exc) from exc
+        except (psycopg.Error, PersistenceError, UnavailableError, UnicodeDecodeError) as exc:
+            raise LeaderLostError(exc) from exc  # (a NOTIFY heard during the query it cannot
+            # decode: its connection is dropped, and the election is run again)
         return self.leading
 
     def wait(self, timeout: float) -> None:

@@ -469,6 +469,53 @@ async def test_a_follower_keeps_none_of_the_appends_it_hears(pg_store: str) -> N
         first.close()
 
 
+@pytest.fixture
+def ascii_store() -> Iterator[str]:
+    """A store in a SQL_ASCII database (initdb's default under the C locale): psycopg reads
+    its NOTIFY payloads as ASCII, and any session may send one with other bytes."""
+    name = f"interlock_ascii_{uuid.uuid4().hex[:8]}"
+    admin = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {} ENCODING 'SQL_ASCII' LC_COLLATE 'C'"
+                             " LC_CTYPE 'C' TEMPLATE template0").format(sql.Identifier(name)))
+    try:
+        yield PG_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(admin)
+
+
+async def test_a_notify_payload_the_connection_cannot_decode_stops_no_views(
+    ascii_store: str,
+) -> None:
+    """psycopg decodes a payload as it reads it, in the leader's wait and in a follower's
+    ask for the lead: neither thread may die of it; the next append reaches the views."""
+    first, second = app_for(ascii_store), app_for(ascii_store)
+    leader = open_read_models(first, poll_interval=60)
+    follower = None
+    try:
+        _until(lambda: leader.passes() > 0, 10)
+        follower = open_read_models(second, poll_interval=60)
+        live = follower._live
+        assert live is not None
+        _until(lambda: live.following, 10)
+        with psycopg.connect(ascii_store, autocommit=True) as conn:
+            conn.execute("SELECT pg_notify(%s, convert_from('\\xe9'::bytea, 'SQL_ASCII'))",
+                         (first.recorder.channel_name,))
+        time.sleep(2.5)  # heard by the leader's wait, and by the follower's next ask
+        first.start_chat("bankingAgent", actor="alice", tenant="bank")
+        leader.wait(first.recorder.max_notification_id(), timeout=10)  # TimeoutError: stuck
+        assert not leader.stopped() and not follower.stopped()
+        assert all(m._live is not None and m._live._thread.is_alive()
+                   for m in (leader, follower))
+    finally:
+        if follower is not None:
+            follower.close()
+        leader.close()
+        second.close()
+        first.close()
+
+
 # -- a runner in another process -------------------------------------------------------------
 
 
