@@ -159,7 +159,7 @@ def catch_up():
     return models.catch_up()
 
 if listeners is not None:
-    listeners.append(lambda recordings: told.append(recordings[-1].notification.id))
+    listeners.append(lambda recordings: told.extend(r.notification.id for r in recordings))
 
 async def cycle():
     chat = app.start_chat("bankingAgent", actor="bench")
