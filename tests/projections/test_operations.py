@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -311,6 +312,24 @@ def _applied(watcher: SqlReadModels, position: int) -> None:
     _until(lambda: min(watcher.positions().values()) >= position, 10)
 
 
+@contextmanager
+def _settled_leader(app: Interlock, position: int, monkeypatch: pytest.MonkeyPatch,
+                    ) -> Iterator[tuple[SqlReadModels, SqlReadModels, list[str]]]:
+    """`app`'s views kept by its leader (no poll during the test) and a watcher reading
+    their tables, once the views hold `position` and one more append with no reader
+    waiting; and the threads that read the log's head from then on."""
+    server = open_read_models(app, poll_interval=60)
+    watcher = open_views(app)
+    try:
+        server.wait(position)
+        app.start_chat("bankingAgent", actor="alice", tenant="bank")
+        _applied(watcher, app.recorder.max_notification_id() or 0)  # no reader waits now
+        yield server, watcher, _heads(app, monkeypatch)
+    finally:
+        watcher.close()
+        server.close()
+
+
 async def test_a_pass_goes_up_to_the_head_it_was_told_of_and_sees_other_processes(
     pg_store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -318,32 +337,24 @@ async def test_a_pass_goes_up_to_the_head_it_was_told_of_and_sees_other_processe
     announced, without asking the store where the log ends (a round trip a pass). Another
     process's append is read as before: the head it announces is not this process's to
     vouch for."""
-    app, store = app_for(pg_store), pg_store
+    app, other = app_for(pg_store), app_for(pg_store)
     _, position = await seed(app)
-    server = open_read_models(app, poll_interval=60)  # no poll during the test
-    other = app_for(store)
-    watcher = open_views(app)
     try:
-        server.wait(position)
-        app.start_chat("bankingAgent", actor="alice", tenant="bank")
-        _applied(watcher, app.recorder.max_notification_id() or 0)  # no reader waits now
-        heads = _heads(app, monkeypatch)
-        mine = app.start_chat("bankingAgent", actor="alice", tenant="bank")
-        _applied(watcher, app.recorder.max_notification_id() or 0)
-        assert "interlock-views" not in heads  # the pass read no head
-        theirs = other.start_chat("bankingAgent", actor="bob", tenant="bank")
-        again = app.start_chat("bankingAgent", actor="alice", tenant="bank")
-        _applied(watcher, app.recorder.max_notification_id() or 0)
-        chats = {r["chat_id"] for r in watcher.view(ChatsView).dump()}
-        assert {str(mine.id), str(theirs.id), str(again.id)} <= chats
-        last = other.start_chat("bankingAgent", actor="bob", tenant="bank")  # past every commit
-        started = time.monotonic()
-        server.wait(other.recorder.max_notification_id() or 0, timeout=10)
-        assert time.monotonic() - started < 5
-        assert str(last.id) in {r["chat_id"] for r in watcher.view(ChatsView).dump()}
+        with _settled_leader(app, position, monkeypatch) as (server, watcher, heads):
+            mine = app.start_chat("bankingAgent", actor="alice", tenant="bank")
+            _applied(watcher, app.recorder.max_notification_id() or 0)
+            assert "interlock-views" not in heads  # the pass read no head
+            theirs = other.start_chat("bankingAgent", actor="bob", tenant="bank")
+            again = app.start_chat("bankingAgent", actor="alice", tenant="bank")
+            _applied(watcher, app.recorder.max_notification_id() or 0)
+            chats = {r["chat_id"] for r in watcher.view(ChatsView).dump()}
+            assert {str(mine.id), str(theirs.id), str(again.id)} <= chats
+            last = other.start_chat("bankingAgent", actor="bob", tenant="bank")  # past all
+            started = time.monotonic()
+            server.wait(other.recorder.max_notification_id() or 0, timeout=10)
+            assert time.monotonic() - started < 5
+            assert str(last.id) in {r["chat_id"] for r in watcher.view(ChatsView).dump()}
     finally:
-        watcher.close()
-        server.close()
         other.close()
         app.close()
 
@@ -355,22 +366,16 @@ async def test_an_append_that_announces_no_head_makes_the_pass_read_it(
     leader's next pass reads the log's head instead of trusting the last one it was told."""
     app = app_for(pg_store)
     _, position = await seed(app)
-    server = open_read_models(app, poll_interval=60)
-    watcher = open_views(app)
     try:
-        server.wait(position)
-        app.start_chat("bankingAgent", actor="alice", tenant="bank")
-        _applied(watcher, app.recorder.max_notification_id() or 0)  # no reader waits now
-        heads = _heads(app, monkeypatch)
-        app.start_chat("bankingAgent", actor="alice", tenant="bank")  # announced
-        _applied(watcher, app.recorder.max_notification_id() or 0)
-        assert "interlock-views" not in heads
-        with psycopg.connect(PG_URL, autocommit=True) as conn:  # an append's NOTIFY of before
-            conn.execute(sql.SQL("NOTIFY {}").format(sql.Identifier(app.recorder.channel_name)))
-        _until(lambda: "interlock-views" in heads, 10)
+        with _settled_leader(app, position, monkeypatch) as (_, watcher, heads):
+            app.start_chat("bankingAgent", actor="alice", tenant="bank")  # announced
+            _applied(watcher, app.recorder.max_notification_id() or 0)
+            assert "interlock-views" not in heads
+            with psycopg.connect(PG_URL, autocommit=True) as conn:  # a NOTIFY of before
+                conn.execute(sql.SQL("NOTIFY {}").format(
+                    sql.Identifier(app.recorder.channel_name)))
+            _until(lambda: "interlock-views" in heads, 10)
     finally:
-        watcher.close()
-        server.close()
         app.close()
 
 

@@ -175,19 +175,25 @@ def _notified_since(app: Interlock, position: int) -> list[tuple[UUID, str]]:
         position, 1000, inclusive_of_start=False)]
 
 
+def _opened_and_held_by_v2(app: Interlock) -> Any:
+    """A chat opened with a payment of 500: held by version 2 in force, nothing paid."""
+    chat = asyncio.run(app.open_chat("payAgent", "pay 500 bob-corp", actor="alice",
+                                     tenant="acme"))
+    assert chat.state.finish_reason == "interrupted"
+    [call] = chat.pending_interrupts()
+    assert call.approval is not None and call.approval.terms.policy is not None
+    assert call.approval.terms.policy.version == 2
+    assert paid(chat.id) == []
+    return chat
+
+
 def test_a_chat_opened_whose_hold_a_moved_book_judged_is_opened_anew(store: str) -> None:
     """The first commit of a chat opened with its message records the chat: refused by the
     hold's guard, nothing of it is written, and it is opened again under the book in force."""
     with _v1_kept_here(store) as (here, there):
         _in_force(there, {"roles": ["lead"]})
         before = here.position()
-        chat = asyncio.run(here.open_chat("payAgent", "pay 500 bob-corp", actor="alice",
-                                          tenant="acme"))
-        assert chat.state.finish_reason == "interrupted"
-        [call] = chat.pending_interrupts()
-        assert call.approval is not None and call.approval.terms.policy is not None
-        assert call.approval.terms.policy.version == 2
-        assert paid(chat.id) == []
+        chat = _opened_and_held_by_v2(here)
         # the refused attempt left no chat: every event since is the opened chat's
         assert {chat_id for chat_id, _ in _notified_since(here, before)} == {chat.id}
         events = list(here.events.get(chat.id))
@@ -197,13 +203,8 @@ def test_a_chat_opened_whose_hold_a_moved_book_judged_is_opened_anew(store: str)
 def test_a_chat_opened_whose_later_round_a_moved_book_judged_goes_on(store: str) -> None:
     with _v1_kept_here(store, [a for a in AGENTS if a.name != "payAgent"] + [STEPS],
                        warm="opsAgent") as (here, _):
-        chat = asyncio.run(here.open_chat("payAgent", "pay 500 bob-corp", actor="alice",
-                                          tenant="acme"))
-        assert chat.state.finish_reason == "interrupted"
-        [call] = chat.pending_interrupts()
-        assert call.approval is not None and call.approval.terms.policy is not None
-        assert call.approval.terms.policy.version == 2
-        assert paid(chat.id) == [] and NOTED.count(str(chat.id)) == 1  # what acted ran once
+        chat = _opened_and_held_by_v2(here)
+        assert NOTED.count(str(chat.id)) == 1  # what acted ran once
         events = list(here.events.get(chat.id))
         assert sum(isinstance(e, ToolCompleted) for e in events) == 1
         assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
