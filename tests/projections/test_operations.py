@@ -449,29 +449,38 @@ async def test_a_stray_notify_on_the_channel_neither_moves_nor_stops_the_views(
         app.close()
 
 
-async def test_a_follower_keeps_none_of_the_appends_it_hears(pg_store: str) -> None:
-    """A follower asks for the lead on its LISTEN connection every second; the appends
-    heard meanwhile are dropped, not kept on the connection for as long as it follows."""
-    first, second = app_for(pg_store), app_for(pg_store)
-    leader = open_read_models(first)
+@contextmanager
+def _leader_and_follower(store: str) -> Iterator[tuple[Interlock, SqlReadModels,
+                                                     SqlReadModels]]:
+    """Two processes' views on `store` (no poll during the test): the first leads, once it
+    has made a pass, and the second follows; the leader's app."""
+    first, second = app_for(store), app_for(store)
+    leader = open_read_models(first, poll_interval=60)
     follower = None
     try:
         _until(lambda: not leader.stopped() and leader.passes() > 0, 10)
-        follower = open_read_models(second)
+        follower = open_read_models(second, poll_interval=60)
         live = follower._live
         assert live is not None and live.leader is not None
         _until(lambda: live.following, 10)
-        for _ in range(20):
-            first.start_chat("bankingAgent", actor="alice", tenant="bank")
-        time.sleep(2.5)  # two asks for the lead on the follower's connection
-        waker = live.leader._waker  # type: ignore[attr-defined]
-        assert len(waker.connection._notifies_backlog) < 20  # psycopg's queue of unread ones
+        yield first, leader, follower
     finally:
         if follower is not None:
             follower.close()
         leader.close()
         second.close()
         first.close()
+
+
+async def test_a_follower_keeps_none_of_the_appends_it_hears(pg_store: str) -> None:
+    """A follower asks for the lead on its LISTEN connection every second; the appends
+    heard meanwhile are dropped, not kept on the connection for as long as it follows."""
+    with _leader_and_follower(pg_store) as (first, _, follower):
+        for _ in range(20):
+            first.start_chat("bankingAgent", actor="alice", tenant="bank")
+        time.sleep(2.5)  # two asks for the lead on the follower's connection
+        waker = follower._live.leader._waker  # type: ignore[union-attr]
+        assert len(waker.connection._notifies_backlog) < 20  # psycopg's queue of unread ones
 
 
 @pytest.fixture
@@ -495,15 +504,7 @@ async def test_a_notify_payload_the_connection_cannot_decode_stops_no_views(
 ) -> None:
     """psycopg decodes a payload as it reads it, in the leader's wait and in a follower's
     ask for the lead: neither thread may die of it; the next append reaches the views."""
-    first, second = app_for(ascii_store), app_for(ascii_store)
-    leader = open_read_models(first, poll_interval=60)
-    follower = None
-    try:
-        _until(lambda: leader.passes() > 0, 10)
-        follower = open_read_models(second, poll_interval=60)
-        live = follower._live
-        assert live is not None
-        _until(lambda: live.following, 10)
+    with _leader_and_follower(ascii_store) as (first, leader, follower):
         with psycopg.connect(ascii_store, autocommit=True) as conn:
             conn.execute("SELECT pg_notify(%s, convert_from('\\xe9'::bytea, 'SQL_ASCII'))",
                          (first.recorder.channel_name,))
@@ -513,12 +514,6 @@ async def test_a_notify_payload_the_connection_cannot_decode_stops_no_views(
         assert not leader.stopped() and not follower.stopped()
         assert all(m._live is not None and m._live._thread.is_alive()
                    for m in (leader, follower))
-    finally:
-        if follower is not None:
-            follower.close()
-        leader.close()
-        second.close()
-        first.close()
 
 
 # -- a runner in another process -------------------------------------------------------------
