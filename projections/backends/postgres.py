@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import json
 import re
 import threading
@@ -517,8 +518,8 @@ def _head(results: list[Any], sent: list[bytes | None], encoding: str,
           skip: int = 0) -> dict[str, Any] | None:
     """The row of the first statement after the `skip` first (None: no row), its values as
     text."""
-    ran = [r for made, r in zip(sent, results, strict=False) if made is None]
-    head = ran[skip] if len(ran) > skip else None
+    ran = (r for made, r in zip(sent, results, strict=False) if made is None)
+    head = next(itertools.islice(ran, skip, None), None)  # not a list of every row's result
     if head is None or not head.ntuples:
         return None
     return {(head.fname(i) or b"").decode(): None if (v := head.get_value(0, i)) is None
