@@ -138,8 +138,6 @@ class LiveRunner:
                 # Woken by a commit: let its writer answer first and gather the commits
                 # that follow, unless a reader is waiting for the views.
                 self._hurry.wait(COALESCE_SECONDS)
-            else:
-                self._look = True  # the poll: whatever other processes appended
 
     def _lead(self) -> bool:
         """True if this process applies the views (alone, or as the elected leader)."""
