@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any
 
@@ -11,10 +12,11 @@ import pytest
 
 from interlock.domain import Interlock
 from interlock.projections import SqlReadModels
+from interlock.projections.backends import postgres as postgres_backend
 from interlock.projections.engine.sql import JointBatchError
 from interlock.projections.views.inbox import InboxView
 from interlock.projections.views.webhooks import WebhooksView
-from tests.conftest import ON_POSTGRES
+from tests.conftest import ON_POSTGRES, PG_URL
 from tests.projections.conftest import dumps
 from tests.projections.flows import banking_flows
 
@@ -145,3 +147,44 @@ async def test_a_joint_pass_is_one_round_trip_and_a_refused_one_leaves_its_conne
     assert not [r for r in caplog.records if "rolling back" in r.getMessage()]
     chats = {r["id"] for r in hooks.dump() if r["kind"] == "chat"}
     assert ("chat-in-one-trip" in chats) is not moved
+
+
+@pytest.mark.parametrize("store", [ON_POSTGRES], indirect=True)  # SQLite has no joint batch
+@pytest.mark.parametrize("how", ["ok", "moved", "a_later_lot_fails"])
+async def test_a_joint_pass_over_several_lots_commits_all_or_nothing(
+    app: Interlock, views: SqlReadModels, how: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past SYNC_ROWS statements the pass's one transaction spans several synced lots: a
+    moved position (the first lot) or a row failing in a later lot, after BEGIN and the
+    first rows ran, leaves no row and no position moved, and no session in a transaction."""
+    monkeypatch.setattr(postgres_backend, "SYNC_ROWS", 3)  # BEGIN, the check, a row | ...
+    await banking_flows(app)
+    views.catch_up()
+    hooks, inbox = views.view(WebhooksView), views.view(InboxView)
+    start = {v: v.position() for v in (hooks, inbox)}
+    joint = hooks.store.joint([inbox.store])
+    assert joint is not None
+    try:
+        with joint:
+            for view in (hooks, inbox):
+                moved = how == "moved" and view is inbox
+                with view.batch(start[view] + moved, start[view] + 5):
+                    if view is hooks:
+                        for k in range(7):
+                            view.chat_started(f"chat-lot-{k}", "acme", "bankingAgent")
+                        if how == "a_later_lot_fails":
+                            view.store.run("SELECT 1 / %(zero)s::int", {"zero": "0"})
+    except JointBatchError:
+        assert how != "ok"
+    else:
+        assert how == "ok"
+    written = {r["id"] for r in hooks.dump() if r["kind"] == "chat"} & {
+        f"chat-lot-{k}" for k in range(7)}
+    moved_to = {v: p + 5 for v, p in start.items()} if how == "ok" else start
+    assert (len(written), {v: v.position() for v in (hooks, inbox)}) == (
+        7 if how == "ok" else 0, moved_to)
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        idle_in_transaction = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%%'"
+            " AND application_name = %s", (os.environ["PGAPPNAME"],)).fetchone()
+    assert idle_in_transaction == (0,)
