@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from datetime import UTC, datetime
 from typing import IO, Any, Literal
 
@@ -31,28 +32,42 @@ class JsonFormatter(logging.Formatter):
     """One JSON object a line: time, level, logger, message, request context, extras."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-            **getattr(record, "context_fields", {}),
-            **getattr(record, "fields", {}),  # `extra={"fields": {...}}` (the access log)
-        }
+        line = _json_line(record.created, record.levelname, record.name, record.getMessage(),
+                          getattr(record, "context_fields", {}),
+                          getattr(record, "fields", {}))  # `extra={"fields": {...}}`
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str, ensure_ascii=False)
+        return _dumps(line)
 
 
-class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+def _json_line(created: float, level: str, name: str, message: str,
+               context: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    return {"ts": datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds"),
+            "level": level.lower(), "logger": name, "message": message, **context, **fields}
+
+
+class _Lines(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler `handler` made: it knows its format, filter and formatter as made."""
+
+    def __init__(self, fmt: LogFormat, stream: IO[str] | None = None) -> None:
+        super().__init__(stream)
+        self.fmt = fmt
+        self.addFilter(context := ContextFilter())
+        formatter = JsonFormatter() if fmt == "json" else logging.Formatter(TEXT)
+        self.setFormatter(formatter)
+        self.made = [context], formatter
+
+    def as_made(self) -> bool:
+        """No filter or formatter added or swapped since it was made."""
+        return self.filters == self.made[0] and self.formatter is self.made[1]
+
+
+class _Stderr(_Lines):
     """Writes to whatever `sys.stderr` is at the time of the line, not when configured.
 
     Something may swap stderr after the app is built (a test runner capturing output, an
     embedding program): a handler holding the old stream would write to a closed file.
     """
-
-    def __init__(self) -> None:
-        super().__init__()
 
     @property
     def stream(self) -> IO[str]:
@@ -65,10 +80,59 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
 
 def handler(fmt: LogFormat, stream: IO[str] | None = None) -> logging.Handler:
     """A handler writing `fmt` lines to `stream` (the current stderr by default)."""
-    out = logging.StreamHandler(stream) if stream is not None else _Stderr()
-    out.addFilter(ContextFilter())
-    out.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT))
-    return out
+    return _Lines(fmt, stream) if stream is not None else _Stderr(fmt)
+
+
+access = logging.getLogger("interlock.access")
+_dumps = json.JSONEncoder(default=str, ensure_ascii=False).encode  # json.dumps's, made once
+
+
+def log_access(method: str, path: str, status: int, seconds: float,
+               fields: dict[str, Any]) -> None:
+    """The access log's line for a request (`interlock.access`, INFO).
+
+    Through `logging` a line costs 74,000 instructions as text and 139,000 as JSON (a
+    record, its filters, the formatter's passes): two a banking cycle. Where the logger's
+    lines reach one handler only and it is one of ours as made (what `configure_logging`
+    leaves), the same line is written to it directly. Anything else (a handler or filter
+    added, a level, a test capturing lines) goes through `logging` unchanged."""
+    ms = seconds * 1000
+    out = _sole(access)
+    if out is None:
+        access.info("%s %s %d %.1fms", method, path, status, ms, extra={"fields": fields})
+        return
+    message = f"{method} {path} {status} {ms:.1f}ms"
+    info = current()
+    context = {} if info is None else info.fields()
+    if out.fmt == "json":
+        line = _dumps(_json_line(time.time(), "INFO", access.name, message, context, fields))
+    else:
+        line = f"INFO {access.name}: {message}" + "".join([f" {k}={v}"
+                                                           for k, v in context.items()])
+    try:
+        with out.lock:  # type: ignore[union-attr]  # made by Handler.__init__
+            stream = out.stream
+            stream.write(line + out.terminator)
+            stream.flush()
+    except (OSError, ValueError):  # a closed or broken stream: reported as logging reports it
+        access.info("%s %s %d %.1fms", method, path, status, ms, extra={"fields": fields})
+
+
+def _sole(logger: logging.Logger) -> _Lines | None:
+    """The one handler `logger`'s INFO lines reach, if it is one and it is ours as made."""
+    if logger.filters or not logger.isEnabledFor(logging.INFO):
+        return None
+    found: logging.Handler | None = None
+    node: logging.Logger | None = logger
+    while node is not None:
+        for one in node.handlers:
+            if found is not None:
+                return None
+            found = one
+        node = node.parent if node.propagate else None
+    if not isinstance(found, _Lines) or found.level > logging.INFO or not found.as_made():
+        return None
+    return found
 
 
 def configure_logging(fmt: LogFormat, level: int = logging.INFO) -> None:

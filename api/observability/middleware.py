@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -11,12 +10,12 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from interlock.api.observability.context import begin, request_id_from
+from interlock.api.observability.logs import log_access
 from interlock.api.observability.metrics import Metrics
 
 if TYPE_CHECKING:  # OpenTelemetry is optional: imported only when tracing is on
     from interlock.api.observability.tracing import RequestSpans
 
-access = logging.getLogger("interlock.access")
 HEADER = "X-Request-ID"
 
 
@@ -67,7 +66,6 @@ class Observe:
                 span.set_attributes({"http.route": route, "http.response.status_code": status})
             if self.observed.metrics is not None:
                 self.observed.metrics.count_http(scope["method"], route, status)
-            access.info("%s %s %d %.1fms", scope["method"], scope["path"], status,
-                        seconds * 1000, extra={"fields": {
-                            "method": scope["method"], "path": scope["path"], "route": route,
-                            "status": status, "duration_ms": round(seconds * 1000, 2)}})
+            log_access(scope["method"], scope["path"], status, seconds, {
+                "method": scope["method"], "path": scope["path"], "route": route,
+                "status": status, "duration_ms": round(seconds * 1000, 2)})

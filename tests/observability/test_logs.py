@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import contextvars
+import io
+import json
 import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from uuid import RFC_4122, UUID
 
 import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 
-from interlock.api.observability.context import current
-from interlock.api.observability.logs import configure_logging
+from interlock.api.observability.context import begin, current
+from interlock.api.observability.logs import (
+    LogFormat,
+    access,
+    configure_logging,
+    handler,
+    log_access,
+)
 from interlock.cli.main import build_parser
 from interlock.domain.errors import ConfigurationError
 from interlock.settings import load_settings
@@ -81,10 +93,7 @@ def test_the_format_is_a_setting_and_a_flag(monkeypatch: pytest.MonkeyPatch) -> 
 def test_lines_go_to_the_stderr_of_the_moment(monkeypatch: pytest.MonkeyPatch) -> None:
     """A test runner or an embedding program may swap stderr after the app is configured
     (and close the old one): lines follow the swap instead of failing on a closed file."""
-    import io
     import sys
-
-    from interlock.api.observability.logs import handler
 
     log = logging.getLogger("interlock.test.swap")
     log.propagate = False
@@ -126,3 +135,104 @@ def test_a_served_request_has_one_access_line_not_uvicorns_too() -> None:
         uv.propagate, uv.handlers[:] = saved[2], saved[3]
         (logging._srcfile, logging.logThreads, logging.logProcesses,  # type: ignore[attr-defined]
          logging.logMultiprocessing) = saved[4:]
+
+
+@contextmanager
+def _only(out: logging.Handler) -> Iterator[None]:
+    """`out` the one handler every line reaches, as `configure_logging` leaves the root."""
+    root, ours = logging.getLogger(), logging.getLogger("interlock")
+    saved = list(root.handlers), root.level, list(ours.handlers), ours.level
+    root.handlers[:], ours.handlers[:] = [out], []
+    root.setLevel(logging.INFO)
+    ours.setLevel(logging.NOTSET)
+    try:
+        yield
+    finally:
+        root.handlers[:], ours.handlers[:] = saved[0], saved[2]
+        root.setLevel(saved[1])
+        ours.setLevel(saved[3])
+
+
+def _served_line(known: bool) -> None:
+    if known:
+        info = begin("r-7", {"path_params": {"chat_id": "c-1"}})
+        info.principal, info.tenant = "alice", "acme"
+    log_access("POST", "/v1/chats/c-1/resume", 200, 0.01234, {
+        "method": "POST", "path": "/v1/chats/c-1/resume", "route": "/v1/chats/{chat_id}/resume",
+        "status": 200, "duration_ms": 12.34})
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+@pytest.mark.parametrize("known", [True, False], ids=["in-a-request", "outside"])
+def test_an_access_line_written_directly_is_the_line_logging_writes(
+        fmt: LogFormat, known: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where our handler is the only one, the access line skips `logging`'s record and
+    passes; the line is the same as the one through them."""
+    direct, through = io.StringIO(), io.StringIO()
+    with _only(handler(fmt, direct)), monkeypatch.context() as m:
+        m.setattr(access, "makeRecord", _no_record)
+        contextvars.Context().run(_served_line, known)
+    with _only(handler(fmt, through)):
+        access.addFilter(keep := logging.Filter())  # anything added: the line goes through logging
+        try:
+            contextvars.Context().run(_served_line, known)
+        finally:
+            access.removeFilter(keep)
+    [one], [other] = direct.getvalue().splitlines(), through.getvalue().splitlines()
+    if fmt == "text":
+        assert one == other
+        assert one.startswith("INFO interlock.access: POST /v1/chats/c-1/resume 200 12.3ms")
+        assert one.endswith(" request_id=r-7 principal=alice tenant=acme chat_id=c-1") == known
+    else:
+        a, b = json.loads(one), json.loads(other)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", a.pop("ts"))
+        b.pop("ts")
+        assert a == b
+        assert (a["message"], a["route"], a["duration_ms"]) == (
+            "POST /v1/chats/c-1/resume 200 12.3ms", "/v1/chats/{chat_id}/resume", 12.34)
+        assert (a.get("request_id"), a.get("principal")) == (
+            ("r-7", "alice") if known else (None, None))
+
+
+def _no_record(*_: object, **__: object) -> logging.LogRecord:
+    raise AssertionError("the access line made a log record")
+
+
+def test_an_access_line_goes_through_logging_where_it_was_configured_so() -> None:
+    """A second handler, a handler's own filter or formatter, a level: each is honoured."""
+    ours, theirs = io.StringIO(), io.StringIO()
+    with _only(handler("text", ours)):
+        logging.getLogger("interlock").addHandler(second := logging.StreamHandler(theirs))
+        try:
+            _served_line(False)
+        finally:
+            logging.getLogger("interlock").removeHandler(second)
+        assert theirs.getvalue() == "POST /v1/chats/c-1/resume 200 12.3ms\n"
+        assert ours.getvalue().count("\n") == 1
+    quiet = handler("text", ours := io.StringIO())
+    quiet.addFilter(lambda record: record.name != "interlock.access")
+    with _only(quiet):
+        _served_line(False)
+    assert ours.getvalue() == ""
+    plain = handler("text", ours := io.StringIO())
+    plain.setFormatter(logging.Formatter("%(name)s|%(message)s"))
+    with _only(plain):
+        _served_line(False)
+    assert ours.getvalue() == "interlock.access|POST /v1/chats/c-1/resume 200 12.3ms\n"
+    access.setLevel(logging.WARNING)
+    try:
+        with _only(handler("text", ours := io.StringIO())):
+            _served_line(False)
+    finally:
+        access.setLevel(logging.NOTSET)
+    assert ours.getvalue() == ""
+
+
+def test_an_access_line_to_a_closed_stream_is_reported_as_logging_reports_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The request it logs is not failed by its log line."""
+    closed = io.StringIO()
+    closed.close()
+    with _only(handler("text", closed)):
+        _served_line(False)
+    assert "--- Logging error ---" in capsys.readouterr().err
