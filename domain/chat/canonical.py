@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +27,13 @@ def canonical_json(value: Any) -> str:
 
 def jcs(value: Any) -> str:
     """RFC 8785: keys in UTF-16 order, ECMAScript number forms, minimal string escapes."""
+    kind = type(value)  # the plain types first, each by its exact class: a decision's input
+    if kind is str:  # is hashed twice a cycle, and this ran Python per string and per key
+        return _string(value)
+    if kind is dict:
+        return "{" + ",".join([_string(k) + ":" + jcs(value[k]) for k in _keys(value)]) + "}"
+    if kind is list:
+        return "[" + ",".join([jcs(v) for v in value]) + "]"
     if value is None or isinstance(value, bool):
         return "null" if value is None else ("true" if value else "false")
     if isinstance(value, int):
@@ -33,13 +41,24 @@ def jcs(value: Any) -> str:
     if isinstance(value, float):
         return _number(value)
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # escapes exactly what RFC 8785 does
+        return _string(value)
     if isinstance(value, list | tuple):
-        return "[" + ",".join(jcs(v) for v in value) + "]"
+        return "[" + ",".join([jcs(v) for v in value]) + "]"
     if isinstance(value, dict):
-        keys = sorted(value, key=_utf16)
-        return "{" + ",".join(f"{jcs(k)}:{jcs(value[k])}" for k in keys) + "}"
+        return "{" + ",".join([_string(k) + ":" + jcs(value[k]) for k in _keys(value)]) + "}"
     raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+# What json.dumps(s, ensure_ascii=False) gives a string, from C and without its encoder: the
+# escapes RFC 8785 asks for.
+_string: Callable[[str], str] = json.encoder.encode_basestring
+
+
+def _keys(value: dict[Any, Any]) -> list[str]:
+    """The keys in UTF-16 order: code point order where every key is ASCII (the same)."""
+    if all([type(k) is str and k.isascii() for k in value]):
+        return sorted(value)
+    return sorted(value, key=_utf16)
 
 
 def _utf16(key: Any) -> bytes:

@@ -54,3 +54,32 @@ def test_values_that_are_not_json_are_refused() -> None:
         jcs(float("nan"))
     with pytest.raises(TypeError, match="keys are strings"):
         jcs({1: "x"})
+    with pytest.raises(TypeError, match="keys are strings"):
+        jcs({"a": {"b": 1, 2: "x"}})  # beside a string key, at any depth
+    with pytest.raises(TypeError, match="not a JSON value"):
+        jcs({"a": [{1, 2}]})
+
+
+def test_the_rfc_s_own_example_is_written_as_the_rfc_writes_it() -> None:
+    """RFC 8785 section 3.2.4: every key ASCII (sorted by code point, the same order)."""
+    value = json.loads('{"numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 1e-27],'
+                       ' "string": "\\u20ac$\\u000F\\u000aA\'\\u0042\\u0022\\u005c\\\\\\"\\/",'
+                       ' "literals": [null, true, false]}')
+    assert jcs(value) == (
+        '{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],'
+        '"string":"\u20ac$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}')
+
+
+def test_subclasses_tuples_and_mixed_keys_are_written_as_their_plain_forms() -> None:
+    class Text(str):
+        pass
+
+    class Mapping(dict[str, object]):
+        pass
+
+    plain = {"b": [1, "x"], "a\U0001f600": {"\ufb33": True, "\u20ac": None}, "B": 2.5}
+    dressed = Mapping({Text("b"): (1, Text("x")), "a\U0001f600": {"\ufb33": True,
+                                                                    "\u20ac": None},
+                       "B": 2.5})
+    assert jcs(dressed) == jcs(plain) == (
+        '{"B":2.5,"a\U0001f600":{"\u20ac":null,"\ufb33":true},"b":[1,"x"]}')
