@@ -18,6 +18,7 @@ input compared with a value, combined by all/any/not.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -46,6 +47,7 @@ OPS = ("==", "!=", ">", ">=", "<", "<=", "in", "not_in", "exists")
 MAX_DEPTH, MAX_NODES = 8, 100
 
 
+@functools.lru_cache(maxsize=1024)  # asked at every hold: uuid5 runs SHA-1 and UUID in Python
 def policies_id(tenant: str) -> UUID:
     """The stream of a tenant's data policies."""
     return uuid5(NAMESPACE_URL, f"interlock:policies:{tenant}")

@@ -401,12 +401,12 @@ class Chat:
         for part in message.content:
             request = part.tool_request
             if request is not None and (request.ref in used or not _usable_ref(request.ref)):
-                request = request.model_copy(update={"ref": self._fresh_ref(request.name, used)})
-                part = part.model_copy(update={"tool_request": request})
+                request = request.replaced(ref=self._fresh_ref(request.name, used))
+                part = part.replaced(tool_request=request)
             if request is not None:
                 used.add(request.ref or "")
             parts.append(part)
-        return message.model_copy(update={"content": parts})
+        return message.replaced(content=parts)
 
     @staticmethod
     def _fresh_ref(name: str, used: set[str]) -> str:

@@ -63,7 +63,7 @@ def _model_message(message: Message, calls: Mapping[str, ToolCall], closed: bool
         if call is not None and paused and not closed and call.status in RESOLVED:
             extra["pendingOutput"] = call.response_output()
         parts.append(_with_metadata(part, extra))
-    return message.model_copy(update={"content": parts})
+    return message.replaced(content=parts)
 
 
 def _tool_message(message: Message, calls: Mapping[str, ToolCall]) -> Message:
@@ -74,9 +74,8 @@ def _tool_message(message: Message, calls: Mapping[str, ToolCall]) -> Message:
     parts = [_response_part(p, _call_of(p, calls)) for p in message.content]
     last = max(paused, key=lambda c: c.decided_at or c.requested_at)
     resumed: Any = True if last.resume_metadata is None else last.resume_metadata
-    return message.model_copy(
-        update={"content": parts, "metadata": {**(message.metadata or {}), "resumed": resumed}}
-    )
+    return message.replaced(content=parts,
+                            metadata={**(message.metadata or {}), "resumed": resumed})
 
 
 def _response_part(part: Part, call: ToolCall | None) -> Part:
@@ -113,4 +112,4 @@ def _payload(call: ToolCall) -> Any:
 def _with_metadata(part: Part, extra: dict[str, Any]) -> Part:
     if not extra:
         return part
-    return part.model_copy(update={"metadata": {**(part.metadata or {}), **extra}})
+    return part.replaced(metadata={**(part.metadata or {}), **extra})

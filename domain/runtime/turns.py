@@ -181,7 +181,7 @@ class TurnLoop:
             if reply.usage is not None:
                 call.set({"gen_ai.usage.input_tokens": reply.usage.input_tokens,
                           "gen_ai.usage.output_tokens": reply.usage.output_tokens})
-        message = reply.message.model_copy(update={"role": "model"})
+        message = reply.message.replaced(role="model")
         try:
             check_json(message.wire(), "the model's reply")
         except UnsafeJsonError as exc:
