@@ -46,13 +46,19 @@ def configured_read_timeout() -> float:
 
 
 class ReadDeadline:
-    """Mixin for a uvicorn HTTP protocol: one read deadline per request."""
+    """Mixin for a uvicorn HTTP protocol: one read deadline per request.
+
+    Each response moves the deadline; the timer is not remade for it. It fires at the
+    deadline it was set for and, when a response moved the deadline since, is set again
+    for the new one: a kept-alive connection makes one timer a read timeout, not one (and a
+    cancelled one) a request."""
 
     read_timeout: float | None = None  # None: from the settings
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
     cycle: Any
     _deadline: asyncio.TimerHandle | None = None
+    _due = 0.0  # the loop's time by which the next request must have arrived whole
     _armed_for: Any = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -67,17 +73,21 @@ class ReadDeadline:
     def connection_lost(self, exc: Exception | None) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
+            self._deadline = None
         super().connection_lost(exc)  # type: ignore[misc]
 
     def _arm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
         self._armed_for = self.cycle
-        seconds = self.read_timeout or configured_read_timeout()
-        self._deadline = self.loop.call_later(seconds, self._expire)
+        self._due = self.loop.time() + (self.read_timeout or configured_read_timeout())
+        if self._deadline is None:
+            self._deadline = self.loop.call_at(self._due, self._expire)
 
     def _expire(self) -> None:
+        self._deadline = None
         if self.transport.is_closing():
+            return
+        if self.loop.time() < self._due:  # a response since moved it: wait for that one
+            self._deadline = self.loop.call_at(self._due, self._expire)
             return
         cycle = self.cycle
         headers_late = cycle is self._armed_for  # no new request began since arming

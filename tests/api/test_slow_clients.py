@@ -101,6 +101,9 @@ def test_a_prompt_client_is_served_and_kept_alive(server: tuple[str, int]) -> No
             assert chunk, "the server closed a prompt client's connection"
             answer += chunk
         assert answer.endswith(b'{"size":3}')
+    answered = time.monotonic()  # then silent: dropped a read timeout after its last answer
+    assert _closed_within(conn, READ_TIMEOUT + 2)
+    assert time.monotonic() - answered >= READ_TIMEOUT * 0.9
     conn.close()
 
 
