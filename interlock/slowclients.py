@@ -59,7 +59,6 @@ class ReadDeadline:
     cycle: Any
     _deadline: asyncio.TimerHandle | None = None
     _due = 0.0  # the loop's time by which the next request must have arrived whole
-    _armed_for: Any = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         _no_delay(transport)
@@ -77,7 +76,6 @@ class ReadDeadline:
         super().connection_lost(exc)  # type: ignore[misc]
 
     def _arm(self) -> None:
-        self._armed_for = self.cycle
         self._due = self.loop.time() + (self.read_timeout or configured_read_timeout())
         if self._deadline is None:
             self._deadline = self.loop.call_at(self._due, self._expire)
@@ -90,7 +88,9 @@ class ReadDeadline:
             self._deadline = self.loop.call_at(self._due, self._expire)
             return
         cycle = self.cycle
-        headers_late = cycle is self._armed_for  # no new request began since arming
+        # No request in flight: none began, or the last one was answered (one begun by a
+        # pipelined request inside on_response_complete is in flight, not late).
+        headers_late = cycle is None or cycle.response_complete
         body_late = cycle is not None and cycle.more_body and not cycle.response_started
         if headers_late or body_late:
             self.transport.close()

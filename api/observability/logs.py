@@ -104,18 +104,22 @@ def log_access(method: str, path: str, status: int, seconds: float,
     message = f"{method} {path} {status} {ms:.1f}ms"
     info = current()
     context = {} if info is None else info.fields()
+    level = logging.getLevelName(logging.INFO)  # what a record's levelname would be
     if out.fmt == "json":
-        line = _dumps(_json_line(time.time(), "INFO", access.name, message, context, fields))
+        line = _dumps(_json_line(time.time(), level, access.name, message, context, fields))
     else:
-        line = f"INFO {access.name}: {message}" + "".join([f" {k}={v}"
-                                                           for k, v in context.items()])
-    try:
+        line = f"{level} {access.name}: {message}" + "".join([f" {k}={v}"
+                                                             for k, v in context.items()])
+    try:  # as StreamHandler.emit: one write, any failure reported once, never raised
         with out.lock:  # type: ignore[union-attr]  # made by Handler.__init__
-            stream = out.stream
-            stream.write(line + out.terminator)
-            stream.flush()
-    except (OSError, ValueError):  # a closed or broken stream: reported as logging reports it
-        access.info("%s %s %d %.1fms", method, path, status, ms, extra={"fields": fields})
+            out.stream.write(line + out.terminator)
+            out.flush()
+    except RecursionError:
+        raise
+    except Exception:  # noqa: BLE001 - as logging's emit: a log line never fails the request
+        out.handleError(access.makeRecord(access.name, logging.INFO, "(unknown file)", 0,
+                                          "%s %s %d %.1fms", (method, path, status, ms),
+                                          None, extra={"fields": fields}))
 
 
 def _sole(logger: logging.Logger) -> _Lines | None:

@@ -14,13 +14,15 @@ from fastapi import FastAPI, Request
 
 from interlock.cli.serve import uvicorn_options
 from interlock.settings import Settings
-from interlock.slowclients import ReadDeadline
+from interlock.slowclients import ReadDeadline, TimedH11Protocol
 
 READ_TIMEOUT = 0.5
 
 
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, int]]:
+@pytest.fixture(params=["default", "h11"])
+def server(request: pytest.FixtureRequest,
+           monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, int]]:
+    """The app served with the protocol `serve` picks (httptools), and with h11's."""
     monkeypatch.setattr(ReadDeadline, "read_timeout", READ_TIMEOUT)
     app = FastAPI()
 
@@ -28,9 +30,16 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, int]]:
     async def echo(request: Request) -> dict[str, int]:
         return {"size": len(await request.body())}
 
+    @app.get("/slow")
+    async def slow() -> dict[str, str]:
+        await asyncio.sleep(READ_TIMEOUT * 3)
+        return {"ok": "yes"}
+
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     options = uvicorn_options(Settings(keep_alive_timeout=1.0))
+    if request.param == "h11":
+        options["http"] = TimedH11Protocol
     config = uvicorn.Config(app, log_level="warning", lifespan="off", **options)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
@@ -104,6 +113,22 @@ def test_a_prompt_client_is_served_and_kept_alive(server: tuple[str, int]) -> No
     answered = time.monotonic()  # then silent: dropped a read timeout after its last answer
     assert _closed_within(conn, READ_TIMEOUT + 2)
     assert time.monotonic() - answered >= READ_TIMEOUT * 0.9
+    conn.close()
+
+
+def test_a_pipelined_request_is_not_late_while_its_handler_runs(
+        server: tuple[str, int]) -> None:
+    """The request after a pipelined one begins as that one's answer ends: in flight, it is
+    not a request that never arrived, however long its handler takes."""
+    conn = _connect(server)
+    conn.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+                 b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+    answer = b""
+    while b'{"ok":"yes"}' not in answer:
+        chunk = conn.recv(4096)
+        assert chunk, "the server dropped a pipelined request while its handler ran"
+        answer += chunk
+    assert b'{"size":3}' in answer
     conn.close()
 
 

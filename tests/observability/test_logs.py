@@ -236,3 +236,45 @@ def test_an_access_line_to_a_closed_stream_is_reported_as_logging_reports_it(
     with _only(handler("text", closed)):
         _served_line(False)
     assert "--- Logging error ---" in capsys.readouterr().err
+
+
+class _FlushFails(io.StringIO):
+    """A stream whose write is buffered but whose flush fails (a full disk, a dead pipe)."""
+
+    def flush(self) -> None:
+        raise OSError(28, "No space left on device")
+
+
+def test_an_access_line_whose_flush_fails_is_written_once_as_logging_writes_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logging, "raiseExceptions", False)
+    direct, through = _FlushFails(), _FlushFails()
+    with _only(handler("text", direct)):
+        _served_line(False)
+    with _only(handler("text", through)):
+        access.addFilter(keep := logging.Filter())
+        try:
+            _served_line(False)
+        finally:
+            access.removeFilter(keep)
+    assert through.getvalue().count("\n") == 1
+    assert direct.getvalue() == through.getvalue()  # not the line twice
+
+
+def test_an_access_line_to_no_stderr_does_not_fail_the_request(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sys.stderr` is None under pythonw or with fd 2 closed: logging drops the line
+    (`Handler.handleError`); the request that logs it must not raise."""
+    import sys
+
+    with _only(handler("text")):
+        monkeypatch.setattr(sys, "stderr", None)
+        _served_line(False)  # AttributeError: 'NoneType' object has no attribute 'write'
+
+
+def test_an_access_line_carries_the_level_name_logging_gives_info(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(logging._levelToName, logging.INFO, "NOTICE")  # type: ignore[attr-defined]
+    with _only(handler("text", out := io.StringIO())):
+        _served_line(False)
+    assert out.getvalue().startswith("NOTICE interlock.access: ")
