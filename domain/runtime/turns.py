@@ -85,7 +85,18 @@ class TurnLoop:
     still_ours: Callable[[Chat, int], Awaitable[None]] | None = None
 
     async def run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
-        """Run the turn; whatever fails in it (but a lost race) ends it `failed`, recorded."""
+        """Run the turn; whatever fails in it (but a lost race) ends it `failed`, recorded.
+        The answer: what the turn added since message `since` (closing the stream)."""
+        position = await self.turn(chat, since, emit)
+        result = TurnResult.of(chat, since, position)
+        if emit is not None:
+            for event in result.closing_events():  # interrupts only once they are committed
+                await emit(event)
+        return result
+
+    async def turn(self, chat: Chat, since: int, emit: Emit | None) -> int | None:
+        """`run` without its answer (a chat's first turn is answered as the chat): the
+        position of its last commit. A stream is left open for the answer's closing events."""
         if self.tracer is None:
             return await self._run(chat, since, emit)
         with self.tracer.span("invoke_agent", f"invoke_agent {self.agent.name}", {
@@ -95,15 +106,15 @@ class TurnLoop:
             for event in chat.pending_events:  # the decisions this resume carries
                 if (decision := decision_events(event)) is not None:
                     turn.event(*decision)
-            result = await self._run(chat, since, emit)
-            turn.set({"interlock.finish_reason": result.finish_reason,
-                      "interlock.interrupts": len(result.interrupts)})
-            return result
+            position = await self._run(chat, since, emit)
+            turn.set({"interlock.finish_reason": chat.state.finish_reason or "stop",
+                      "interlock.interrupts": len(chat.pending_interrupts())})
+            return position
 
-    async def _run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
+    async def _run(self, chat: Chat, since: int, emit: Emit | None) -> int | None:
         try:
             await self._drive(chat, since, emit)
-            position = await self.commit(chat)
+            return await self.commit(chat)
         except ConcurrencyError:
             raise  # another writer moved the chat on: this copy must record nothing more
         except UnavailableError:
@@ -112,12 +123,7 @@ class TurnLoop:
             raise
         except Exception as exc:  # noqa: BLE001 - tools, models, emit: no failure may wedge a chat
             chat.finish_turn("failed", error=f"{type(exc).__name__}: {exc}")
-            position = await self.commit(chat)
-        result = TurnResult.of(chat, since, position)
-        if emit is not None:
-            for event in result.closing_events():  # interrupts only once they are committed
-                await emit(event)
-        return result
+            return await self.commit(chat)
 
     async def _drive(self, chat: Chat, since: int, emit: Emit | None) -> None:
         rounds = 0

@@ -129,7 +129,7 @@ class Turns:
         chat.send_message(command.text, actor=command.actor, fingerprint=loop.agent.fingerprint)
         try:
             await self._cut_on_outage(chat, command.idempotency_key, 0,
-                                      self._run(chat, loop, 0, emit))
+                                      self._turn(chat, loop, emit))
         except PolicyMovedError as moved:
             if emit is not None:
                 raise
@@ -174,7 +174,7 @@ class Turns:
         since = chat.version
         chat.retry(actor=command.actor, now=self._clock(), stale_after=timedelta(0))
         await self._cut_on_outage(chat, command.idempotency_key, since,
-                                  self._run(chat, self._loop(chat, command.max_turns), 0, None))
+                                  self._turn(chat, self._loop(chat, command.max_turns), None))
         return chat
 
     async def _cut_on_outage(self, chat: Chat, key: str | None, since: int,
@@ -280,6 +280,15 @@ class Turns:
     async def _run(self, chat: Chat, loop: TurnLoop, since: int,
                    emit: Emit | None) -> TurnResult:
         return self._checkin(chat, await loop.run(chat, since, emit))
+
+    async def _turn(self, chat: Chat, loop: TurnLoop, emit: Emit | None) -> None:
+        """A chat's first turn, answered as the chat: no turn result is made for it (its
+        history and interrupts were made twice), unless a stream closes with its events."""
+        if emit is not None:
+            await self._run(chat, loop, 0, emit)
+            return
+        await loop.turn(chat, 0, None)
+        self._store.checkin(chat)
 
     async def _or_again(self, turn: Awaitable[TurnResult], chat_id: UUID, tenant: str | None,
                         version: int, since: int, actor: str, emit: Emit | None,

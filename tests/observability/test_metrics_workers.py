@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -26,6 +27,15 @@ def per_worker(directory: Path) -> dict[str, float]:
     return counts
 
 
+def settled(directory: Path, sent: int) -> dict[str, float]:
+    """`per_worker` once it counts `sent` (or after 10 s): a request is counted after its
+    answer is sent, so the last one may still be on its way to its worker's file."""
+    deadline = time.monotonic() + 10
+    while sum((counts := per_worker(directory)).values()) < sent and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return counts
+
+
 def scraped(url: str) -> float:
     """ROUTE's count in one scrape, on a fresh connection (any worker may answer it)."""
     text = httpx.get(url + "/metrics", timeout=30).text
@@ -45,7 +55,7 @@ def test_every_worker_answers_the_count_of_all(sqlite_store: str, tmp_path: Path
             for _ in range(10):
                 assert httpx.get(server.url + "/v1/agents", timeout=30).status_code == 200
             sent += 10
-        counts = per_worker(shared)
+        counts = settled(shared, sent)
         assert len(counts) == 2 and sum(counts.values()) == sent
         assert [scraped(server.url) for _ in range(6)] == [sent] * 6
     finally:
