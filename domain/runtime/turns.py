@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from interlock.domain.chat.aggregate import Chat
 from interlock.domain.chat.events import Interrupted, ToolCompleted, ToolFailed, now
@@ -45,6 +45,7 @@ from interlock.domain.runtime.tools import (
 from interlock.domain.runtime.tracing import Tracer, decision_events, span
 
 Emit = Callable[[StreamEvent], Awaitable[None]]
+_T = TypeVar("_T")
 _OUTCOMES = (ToolCompleted, ToolFailed, Interrupted)  # what a tool's run records
 # The chat's tenant's data policies in force for an agent's tools at a moment (chat, agent,
 # at); the service may add a guard to the chat (domain/services/policy_books.py).
@@ -87,18 +88,25 @@ class TurnLoop:
     async def run(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
         """Run the turn; whatever fails in it (but a lost race) ends it `failed`, recorded.
         The answer: what the turn added since message `since` (closing the stream)."""
-        position = await self.turn(chat, since, emit)
-        result = TurnResult.of(chat, since, position)
+        return await self._traced(chat, lambda: self._answered(chat, since, emit))
+
+    async def turn(self, chat: Chat, since: int, emit: Emit | None) -> int | None:
+        """`run` without its answer (a chat's first turn is answered as the chat): the
+        position of its last commit. A stream is left open for the answer's closing events."""
+        return await self._traced(chat, lambda: self._run(chat, since, emit))
+
+    async def _answered(self, chat: Chat, since: int, emit: Emit | None) -> TurnResult:
+        result = TurnResult.of(chat, since, await self._run(chat, since, emit))
         if emit is not None:
             for event in result.closing_events():  # interrupts only once they are committed
                 await emit(event)
         return result
 
-    async def turn(self, chat: Chat, since: int, emit: Emit | None) -> int | None:
-        """`run` without its answer (a chat's first turn is answered as the chat): the
-        position of its last commit. A stream is left open for the answer's closing events."""
+    async def _traced(self, chat: Chat, work: Callable[[], Awaitable[_T]]) -> _T:
+        """`work` in the turn's `invoke_agent` span, the stream's closing events with it (an
+        emit that fails on them is the span's error, as any failure escaping the turn)."""
         if self.tracer is None:
-            return await self._run(chat, since, emit)
+            return await work()
         with self.tracer.span("invoke_agent", f"invoke_agent {self.agent.name}", {
             "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.agent.name,
             "gen_ai.conversation.id": str(chat.id),
@@ -106,10 +114,10 @@ class TurnLoop:
             for event in chat.pending_events:  # the decisions this resume carries
                 if (decision := decision_events(event)) is not None:
                     turn.event(*decision)
-            position = await self._run(chat, since, emit)
+            done = await work()
             turn.set({"interlock.finish_reason": chat.state.finish_reason or "stop",
                       "interlock.interrupts": len(chat.pending_interrupts())})
-            return position
+            return done
 
     async def _run(self, chat: Chat, since: int, emit: Emit | None) -> int | None:
         try:

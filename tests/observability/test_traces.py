@@ -190,3 +190,48 @@ def test_fastapi_does_not_trace_requests_a_second_time(
     assert FastAPI()._native_telemetry.enabled()  # what a plain app would do here
     app = make_app(service, views, AuthConfig.from_mapping(KEYS))
     assert not app._native_telemetry.enabled()  # type: ignore[attr-defined]
+
+
+class _ClientGone(Exception):
+    """The streamed turn's reader went away as the turn ended."""
+
+
+def test_a_streamed_turn_ends_its_stream_inside_its_span(service: Interlock) -> None:
+    """The closing events (each interrupt, then `turn_end`) are emitted in the turn's
+    `invoke_agent` span; an emit that fails on them is the span's error, and the span then
+    says no finish reason (the turn did not answer), as when any step of the turn raises."""
+    import asyncio
+
+    from interlock.domain.results import StreamEvent
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    service.tracer = OtelTracer(provider.get_tracer("test"))
+    current: list[tuple[str, str]] = []
+
+    async def emit(event: StreamEvent) -> None:
+        current.append((event.type, getattr(trace.get_current_span(), "name", "")))
+        if event.type == "turn_end":
+            raise _ClientGone("the reader went away")
+
+    async def turns() -> None:
+        chat = service.start_chat("bankingAgent", actor="dana")
+        with pytest.raises(_ClientGone):
+            await service.send(chat.id, "Transfer $500 to savings.", actor="dana", emit=emit)
+        with pytest.raises(_ClientGone):
+            await service.open_chat("bankingAgent", "Transfer $500 to savings.",
+                                    actor="dana", emit=emit)
+
+    asyncio.run(turns())
+    closing = [(kind, name) for kind, name in current if kind in ("interrupt", "turn_end")]
+    assert closing == [("interrupt", "invoke_agent bankingAgent"),
+                       ("turn_end", "invoke_agent bankingAgent")] * 2
+    turned = _named(spans, "invoke_agent")
+    assert len(turned) == 2
+    for turn in turned:
+        assert turn.status.status_code == StatusCode.ERROR
+        assert turn.status.description == "_ClientGone: the reader went away"
+        assert [e.name for e in turn.events] == ["exception"]
+        attrs = dict(turn.attributes or {})
+        assert "interlock.finish_reason" not in attrs and "interlock.interrupts" not in attrs
