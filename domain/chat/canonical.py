@@ -27,13 +27,13 @@ def canonical_json(value: Any) -> str:
 
 def jcs(value: Any) -> str:
     """RFC 8785: keys in UTF-16 order, ECMAScript number forms, minimal string escapes."""
-    kind = type(value)  # the plain types first, each by its exact class: a decision's input
-    if kind is str:  # is hashed twice a cycle, and this ran Python per string and per key
+    kind = type(value)  # the plain types first, each by its exact class: a call's input
+    if kind is str:  # is hashed several times a cycle, and this ran Python per string and key
         return _string(value)
     if kind is dict:
-        return "{" + ",".join([_string(k) + ":" + jcs(value[k]) for k in _keys(value)]) + "}"
+        return _object(value)
     if kind is list:
-        return "[" + ",".join([jcs(v) for v in value]) + "]"
+        return _array(value)
     if value is None or isinstance(value, bool):
         return "null" if value is None else ("true" if value else "false")
     if isinstance(value, int):
@@ -43,15 +43,23 @@ def jcs(value: Any) -> str:
     if isinstance(value, str):
         return _string(value)
     if isinstance(value, list | tuple):
-        return "[" + ",".join([jcs(v) for v in value]) + "]"
+        return _array(value)
     if isinstance(value, dict):
-        return "{" + ",".join([_string(k) + ":" + jcs(value[k]) for k in _keys(value)]) + "}"
+        return _object(value)
     raise TypeError(f"not a JSON value: {type(value).__name__}")
 
 
 # What json.dumps(s, ensure_ascii=False) gives a string, from C and without its encoder: the
 # escapes RFC 8785 asks for.
 _string: Callable[[str], str] = json.encoder.encode_basestring
+
+
+def _object(value: dict[Any, Any]) -> str:
+    return "{" + ",".join([_string(k) + ":" + jcs(value[k]) for k in _keys(value)]) + "}"
+
+
+def _array(value: list[Any] | tuple[Any, ...]) -> str:
+    return "[" + ",".join([jcs(v) for v in value]) + "]"
 
 
 def _keys(value: dict[Any, Any]) -> list[str]:
